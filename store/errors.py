@@ -1,0 +1,53 @@
+"""The few error kinds every layer raises; the server maps each to one gRPC status.
+
+Each class carries the same fields (``message``, ``code``) so a mapper never has to
+guess. ``code`` is a gRPC status name, kept as a string so ``store`` needs no grpc.
+"""
+
+from __future__ import annotations
+
+
+class BnServeError(Exception):
+    """Base of every error we raise on purpose."""
+
+    code = "INTERNAL"
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(BnServeError):
+    """The caller sent something malformed (bad name, label, shape, flag)."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class NotFound(BnServeError):
+    """A model, version, alias or variable that does not exist."""
+
+    code = "NOT_FOUND"
+
+
+class InvalidModel(BnServeError):
+    """A model that breaks the contract: cyclic DAG, wrong CPT shape, rows not normalised."""
+
+    code = "FAILED_PRECONDITION"
+
+
+class IntegrityError(BnServeError):
+    """Stored bytes whose checksum does not match: the version is refused at load."""
+
+    code = "DATA_LOSS"
+
+
+class StoreUnavailable(BnServeError):
+    """The database cannot be reached or is locked; the caller may retry."""
+
+    code = "UNAVAILABLE"
+
+
+class Conflict(BnServeError):
+    """A write lost a race it could not win by retrying."""
+
+    code = "ABORTED"
