@@ -1,0 +1,1 @@
+"""Generated gRPC modules of the bnserve.v1 API (see proto/)."""

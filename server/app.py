@@ -1,0 +1,131 @@
+"""Wiring: store -> repository -> gRPC server with health, reflection and metrics.
+
+Health reports NOT_SERVING until the store has been read once, and again from the
+moment a graceful shutdown starts (SIGTERM/SIGINT), so probes and load balancers
+stop sending before in-flight calls are drained.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+from server.api import predictor_pb2, predictor_pb2_grpc
+from server.interceptors import ServerInterceptor
+from server.repository import ModelRepository, Poller
+from server.servicer import PredictorServicer
+from store.sql import ModelStore
+
+log = logging.getLogger(__name__)
+
+PREDICTOR_SERVICE = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"].full_name
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    store_url: str
+    host: str = "0.0.0.0"
+    port: int = 50051
+    metrics_port: int = 9464
+    poll_seconds: float = 10.0
+    grace_seconds: float = 5.0
+    threads: int = 16
+    max_message_bytes: int = 64 * MiB
+
+
+class App:
+    """A running server; ``stop`` drains it. Ports are the bound ones (0 picks a free port)."""
+
+    def __init__(self, config: ServeConfig):
+        self.config = config
+        self.store = ModelStore(config.store_url)
+        self.repository = ModelRepository(self.store)
+        self.health = health.HealthServicer(experimental_non_blocking=True)
+        self.grpc_server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc"),
+            interceptors=(ServerInterceptor(),),
+            options=[
+                ("grpc.max_receive_message_length", config.max_message_bytes),
+                ("grpc.max_send_message_length", config.max_message_bytes),
+                ("grpc.so_reuseport", 0),
+            ],
+        )
+        predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(self.repository), self.grpc_server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
+        reflection.enable_server_reflection(
+            (PREDICTOR_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            self.grpc_server,
+        )
+        self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.port = self.grpc_server.add_insecure_port(f"{config.host}:{config.port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC port {config.host}:{config.port}")
+        self.poller = Poller(self.repository, config.poll_seconds)
+        self.metrics_port = config.metrics_port
+        self._stopped = threading.Event()
+
+    def _set_health(self, status: int) -> None:
+        for service in ("", PREDICTOR_SERVICE):
+            self.health.set(service, status)
+
+    def start(self) -> "App":
+        if self.metrics_port >= 0:
+            http_server, _ = start_http_server(self.metrics_port, addr=self.config.host)
+            self.metrics_port = http_server.server_address[1]
+            self._http_server = http_server
+        self.grpc_server.start()
+        log.info("gRPC on %s:%d, metrics on :%d", self.config.host, self.port, self.metrics_port)
+        threading.Thread(target=self._become_ready, name="first-load", daemon=True).start()
+        return self
+
+    def _become_ready(self) -> None:
+        """Poll until the store is read once, then go SERVING; the poller keeps it fresh."""
+        while not self._stopped.is_set() and not self.poller.poll_once():
+            self._stopped.wait(min(self.config.poll_seconds, 1.0))
+        if self._stopped.is_set():
+            return
+        self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        n = len(self.repository.snapshot.models)
+        log.info("store read: %d model(s); serving", n)
+        self.poller.start()
+
+    def stop(self) -> None:
+        """Graceful: NOT_SERVING, refuse new calls, let in-flight ones finish within the grace."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.health.enter_graceful_shutdown()
+        self.grpc_server.stop(self.config.grace_seconds).wait()
+        self.poller.stop()
+        if hasattr(self, "_http_server"):
+            self._http_server.shutdown()
+        self.store.dispose()
+        log.info("stopped")
+
+    def wait(self) -> None:
+        self.grpc_server.wait_for_termination()
+
+
+def serve(config: ServeConfig) -> int:
+    """Run until SIGTERM or SIGINT, then shut down gracefully."""
+    app = App(config).start()
+    done = threading.Event()
+
+    def on_signal(signum, _frame):
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    done.wait()
+    app.stop()
+    return 0

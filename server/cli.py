@@ -1,0 +1,127 @@
+"""`server` command: `server serve` runs the service, `server predict` is a small client."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+
+from store.errors import BnServeError
+from store.sql import resolve_store_url
+
+
+def _parse_instance(text: str) -> dict[str, str]:
+    """'a=x,b=y' or a JSON object -> {feature: label}."""
+    text = text.strip()
+    if text.startswith("{"):
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise argparse.ArgumentTypeError("a JSON instance must be an object")
+        return {str(k): str(v) for k, v in value.items()}
+    pairs = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, label = item.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"expected feature=label, got {item!r}")
+        pairs[name.strip()] = label.strip()
+    return pairs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="server", description="Serve Bayesian network classifiers over gRPC.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="load the models in the store and answer gRPC calls")
+    serve.add_argument("--store", help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else sqlite:///bnserve.db)")
+    serve.add_argument("--host", default="0.0.0.0", help="address to bind both ports on (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, default=50051, help="gRPC port (default 50051; 0 picks a free one)")
+    serve.add_argument("--metrics-port", type=int, default=9464, help="Prometheus /metrics port (default 9464; -1 disables)")
+    serve.add_argument("--poll-seconds", type=float, default=10.0, help="how often to look for new versions and alias moves (default 10)")
+    serve.add_argument("--grace-seconds", type=float, default=5.0, help="drain time for in-flight calls on SIGTERM (default 5)")
+    serve.add_argument("--threads", type=int, default=16, help="RPC worker threads (default 16)")
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+
+    predict = sub.add_parser("predict", help="send one Predict call and print the answer as JSON")
+    predict.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
+    predict.add_argument("--model", required=True, help="model name")
+    which = predict.add_mutually_exclusive_group()
+    which.add_argument("--version", type=int, help="model version (default: alias production, else latest)")
+    which.add_argument("--alias", help="model alias")
+    predict.add_argument(
+        "--instance", type=_parse_instance, action="append", default=[], metavar="F=L,…",
+        help="one row as feature=label pairs or a JSON object; repeat for more rows; absent features are missing",
+    )
+    predict.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first")
+    return parser
+
+
+def _predict(args: argparse.Namespace) -> int:
+    import grpc
+    from google.protobuf import json_format
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from server.api import predictor_pb2 as pb
+    from server.api import predictor_pb2_grpc
+
+    with grpc.insecure_channel(args.target) as channel:
+        if args.wait > 0:
+            deadline = time.monotonic() + args.wait
+            health_stub = health_pb2_grpc.HealthStub(channel)
+            while True:
+                try:
+                    status = health_stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0).status
+                    if status == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                except grpc.RpcError:
+                    pass
+                if time.monotonic() > deadline:
+                    print(f"error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
+                    return 1
+                time.sleep(0.2)
+        request = pb.PredictRequest(model=args.model, instances=[pb.Instance(values=i) for i in args.instance or [{}]])
+        if args.version is not None:
+            request.version = args.version
+        elif args.alias:
+            request.alias = args.alias
+        try:
+            reply = predictor_pb2_grpc.PredictorStub(channel).Predict(request, timeout=10.0)
+        except grpc.RpcError as exc:
+            print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            return 1
+    print(json_format.MessageToJson(reply, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "predict":
+        return _predict(args)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from server.app import ServeConfig, serve
+
+    config = ServeConfig(
+        store_url=resolve_store_url(args.store),
+        host=args.host,
+        port=args.port,
+        metrics_port=args.metrics_port,
+        poll_seconds=args.poll_seconds,
+        grace_seconds=args.grace_seconds,
+        threads=args.threads,
+    )
+    try:
+        return serve(config)
+    except BnServeError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

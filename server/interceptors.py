@@ -1,0 +1,109 @@
+"""One interceptor for every RPC: count it, time it, and map our errors to status codes.
+
+Servicers raise ``store.errors.BnServeError`` subclasses; this is the one place that
+turns them into gRPC status codes. Anything else becomes INTERNAL with a fixed
+message, and its traceback is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+import grpc
+
+from server import metrics
+from store.errors import BnServeError
+
+log = logging.getLogger(__name__)
+
+INTERNAL_MESSAGE = "internal server error"
+
+
+def status_of(error: BnServeError) -> grpc.StatusCode:
+    """The gRPC status for one of our errors (its ``code`` is a StatusCode name)."""
+    return getattr(grpc.StatusCode, error.code, grpc.StatusCode.INTERNAL)
+
+
+def _split(method: str) -> tuple[str, str]:
+    """'/pkg.Service/Method' -> ('pkg.Service', 'Method')."""
+    _, _, rest = method.partition("/")
+    service, _, name = rest.partition("/")
+    return service, name
+
+
+def _context_code(context: grpc.ServicerContext) -> str:
+    code = context.code() if hasattr(context, "code") else None
+    return code.name if isinstance(code, grpc.StatusCode) else "OK"
+
+
+class ServerInterceptor(grpc.ServerInterceptor):
+    """Prometheus grpc_server_* metrics and error-to-status mapping."""
+
+    def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        service, method = _split(handler_call_details.method)
+        if handler.unary_unary:
+            labels = ("UNARY", service, method)
+            return handler._replace(unary_unary=self._wrap_unary(handler.unary_unary, labels))
+        if handler.unary_stream:
+            labels = ("SERVER_STREAM", service, method)
+            return handler._replace(unary_stream=self._wrap_stream(handler.unary_stream, labels))
+        if handler.stream_stream:
+            labels = ("BIDI_STREAM", service, method)
+            return handler._replace(stream_stream=self._wrap_stream(handler.stream_stream, labels))
+        return handler
+
+    @staticmethod
+    def _wrap_unary(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
+        started = metrics.GRPC_STARTED.labels(*labels)
+        seconds = metrics.GRPC_HANDLING_SECONDS.labels(*labels)
+
+        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+            started.inc()
+            t0 = time.perf_counter()
+            code = "OK"
+            try:
+                response = behavior(request, context)
+                code = _context_code(context)
+                return response
+            except BnServeError as exc:
+                status = status_of(exc)
+                code = status.name
+                context.abort(status, exc.message)
+            except Exception as exc:  # abort() raises too: keep the code it set
+                if _context_code(context) != "OK":
+                    code = _context_code(context)
+                    raise
+                code = "INTERNAL"
+                log.exception("unhandled error in %s/%s", labels[1], labels[2])
+                context.abort(grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE)
+            finally:
+                seconds.observe(time.perf_counter() - t0)
+                metrics.GRPC_HANDLED.labels(*labels, code).inc()
+
+        return wrapped
+
+    @staticmethod
+    def _wrap_stream(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
+        def wrapped(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
+            metrics.GRPC_STARTED.labels(*labels).inc()
+            t0 = time.perf_counter()
+            code = "OK"
+            try:
+                yield from behavior(request_or_iterator, context)
+                code = _context_code(context)
+            except GeneratorExit:  # the client went away mid-stream
+                code = "CANCELLED"
+                raise
+            except Exception:
+                code = _context_code(context) if _context_code(context) != "OK" else "UNKNOWN"
+                raise
+            finally:
+                metrics.GRPC_HANDLING_SECONDS.labels(*labels).observe(time.perf_counter() - t0)
+                metrics.GRPC_HANDLED.labels(*labels, code).inc()
+
+        return wrapped

@@ -1,0 +1,239 @@
+"""Which compiled models the server holds, kept in step with the store by polling.
+
+The served state is one immutable ``Snapshot``; a refresh builds a new one and swaps
+the reference, so a request always sees a consistent set of versions and aliases and
+never waits for a load. Per model the snapshot holds its latest version and every
+aliased version; other versions are loaded on demand into a small LRU.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from server import metrics
+from store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
+from store.inference import CompiledModel, compile_model
+from store.model import Model
+from store.sql import ModelStore, ModelSummary
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ALIAS = "production"
+ON_DEMAND_CAPACITY = 16
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One compiled model version, ready to answer."""
+
+    name: str
+    version: int
+    created_at_ms: int
+    checksum: str
+    model: Model
+    compiled: CompiledModel
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """What the server knows of one model name: its versions, aliases and loaded versions."""
+
+    name: str
+    versions: tuple[int, ...]               # every version in the store
+    aliases: Mapping[str, int]              # alias -> version
+    loaded: Mapping[int, ServedModel]       # compiled versions held in the snapshot
+    refused: Mapping[int, str] = field(default_factory=dict)  # version -> why it was refused
+
+    @property
+    def default_version(self) -> int | None:
+        """Alias "production" if set, else the newest version that loaded."""
+        if DEFAULT_ALIAS in self.aliases:
+            return self.aliases[DEFAULT_ALIAS]
+        good = [v for v in self.versions if v not in self.refused]
+        return max(good) if good else None
+
+    def aliases_of(self, version: int) -> tuple[str, ...]:
+        return tuple(sorted(a for a, v in self.aliases.items() if v == version))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    models: Mapping[str, ModelEntry]
+
+
+class ModelRepository:
+    """Name/version/alias -> compiled model, refreshed from a ``ModelStore``."""
+
+    def __init__(self, store: ModelStore):
+        self._store = store
+        self._snapshot = Snapshot({})
+        self._ready = threading.Event()
+        self._refresh_lock = threading.Lock()
+        self._on_demand: OrderedDict[tuple[str, int, str], ServedModel] = OrderedDict()
+        self._on_demand_lock = threading.Lock()
+        self._refused: dict[tuple[str, int], str] = {}
+
+    @property
+    def ready(self) -> bool:
+        """True once the store has been read successfully at least once."""
+        return self._ready.is_set()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        return self._ready.wait(timeout)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    # ------------------------------------------------------------------ refresh
+
+    def refresh(self) -> None:
+        """Read the store's catalogue, load what is new, swap the snapshot.
+
+        Raises the store's error if the catalogue cannot be read; the previous
+        snapshot keeps serving in that case.
+        """
+        with self._refresh_lock:
+            summaries = self._store.list_models()
+            old = self._snapshot.models
+            models = {s.name: self._refresh_one(s, old.get(s.name)) for s in summaries}
+            self._snapshot = Snapshot(models)
+            self._publish_info(old, models)
+            self._ready.set()
+
+    def _refresh_one(self, summary: ModelSummary, old: ModelEntry | None) -> ModelEntry:
+        """Keep every aliased version and the newest version that loads."""
+        name = summary.name
+        loaded: dict[int, ServedModel] = {}
+
+        def take(version: int) -> bool:
+            if old is not None and version in old.loaded:
+                loaded[version] = old.loaded[version]
+                return True
+            if (name, version) in self._refused:
+                return False
+            served = self._load(name, version)
+            if served is not None:
+                loaded[version] = served
+            return served is not None
+
+        for version in sorted(set(summary.aliases.values())):
+            take(version)
+        for version in sorted(summary.versions, reverse=True):
+            if version in loaded or take(version):
+                break
+        refused = {v: why for (n, v), why in self._refused.items() if n == name}
+        return ModelEntry(name, tuple(summary.versions), dict(summary.aliases), loaded, refused)
+
+    def _load(self, name: str, version: int) -> ServedModel | None:
+        """Read and compile one version; None (and remembered) if it is refused."""
+        t0 = time.perf_counter()
+        try:
+            mv = self._store.load(name, version=version)
+            served = ServedModel(mv.name, mv.version, mv.created_at_ms, mv.checksum, mv.model, compile_model(mv.model))
+        except (IntegrityError, InvalidModel) as exc:
+            metrics.MODEL_LOAD_FAILURES.labels(name).inc()
+            log.error("refused %s version %d at load: %s", name, version, exc.message)
+            self._refused[(name, version)] = exc.message
+            return None
+        metrics.MODEL_LOAD_SECONDS.observe(time.perf_counter() - t0)
+        log.info("loaded %s version %d (%s)", name, version, mv.model.algorithm)
+        return served
+
+    @staticmethod
+    def _publish_info(old: Mapping[str, ModelEntry], new: Mapping[str, ModelEntry]) -> None:
+        def series(models: Mapping[str, ModelEntry]) -> set[tuple[str, str, str, str]]:
+            return {
+                (e.name, str(v), s.model.algorithm, ",".join(e.aliases_of(v)))
+                for e in models.values()
+                for v, s in e.loaded.items()
+            }
+
+        before, after = series(old), series(new)
+        for labels in before - after:
+            metrics.MODEL_INFO.remove(*labels)
+        for labels in after:
+            metrics.MODEL_INFO.labels(*labels).set(1)
+
+    # ------------------------------------------------------------------ lookup
+
+    def entry(self, name: str) -> ModelEntry:
+        entry = self._snapshot.models.get(name)
+        if entry is None:
+            raise NotFound(f"model {name!r} not found")
+        return entry
+
+    def get(self, name: str, version: int | None = None, alias: str | None = None) -> tuple[ServedModel, ModelEntry]:
+        """The compiled model for a selector: version, alias, or the default."""
+        entry = self.entry(name)
+        if alias:
+            if alias not in entry.aliases:
+                raise NotFound(f"model {name!r} has no alias {alias!r}")
+            version = entry.aliases[alias]
+        elif version is None or version == 0:
+            version = entry.default_version
+            if version is None:
+                raise NotFound(f"model {name!r} has no version that could be loaded")
+        if version not in entry.versions:
+            raise NotFound(f"model {name!r} has no version {version}")
+        if version in entry.refused:
+            raise InvalidModel(f"model {name!r} version {version} was refused at load: {entry.refused[version]}")
+        served = entry.loaded.get(version)
+        if served is None:
+            served = self._get_on_demand(name, version)
+        return served, entry
+
+    def _get_on_demand(self, name: str, version: int) -> ServedModel:
+        """A version outside the snapshot (neither latest nor aliased): load once, keep a few."""
+        with self._on_demand_lock:
+            for key in list(self._on_demand):
+                if key[:2] == (name, version):
+                    self._on_demand.move_to_end(key)
+                    return self._on_demand[key]
+            served = self._load(name, version)
+            if served is None:
+                raise InvalidModel(f"model {name!r} version {version} was refused at load: {self._refused[(name, version)]}")
+            self._on_demand[(name, version, served.checksum)] = served
+            while len(self._on_demand) > ON_DEMAND_CAPACITY:
+                self._on_demand.popitem(last=False)
+            return served
+
+
+class Poller:
+    """Background thread calling ``repository.refresh`` every ``interval`` seconds."""
+
+    def __init__(self, repository: ModelRepository, interval: float):
+        self._repository = repository
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="store-poller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def poll_once(self) -> bool:
+        try:
+            self._repository.refresh()
+        except BnServeError as exc:
+            metrics.STORE_POLL_ERRORS.inc()
+            log.warning("store poll failed, still serving what is loaded: %s", exc.message)
+            return False
+        except Exception:  # a poll must never kill the thread
+            metrics.STORE_POLL_ERRORS.inc()
+            log.exception("store poll failed, still serving what is loaded")
+            return False
+        metrics.STORE_LAST_SUCCESS.set_to_current_time()
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.poll_once()

@@ -1,0 +1,99 @@
+"""The bnserve.v1.Predictor servicer: translates protobuf to repository calls and back.
+
+No logic of its own beyond translation; errors are raised as ``store.errors`` kinds
+and mapped to status codes by ``server.interceptors``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import numpy as np
+
+from server import metrics
+from server.api import predictor_pb2 as pb
+from server.api import predictor_pb2_grpc
+from server.repository import ModelRepository, ServedModel
+from server.requests import codes_from_dense, codes_from_instances
+from store.errors import InvalidInput
+
+
+def _selector(request) -> dict:
+    which = request.WhichOneof("selector")
+    if which == "version":
+        if request.version <= 0:
+            raise InvalidInput(f"version must be positive, got {request.version}")
+        return {"version": request.version}
+    if which == "alias":
+        return {"alias": request.alias}
+    return {}
+
+
+class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
+    def __init__(self, repository: ModelRepository):
+        self._repository = repository
+
+    def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
+        served, _ = self._repository.get(request.model, **_selector(request))
+        compiled = served.compiled
+        class_name = served.model.class_variable.name
+        if request.instances and request.HasField("dense"):
+            raise InvalidInput("set either instances or dense, not both")
+        if request.HasField("dense"):
+            codes = codes_from_dense(compiled, class_name, list(request.dense.features), request.dense.codes)
+        else:
+            codes = codes_from_instances(compiled, class_name, (i.values for i in request.instances))
+        proba = compiled.predict_proba(codes)
+        metrics.PREDICTION_ROWS.labels(served.name).inc(len(codes))
+        classes = compiled.classes
+        winners = np.argmax(proba, axis=1)
+        return pb.PredictResponse(
+            model=served.name,
+            version=served.version,
+            classes=classes,
+            predictions=[
+                pb.Prediction(label=classes[w], probabilities=row) for w, row in zip(winners.tolist(), proba.tolist())
+            ],
+        )
+
+    def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: grpc.ServicerContext) -> pb.ModelMetadata:
+        served, entry = self._repository.get(request.model, **_selector(request))
+        return model_metadata(served, entry.aliases_of(served.version), request.include_parameters)
+
+    def ListModels(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> pb.ListModelsResponse:
+        models = self._repository.snapshot.models
+        return pb.ListModelsResponse(
+            models=[
+                pb.ModelSummary(
+                    name=e.name, versions=e.versions, aliases=dict(e.aliases), latest_version=max(e.versions)
+                )
+                for e in sorted(models.values(), key=lambda e: e.name)
+            ]
+        )
+
+
+def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parameters: bool) -> pb.ModelMetadata:
+    model = served.model
+    reply = pb.ModelMetadata(
+        name=served.name,
+        version=served.version,
+        aliases=aliases,
+        algorithm=model.algorithm,
+        parameters_json=json.dumps(dict(model.params), sort_keys=True),
+        metadata_json=json.dumps(dict(model.metadata), sort_keys=True),
+        combination=model.combination,
+        class_variable=model.class_variable.name,
+        created_at_ms=served.created_at_ms,
+        checksum=served.checksum,
+        variables=[pb.Variable(name=v.name, role=v.role, states=v.states, kind=v.kind) for v in model.variables],
+    )
+    for i, net in enumerate(model.networks):
+        reply.networks.add(nodes=[n.name for n in net.nodes])
+        reply.arcs.extend(pb.Arc(parent=p, child=c, network=i) for p, c in net.arcs)
+        if include_parameters:
+            reply.cpts.extend(
+                pb.Cpt(node=n.name, parents=n.parents, shape=n.cpt.shape, values=n.cpt.ravel().tolist(), network=i)
+                for n in net.nodes
+            )
+    return reply

@@ -1,0 +1,215 @@
+"""The path a user walks: `trainer fit` into a store, `server serve`, Predict over the wire.
+
+Real processes, real ports, real SQLite file and real PostgreSQL (the `store_url`
+fixture runs this module once per backend).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+from server.api import predictor_pb2 as pb
+from server.api import predictor_pb2_grpc
+from store.inference import compile_model
+from store.sql import ModelStore
+from trainer.data import load
+
+BIN = pathlib.Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=300, env=env)
+
+
+def wait_serving(channel: grpc.Channel, timeout: float = 60.0) -> None:
+    stub = health_pb2_grpc.HealthStub(channel)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if stub.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                return
+        except grpc.RpcError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("server did not report SERVING")
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def sample_value(text: str, name: str, **labels: str) -> float:
+    """Value of the first sample of `name` whose labels include `labels`."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no sample {name} {labels} in /metrics")
+
+
+@pytest.fixture
+def chess_rows():
+    data = load("builtin:chess")
+    names = [v.name for v in data.variables if v.role == "feature"]
+    states = {v.name: v.states for v in data.variables}
+    return data, names, states
+
+
+@pytest.fixture
+def served(store_url, tmp_path):
+    """Train FKDB k=2 on chess into the store, start `server serve`, yield (url, channel, metrics port)."""
+    fit = run_cli("trainer", "fit", "--algo", "fkdb", "--k", "2", "--data", "builtin:chess",
+                  "--name", "chess", "--store", store_url, "--alias", "production")
+    assert fit.returncode == 0, fit.stderr
+    assert re.search(r"\bversion 1\b", fit.stdout), fit.stdout
+    port, metrics_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "server"), "serve", "--store", store_url, "--host", "127.0.0.1", "--port", str(port),
+         "--metrics-port", str(metrics_port), "--poll-seconds", "0.3"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        try:
+            wait_serving(channel)
+        except AssertionError:
+            proc.kill()
+            raise AssertionError("server did not report SERVING; its output:\n" + proc.communicate()[0]) from None
+        yield store_url, channel, metrics_port, proc, port
+    finally:
+        channel.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_fkdb_on_chess_over_the_wire(served, chess_rows):
+    store_url, channel, metrics_port, proc, port = served
+    data, names, states = chess_rows
+    stub = predictor_pb2_grpc.PredictorStub(channel)
+    model = ModelStore(store_url).load("chess").model
+    assert model.algorithm == "fkdb"
+    expected = compile_model(model).predict_proba(data.X[:200])
+
+    # friendly form: the answer equals the CPT arithmetic, and is a distribution
+    rows = [{n: states[n][c] for n, c in zip(names, row)} for row in data.X[:200]]
+    reply = stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values=r) for r in rows]))
+    assert (reply.model, reply.version) == ("chess", 1)
+    got = np.array([p.probabilities for p in reply.predictions])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-12)
+    assert [p.label for p in reply.predictions] == [reply.classes[i] for i in got.argmax(axis=1)]
+    accuracy = np.mean(got.argmax(axis=1) == data.y[:200])
+    assert accuracy > 0.9
+
+    # dense form: the same numbers
+    dense = pb.DenseBatch(features=names, codes=data.X[:200].ravel().tolist())
+    reply_dense = stub.Predict(pb.PredictRequest(model="chess", dense=dense))
+    np.testing.assert_allclose([p.probabilities for p in reply_dense.predictions], expected, rtol=0, atol=1e-12)
+
+    # missing features are marginalised: the same as the compiled model with -1 there
+    partial = {"bkblk": "f", "wknck": "t", "rimmx": "f"}
+    reply_missing = stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values=partial)]))
+    codes = np.full((1, len(names)), -1)
+    for n, label in partial.items():
+        codes[0, names.index(n)] = states[n].index(label)
+    np.testing.assert_allclose(reply_missing.predictions[0].probabilities, compile_model(model).predict_proba(codes)[0], atol=1e-12)
+
+    # errors carry the right status and name the culprit
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values={"nosuch": "f"})]))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "nosuch" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values={"bkblk": "maybe"})]))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "maybe" in err.value.details()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Predict(pb.PredictRequest(model="no-such-model"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Predict(pb.PredictRequest(model="chess", version=7))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+    # metadata and listing
+    meta = stub.GetModelMetadata(pb.GetModelMetadataRequest(model="chess", include_parameters=True))
+    assert meta.algorithm == "fkdb" and json.loads(meta.parameters_json)["k"] == 2
+    assert list(meta.aliases) == ["production"]
+    for cpt in meta.cpts:
+        np.testing.assert_array_equal(np.array(cpt.values).reshape(cpt.shape), model.networks[0].node(cpt.node).cpt)
+    listing = stub.ListModels(pb.ListModelsRequest())
+    assert [(m.name, list(m.versions), dict(m.aliases)) for m in listing.models] == [("chess", [1], {"production": 1})]
+
+    # reflection is on
+    services = ProtoReflectionDescriptorDatabase(channel).get_services()
+    assert "bnserve.v1.Predictor" in services and "grpc.health.v1.Health" in services
+
+    # metrics moved
+    text = scrape(metrics_port)
+    assert sample_value(text, "grpc_server_handled_total", grpc_method="Predict", grpc_code="OK",
+                        grpc_service="bnserve.v1.Predictor", grpc_type="UNARY") >= 3
+    assert sample_value(text, "grpc_server_handled_total", grpc_method="Predict", grpc_code="INVALID_ARGUMENT") >= 2
+    assert sample_value(text, "grpc_server_handled_total", grpc_method="Predict", grpc_code="NOT_FOUND") >= 2
+    assert sample_value(text, "grpc_server_started_total", grpc_method="Predict") >= 7
+    assert sample_value(text, "grpc_server_handling_seconds_count", grpc_method="Predict") >= 7
+    assert sample_value(text, "bnserve_prediction_rows_total", model="chess") >= 401
+    assert sample_value(text, "bnserve_model_info", model="chess", version="1", algorithm="fkdb") == 1
+
+    # the CLI client says the same
+    cli = run_cli("server", "predict", "--target", f"127.0.0.1:{port}", "--model", "chess",
+                  "--instance", ",".join(f"{k}={v}" for k, v in rows[0].items()))
+    assert cli.returncode == 0, cli.stderr
+    answer = json.loads(cli.stdout)
+    np.testing.assert_allclose(answer["predictions"][0]["probabilities"], expected[0], atol=1e-12)
+
+
+def test_new_versions_and_alias_moves_are_picked_up(served):
+    store_url, channel, metrics_port, proc, port = served
+    stub = predictor_pb2_grpc.PredictorStub(channel)
+    fit = run_cli("trainer", "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess", "--store", store_url)
+    assert fit.returncode == 0, fit.stderr
+
+    def wait_for(predicate, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"server never saw {what}")
+
+    # version 2 exists and is servable, but production still points at 1
+    wait_for(lambda: 2 in stub.ListModels(pb.ListModelsRequest()).models[0].versions, "version 2")
+    assert stub.Predict(pb.PredictRequest(model="chess")).version == 1
+    assert stub.Predict(pb.PredictRequest(model="chess", version=2)).version == 2
+    # moving the alias moves the default
+    assert run_cli("trainer", "alias", "chess", "2", "production", "--store", store_url).returncode == 0
+    wait_for(lambda: stub.Predict(pb.PredictRequest(model="chess")).version == 2, "the alias move")
+    assert stub.GetModelMetadata(pb.GetModelMetadataRequest(model="chess")).algorithm == "nb"
+
+
+def test_sigterm_drains_and_exits(served):
+    store_url, channel, metrics_port, proc, port = served
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    output = proc.stdout.read()
+    assert "shutting down" in output and "Traceback" not in output
