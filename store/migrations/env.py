@@ -1,0 +1,45 @@
+"""Alembic environment for the model store.
+
+At runtime ``store.engine.upgrade_to_head`` passes an open connection, already inside
+a transaction (and, on PostgreSQL, holding the migration lock), in
+``config.attributes["connection"]``. From the alembic command line, set
+``sqlalchemy.url`` in the config instead.
+"""
+
+from __future__ import annotations
+
+from alembic import context
+from store.engine import create_store_engine
+from store.tables import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    engine = create_store_engine(config.get_main_option("sqlalchemy.url"))
+    try:
+        with engine.connect() as connection:
+            context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,366 @@
+"""The model store: publish, resolve, load and alias model versions in a SQL database.
+
+Modelled on MLflow's registry ``SqlAlchemyStore``: the mapped rows (``store.tables``)
+never leave a session; callers get plain ``ModelVersion`` and ``ModelSummary`` objects.
+Every public method validates its arguments, then runs one transaction through
+``_transaction``, which owns commit, rollback and close and turns database errors into
+``store.errors`` kinds. Writes that lose a race on a unique key are retried as a whole,
+in a fresh transaction, a few times before giving up with ``Conflict``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, Sequence, TypeVar
+
+from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from store.engine import (
+    DEFAULT_STORE_URL,
+    STORE_URL_ENV,
+    create_store_engine,
+    redacted,
+    resolve_store_url,
+    upgrade_to_head,
+    writer,
+)
+from store.errors import BnServeError, Conflict, InvalidInput, NotFound, StoreUnavailable
+from store.model import Model
+from store.names import check_alias, check_model_name, check_version
+from store.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
+from store.version_rows import model_to_rows, rows_to_model
+
+__all__ = [
+    "DEFAULT_ALIAS",
+    "DEFAULT_STORE_URL",
+    "STORE_URL_ENV",
+    "ModelStore",
+    "ModelSummary",
+    "ModelVersion",
+    "resolve_store_url",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ALIAS = "production"  # what an unqualified load serves, when it is set
+WRITE_ATTEMPTS = 5
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """One loaded, verified version."""
+
+    name: str
+    version: int
+    created_at_ms: int
+    checksum: str
+    aliases: tuple[str, ...]  # the aliases pointing at this version, sorted
+    model: Model
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """A model's catalogue entry; read without touching any blob."""
+
+    name: str
+    versions: tuple[int, ...]    # ascending, never empty
+    aliases: Mapping[str, int]   # alias -> version
+
+    @property
+    def latest_version(self) -> int:
+        return self.versions[-1]
+
+
+class _WriteRace(Conflict):
+    """A concurrent transaction took the same unique key; retry the whole transaction."""
+
+
+class ModelStore:
+    """Versioned models in SQLite or PostgreSQL; the schema is migrated to head on construction."""
+
+    def __init__(self, url: str):
+        self._url = redacted(url)
+        self._engine = create_store_engine(url)
+        try:
+            upgrade_to_head(self._engine)
+        except sa_exc.SQLAlchemyError as exc:
+            self._engine.dispose()
+            raise _translate(exc, f"opening the store at {self._url}") from exc
+        except BaseException:
+            self._engine.dispose()
+            raise
+        self._reads = sessionmaker(self._engine, expire_on_commit=False)
+        self._writes = sessionmaker(writer(self._engine), expire_on_commit=False)
+        log.info("model store open at %s", self._url)
+
+    def __repr__(self) -> str:
+        return f"ModelStore({self._url!r})"
+
+    def __enter__(self) -> "ModelStore":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.dispose()
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self._engine.dispose()
+
+    # ------------------------------------------------------------------ writes
+
+    def publish(self, name: str, model: Model, aliases: Sequence[str] = ()) -> int:
+        """Write ``model`` as the next version of ``name`` (created if new); returns that version.
+
+        ``aliases`` are pointed at the new version in the same transaction.
+        """
+        check_model_name(name)
+        if isinstance(aliases, str):
+            raise InvalidInput(f"publishing model {name!r}: aliases must be a list of names, got the string {aliases!r}")
+        aliases = tuple(dict.fromkeys(check_alias(a) for a in aliases))
+        if not isinstance(model, Model):
+            raise InvalidInput(f"publishing model {name!r}: expected a store.model.Model, got {type(model).__name__}")
+        model.validate()
+        rows = model_to_rows(model)
+
+        def write(session: Session) -> int:
+            model_id = _lock_model(session, name, create=True)
+            version = (_latest_version(session, model_id) or 0) + 1
+            keyed = rows.keyed(model_id, version, _now_ms())
+            session.execute(insert(SqlModelVersion), [keyed.header])
+            for table, values in ((SqlVariable, keyed.variables), (SqlCpt, keyed.cpts), (SqlArc, keyed.arcs)):
+                if values:
+                    session.execute(insert(table), values)
+            for alias in aliases:
+                _point_alias(session, model_id, alias, version)
+            return version
+
+        version = self._write(f"publishing model {name!r}", write)
+        log.info("published %s version %d (%s)%s", name, version, model.algorithm,
+                 f" as {', '.join(aliases)}" if aliases else "")
+        return version
+
+    def set_alias(self, name: str, alias: str, version: int) -> None:
+        """Point ``alias`` of model ``name`` at an existing ``version`` (created or moved)."""
+        check_model_name(name)
+        check_alias(alias)
+        version = check_version(version)
+
+        def write(session: Session) -> None:
+            model_id = _lock_model(session, name, create=False)
+            if session.get(SqlModelVersion, (model_id, version)) is None:
+                raise NotFound(f"model {name!r} has no version {version}")
+            _point_alias(session, model_id, alias, version)
+
+        self._write(f"setting alias {alias!r} of model {name!r}", write)
+        log.info("alias %s of %s -> version %d", alias, name, version)
+
+    # ------------------------------------------------------------------ reads
+
+    def resolve(self, name: str, version: int | None = None, alias: str | None = None) -> int:
+        """The version a selector names: ``version`` if it exists; ``alias``'s version;
+        neither: the ``production`` alias if set, else the latest version. NotFound otherwise."""
+        version, alias = _check_selector(name, version, alias)
+        with self._transaction(f"resolving model {name!r}") as session:
+            return _resolve(session, name, version, alias)[1]
+
+    def load(self, name: str, version: int | None = None, alias: str | None = None) -> ModelVersion:
+        """Read one version (same selector rules as ``resolve``), verify its checksums, validate it.
+
+        Raises IntegrityError naming the node whose stored bytes changed, InvalidModel if
+        the stored model breaks the contract.
+        """
+        version, alias = _check_selector(name, version, alias)
+        with self._transaction(f"loading model {name!r}") as session:
+            model_id, number = _resolve(session, name, version, alias)
+            header = session.get(SqlModelVersion, (model_id, number))
+            variables = session.scalars(
+                select(SqlVariable).where(*_key(SqlVariable, model_id, number)).order_by(SqlVariable.position)
+            ).all()
+            cpts = session.scalars(
+                select(SqlCpt).where(*_key(SqlCpt, model_id, number)).order_by(SqlCpt.network, SqlCpt.node_position)
+            ).all()
+            arcs = session.scalars(
+                select(SqlArc).where(*_key(SqlArc, model_id, number))
+                .order_by(SqlArc.network, SqlArc.child, SqlArc.position)
+            ).all()
+            aliases = session.scalars(select(SqlModelAlias.alias).where(*_key(SqlModelAlias, model_id, number))).all()
+            model = rows_to_model(name, header, variables, cpts, arcs)
+            loaded = ModelVersion(name, number, header.created_at_ms, header.checksum, tuple(sorted(aliases)), model)
+        loaded.model.validate()
+        return loaded
+
+    def list_models(self) -> list[ModelSummary]:
+        """Every model with its versions and aliases, sorted by name."""
+        with self._transaction("listing models") as session:
+            names = session.execute(select(SqlModel.id, SqlModel.name)).all()
+            version_rows = session.execute(select(SqlModelVersion.model_id, SqlModelVersion.version)).all()
+            alias_rows = session.execute(
+                select(SqlModelAlias.model_id, SqlModelAlias.alias, SqlModelAlias.version)
+            ).all()
+        versions: dict[int, list[int]] = defaultdict(list)
+        for model_id, version in version_rows:
+            versions[model_id].append(version)
+        aliases: dict[int, dict[str, int]] = defaultdict(dict)
+        for model_id, alias, version in alias_rows:
+            aliases[model_id][alias] = version
+        return sorted(
+            (
+                ModelSummary(name, tuple(sorted(versions[model_id])), dict(sorted(aliases[model_id].items())))
+                for model_id, name in names
+                if versions[model_id]
+            ),
+            key=lambda s: s.name,
+        )
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextmanager
+    def _transaction(self, what: str, *, write: bool = False) -> Iterator[Session]:
+        """One transaction: commit on success, roll back on any error, always close.
+
+        Database errors leave as store.errors kinds whose message starts with ``what``.
+        """
+        session = (self._writes if write else self._reads)()
+        try:
+            yield session
+            session.commit()
+        except sa_exc.SQLAlchemyError as exc:
+            _rollback_quietly(session)
+            raise _translate(exc, what) from exc
+        except BaseException:
+            _rollback_quietly(session)
+            raise
+        finally:
+            session.close()
+
+    def _write(self, what: str, work: Callable[[Session], T]) -> T:
+        """Run ``work`` in a write transaction, retrying it in a fresh one after a lost race."""
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with self._transaction(what, write=True) as session:
+                    return work(session)
+            except _WriteRace as exc:
+                if attempt == WRITE_ATTEMPTS:
+                    raise Conflict(f"{what}: lost to concurrent writers {WRITE_ATTEMPTS} times; try again") from exc
+                log.debug("%s: attempt %d lost a race (%s); retrying", what, attempt, exc.message)
+                time.sleep(random.uniform(0.0, 0.02 * attempt))
+        raise AssertionError("unreachable")
+
+
+# ---------------------------------------------------------------------- inside a session
+
+
+def _lock_model(session: Session, name: str, *, create: bool) -> int:
+    """The model's id, its row locked for this transaction (PostgreSQL; SQLite's BEGIN
+    IMMEDIATE already serialises writers). Creates the row if asked, else NotFound."""
+    model_id = session.scalar(select(SqlModel.id).where(SqlModel.name == name).with_for_update())
+    if model_id is not None:
+        return model_id
+    if not create:
+        raise NotFound(f"model {name!r} not found")
+    row = SqlModel(name=name, created_at_ms=_now_ms())
+    session.add(row)
+    session.flush()  # a concurrent creator makes this a unique violation: the caller retries
+    return row.id
+
+
+def _point_alias(session: Session, model_id: int, alias: str, version: int) -> None:
+    moved = session.execute(
+        update(SqlModelAlias)
+        .where(SqlModelAlias.model_id == model_id, SqlModelAlias.alias == alias)
+        .values(version=version)
+    )
+    if moved.rowcount == 0:
+        session.execute(insert(SqlModelAlias), [{"model_id": model_id, "alias": alias, "version": version}])
+
+
+def _resolve(session: Session, name: str, version: int | None, alias: str | None) -> tuple[int, int]:
+    """(model id, version) for a checked selector; NotFound naming what is missing."""
+    model_id = session.scalar(select(SqlModel.id).where(SqlModel.name == name))
+    if model_id is None:
+        raise NotFound(f"model {name!r} not found")
+    if version is not None:
+        if session.get(SqlModelVersion, (model_id, version)) is None:
+            raise NotFound(f"model {name!r} has no version {version}")
+        return model_id, version
+    aliased = session.scalar(
+        select(SqlModelAlias.version).where(
+            SqlModelAlias.model_id == model_id, SqlModelAlias.alias == (alias or DEFAULT_ALIAS)
+        )
+    )
+    if aliased is not None:
+        return model_id, aliased
+    if alias is not None:
+        raise NotFound(f"model {name!r} has no alias {alias!r}")
+    latest = _latest_version(session, model_id)
+    if latest is None:
+        raise NotFound(f"model {name!r} has no versions")
+    return model_id, latest
+
+
+def _latest_version(session: Session, model_id: int) -> int | None:
+    return session.scalar(select(func.max(SqlModelVersion.version)).where(SqlModelVersion.model_id == model_id))
+
+
+def _key(table: type, model_id: int, version: int) -> tuple:
+    return table.model_id == model_id, table.version == version
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _check_selector(name: str, version: int | None, alias: str | None) -> tuple[int | None, str | None]:
+    check_model_name(name)
+    if version is not None and alias is not None:
+        raise InvalidInput(
+            f"model {name!r}: give a version or an alias, not both (version {version!r}, alias {alias!r})"
+        )
+    return (None if version is None else check_version(version)), (None if alias is None else check_alias(alias))
+
+
+def _translate(exc: sa_exc.SQLAlchemyError, what: str) -> BnServeError:
+    """The store.errors kind for a database error; the message carries the driver's first line only."""
+    detail = _first_line(exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc)
+    if isinstance(exc, sa_exc.IntegrityError):
+        if _is_unique_violation(exc):
+            return _WriteRace(f"{what}: a concurrent write took the same key ({detail})")
+        return InvalidInput(f"{what}: the database refused the write: {detail}")
+    if isinstance(exc, sa_exc.DataError):
+        return InvalidInput(f"{what}: the database refused a value: {detail}")
+    return StoreUnavailable(f"{what}: the store failed: {detail}")
+
+
+def _is_unique_violation(exc: sa_exc.IntegrityError) -> bool:
+    sqlstate = getattr(exc.orig, "sqlstate", None)  # psycopg
+    if sqlstate is not None:
+        return sqlstate == "23505"
+    return getattr(exc.orig, "sqlite_errorname", "") in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY")
+
+
+def _first_line(error: object) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _rollback_quietly(session: Session) -> None:
+    try:
+        session.rollback()
+    except sa_exc.SQLAlchemyError:
+        log.warning("rollback failed; the connection is discarded", exc_info=True)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,102 @@
+"""Small random valid ``Model``s for tests: any DAG over class and features, Dirichlet CPTs.
+
+Import as ``from tests.model_factory import random_model``. Everything comes from the
+``rng`` passed in, so the same seed gives the same model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from store.model import CLASS, FEATURE, MEAN_JOINT, SINGLE, Model, Network, Node, Variable
+
+CLASS_NAME = "class"
+
+
+def random_model(
+    rng: np.random.Generator,
+    *,
+    n_features: int = 4,
+    cardinalities: tuple[int, int] = (2, 4),
+    n_networks: int = 1,
+    combination: str | None = None,
+    max_parents: int = 3,
+    class_has_parents: bool = True,
+    all_features: bool = True,
+    alpha: float = 1.0,
+    dtype: np.dtype | type = np.float64,
+    algorithm: str = "random-dag",
+) -> Model:
+    """A valid model with features ``f0..f{n-1}`` and class ``class``.
+
+    cardinalities: inclusive (low, high) number of states per variable, class included.
+    Each network is a random DAG (the class may have parents unless ``class_has_parents``
+    is False) with at most ``max_parents`` parents per node in random order, nodes listed
+    in random (not topological) order; with ``all_features`` False each network keeps a
+    random subset of the features. ``combination`` defaults to single for one network,
+    mean_joint for several. CPTs are Dirichlet(alpha) draws, shape (node, *parents).
+    """
+    low, high = cardinalities
+    class_variable = Variable(CLASS_NAME, _states(CLASS_NAME, int(rng.integers(max(low, 2), high + 1))), CLASS)
+    features = [
+        Variable(f"f{i}", _states(f"f{i}", int(rng.integers(low, high + 1))), FEATURE) for i in range(n_features)
+    ]
+    variables = (class_variable, *features)
+    cards = {v.name: v.cardinality for v in variables}
+    networks = tuple(
+        _random_network(rng, cards, features, max_parents, class_has_parents, all_features, alpha, np.dtype(dtype))
+        for _ in range(n_networks)
+    )
+    if combination is None:
+        combination = SINGLE if n_networks == 1 else MEAN_JOINT
+    return Model(
+        variables=variables,
+        networks=networks,
+        algorithm=algorithm,
+        combination=combination,
+        params={"alpha": alpha, "max_parents": max_parents, "networks": n_networks},
+        metadata={
+            "n_rows": int(rng.integers(10, 10_000)),
+            "fingerprint": f"{int(rng.integers(2**62)):016x}",
+            "evaluation": {"accuracy": float(rng.random()), "folds": [1, 2, 3], "note": None, "ok": True},
+        },
+    ).validate()
+
+
+def random_cpt(rng: np.random.Generator, card: int, parent_cards: tuple[int, ...], alpha: float = 1.0,
+               dtype: np.dtype | type = np.float64) -> np.ndarray:
+    """A CPT of shape (card, *parent_cards) whose every column is a Dirichlet(alpha) draw."""
+    draws = rng.dirichlet(np.full(card, alpha), size=math.prod(parent_cards))  # (configs, card)
+    cpt = draws.T.reshape((card, *parent_cards)).astype(dtype)
+    return cpt / cpt.sum(axis=0, keepdims=True)
+
+
+def _random_network(
+    rng: np.random.Generator,
+    cards: dict[str, int],
+    features: list[Variable],
+    max_parents: int,
+    class_has_parents: bool,
+    all_features: bool,
+    alpha: float,
+    dtype: np.dtype,
+) -> Network:
+    names = [f.name for f in features if all_features or rng.random() < 0.7]
+    order = [names[i] for i in rng.permutation(len(names))]
+    if class_has_parents:
+        order.insert(int(rng.integers(len(order) + 1)), CLASS_NAME)
+    else:
+        order.insert(0, CLASS_NAME)
+    nodes = []
+    for i, name in enumerate(order):
+        k = int(rng.integers(0, min(max_parents, i) + 1))
+        parents = tuple(order[j] for j in rng.choice(i, size=k, replace=False)) if k else ()
+        cpt = random_cpt(rng, cards[name], tuple(cards[p] for p in parents), alpha, dtype)
+        nodes.append(Node(name, parents, cpt))
+    return Network(tuple(nodes[j] for j in rng.permutation(len(nodes))))
+
+
+def _states(name: str, card: int) -> tuple[str, ...]:
+    return tuple(f"{name}:s{j}" for j in range(card))
