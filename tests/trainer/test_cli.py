@@ -1,0 +1,131 @@
+"""The trainer command line against a real SQLite store file."""
+
+import gzip
+import json
+from importlib import resources
+
+import pytest
+
+from trainer.cli import main
+
+
+@pytest.fixture
+def store(tmp_path):
+    return f"sqlite:///{tmp_path / 'models.db'}"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fit_list_show_alias_round_trip(capsys, store):
+    code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", "builtin:chess",
+                         "--name", "chess", "--store", store, "--alias", "production", "staging")
+    assert (code, err) == (0, "")
+    assert out.strip() == "published chess version 1 (fkdb, k=2); aliases: production, staging"
+    code, out, _ = run(capsys, "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess", "--store", store)
+    assert code == 0 and "version 2 (nb)" in out
+
+    code, out, _ = run(capsys, "list", "--store", store)
+    assert code == 0
+    assert out.split("\n")[1].split() == ["chess", "2", "2", "production=1,", "staging=1"]
+
+    code, out, _ = run(capsys, "alias", "chess", "2", "staging", "--store", store)
+    assert code == 0 and "staging -> version 2" in out
+
+    code, out, _ = run(capsys, "show", "chess@production", "--store", store, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert (doc["name"], doc["version"], doc["algorithm"], doc["params"]) == ("chess", 1, "fkdb", {"k": 2})
+    assert doc["aliases"] == ["production"]
+    assert doc["metadata"]["training"]["rows"] == 3196
+    arcs = doc["arcs"][0]
+    assert len(arcs) == 36 + 1 + 2 * 34  # class -> each feature; root 0, second 1, the rest 2 feature parents
+    assert all(["class", v["name"]] in arcs for v in doc["variables"] if v["role"] == "feature")
+
+    code, out, _ = run(capsys, "show", "chess@staging", "--store", store)
+    assert code == 0
+    assert out.startswith("chess version 2 ")
+    assert "algorithm: nb" in out and "  class -> wtoeg" in out and "  katri  feature  b, n, w" in out
+    code, out, _ = run(capsys, "show", "chess:1", "--store", store)
+    assert code == 0 and "aliases: production" in out and "parameters: {\"k\": 2}" in out
+    code, out, _ = run(capsys, "show", "chess", "--store", store)
+    assert code == 0
+
+
+def test_store_url_from_the_environment(capsys, store, monkeypatch):
+    monkeypatch.setenv("BNSERVE_STORE_URL", store)
+    assert run(capsys, "fit", "--algo", "tan", "--data", "builtin:chess", "--name", "t")[0] == 0
+    code, out, _ = run(capsys, "list", "--store", store)
+    assert code == 0 and out.split("\n")[1].split()[:3] == ["t", "1", "1"]
+
+
+def chess_lines():
+    with resources.files("trainer.datasets").joinpath("chess.csv.gz").open("rb") as f:
+        return gzip.decompress(f.read()).decode().splitlines()
+
+
+def test_evaluate_cross_validation_and_hold_out(capsys, tmp_path):
+    code, out, err = run(capsys, "evaluate", "--algo", "kdb", "--data", "builtin:chess", "--folds", "3", "--seed", "1")
+    assert (code, err) == (0, "")
+    assert "3-fold stratified CV" in out and "accuracy 0.9" in out and "±" in out and "log-loss" in out
+    header, rows = chess_lines()[0], chess_lines()[1:]
+    (tmp_path / "train.csv").write_text("\n".join([header] + [r for i, r in enumerate(rows) if i % 3]) + "\n")
+    (tmp_path / "test.csv").write_text("\n".join([header] + rows[::3]) + "\n")
+    code, out, err = run(capsys, "evaluate", "--algo", "fkdb", "--data", str(tmp_path / "train.csv"),
+                         "--test", str(tmp_path / "test.csv"))
+    assert (code, err) == (0, "")
+    assert "tested on" in out and "(1066 rows)" in out
+    accuracy = float(out.split("accuracy ")[1].split()[0])
+    assert accuracy >= 0.93
+    # hdchk=t first occurs on line 2772 of chess; a model trained on the first 1000 rows refuses it
+    (tmp_path / "small.csv").write_text("\n".join([header] + rows[:1000]) + "\n")
+    code, out, err = run(capsys, "evaluate", "--algo", "nb", "--data", str(tmp_path / "small.csv"),
+                         "--test", "builtin:chess")
+    assert code == 1 and out == ""
+    assert err == "trainer: error: builtin:chess: line 2772: column 'hdchk': unknown value 't'; known: f\n"
+
+
+@pytest.mark.parametrize(
+    "argv, code, pieces",
+    [
+        (["fit", "--algo", "kdb", "--k", "-1", "--data", "builtin:chess", "--name", "m"], 2, ["--k", "-1"]),
+        (["fit", "--algo", "nb", "--k", "1", "--data", "builtin:chess", "--name", "m"], 2, ["--k", "nb"]),
+        (["fit", "--algo", "xyz", "--data", "builtin:chess", "--name", "m"], 2, ["--algo", "xyz"]),
+        (["fit", "--algo", "nb", "--data", "builtin:chess", "--name", "bad name"], 2, ["--name", "'bad name'"]),
+        (["fit", "--algo", "nb", "--data", "builtin:chess", "--name", "m", "--alias", "7"], 2, ["--alias", "'7'"]),
+        (["fit", "--algo", "nb", "--data", "{tmp}/absent.csv", "--name", "m"], 1, ["absent.csv"]),
+        (["fit", "--algo", "nb", "--data", "{tmp}/ragged.csv", "--name", "m"], 1, ["ragged.csv", "line 3"]),
+        (["fit", "--algo", "nb", "--data", "{tmp}/good.csv", "--class", "zz", "--name", "m"], 1, ["'zz'"]),
+        (["evaluate", "--algo", "nb", "--data", "builtin:chess", "--folds", "0"], 2, ["--folds"]),
+        (["evaluate", "--algo", "nb", "--data", "builtin:chess", "--folds", "3", "--test", "x.csv"], 2, ["--test"]),
+        (["show", "m:x"], 2, ["'x'"]),
+        (["show", "m@"], 2, ["ALIAS"]),
+        (["alias", "m", "0", "production"], 2, ["version"]),
+        ([], 2, ["COMMAND"]),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(capsys, tmp_path, store, argv, code, pieces):
+    (tmp_path / "ragged.csv").write_text("a,b,c\n1,2,x\n1,2\n")
+    (tmp_path / "good.csv").write_text("a,b,c\n1,2,x\n1,3,y\n")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    if argv and argv[0] in ("fit", "show", "alias"):
+        argv += ["--store", store]
+    got, out, err = run(capsys, *argv)
+    assert got == code
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    for piece in pieces:
+        assert piece in err
+    assert not (tmp_path / "models.db").exists()
+
+
+def test_store_errors_exit_1(capsys, store):
+    code, _, err = run(capsys, "show", "nothing", "--store", store)
+    assert code == 1 and "'nothing'" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "alias", "nothing", "1", "production", "--store", store)
+    assert code == 1 and "'nothing'" in err
+    code, out, _ = run(capsys, "list", "--store", store)
+    assert (code, out) == (0, "no models\n")

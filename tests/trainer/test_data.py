@@ -1,0 +1,126 @@
+"""Reading and encoding CSVs: hand-made files, malformed ones included."""
+
+import gzip
+
+import numpy as np
+import pytest
+
+from store.errors import InvalidInput
+from store.model import CLASS, FEATURE
+from trainer.data import encode_with, load, load_with
+
+
+def write(tmp_path, text, name="data.csv"):
+    path = tmp_path / name
+    if name.endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8", newline="") as f:
+            f.write(text)
+    else:
+        path.write_text(text, encoding="utf-8", newline="")
+    return str(path)
+
+
+SMALL = 'colour,size,label\nred,"big, very",yes\nblue,,no\n,small,yes\nred,small,\n\n'
+
+
+@pytest.mark.parametrize("name", ["data.csv", "data.csv.gz"])
+def test_small_file_is_encoded(tmp_path, name):
+    data = load(write(tmp_path, SMALL, name))
+    names = [v.name for v in data.variables]
+    assert names == ["colour", "size", "label"]
+    assert [v.role for v in data.variables] == [FEATURE, FEATURE, CLASS]
+    assert data.variables[0].states == ("blue", "red")
+    assert data.variables[1].states == ("big, very", "small")  # quoting handled
+    assert data.class_variable.states == ("no", "yes")
+    assert data.n_rows_dropped == 1  # "red,small," has no class
+    assert data.X.dtype == np.int32 and data.X.tolist() == [[1, 0], [0, -1], [-1, 1]]
+    assert data.y.tolist() == [1, 0, 1]
+
+
+def test_class_column_can_be_chosen_and_goes_last(tmp_path):
+    data = load(write(tmp_path, "a,cls,b\nx,1,p\ny,2,q\nx,2,p\n"), class_column="cls")
+    assert [v.name for v in data.variables] == ["a", "b", "cls"]
+    assert data.class_variable.role == CLASS
+    assert data.X.tolist() == [[0, 0], [1, 1], [0, 0]]
+    assert data.y.tolist() == [0, 1, 1]
+
+
+def test_builtin_chess(chess):
+    assert chess.X.shape == (3196, 36)
+    assert chess.class_variable.name == "class"
+    assert chess.class_counts() == {"nowin": 1527, "won": 1669}
+    assert chess.n_rows_dropped == 0
+    assert (chess.X >= 0).all()
+
+
+def test_fingerprint_depends_on_the_data(tmp_path):
+    a = load(write(tmp_path, "f,c\nx,1\ny,2\n", "a.csv"))
+    b = load(write(tmp_path, "f,c\nx,1\ny,2\n", "b.csv"))
+    c = load(write(tmp_path, "f,c\nx,2\ny,1\n", "c.csv"))
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+@pytest.mark.parametrize(
+    "text, kwargs, pieces",
+    [
+        ("a,b,c\n1,2,x\n1,2\n", {}, ["line 3", "2 fields", "header has 3"]),
+        ("a,b,c\n1,2,x\n\n1,2,3,4\n", {}, ["line 4", "4 fields"]),
+        ("a,b\n1,x\n", {"class_column": "nope"}, ["line 1", "'nope'"]),
+        ("a,b\n1,x\n2,x\n,x\n", {}, ["column 'b'", "two states", "'x'"]),
+        ("", {}, ["line 1", "empty"]),
+        ("\na,b\n1,2\n", {}, ["line 1", "blank"]),
+        ("a,b\n", {}, ["no data rows"]),
+        ("a,b,a\n1,2,3\n", {}, ["line 1", "duplicate column name 'a'", "columns 1 and 3"]),
+        ("a,,c\n1,2,3\n", {}, ["line 1", "column 2"]),
+        ("a,b,c\n,1,x\n,2,y\n", {}, ["column 'a'", "every value is empty"]),
+        ("a,b\n1,\n2,\n", {}, ["column 'b'", "every row has an empty class"]),
+        ("c\nx\ny\n", {}, ["only the class column"]),
+    ],
+)
+def test_malformed_files_name_the_fault(tmp_path, text, kwargs, pieces):
+    path = write(tmp_path, text)
+    with pytest.raises(InvalidInput) as info:
+        load(path, **kwargs)
+    message = info.value.message
+    assert path in message
+    for piece in pieces:
+        assert piece in message
+
+
+def test_missing_file_and_unknown_builtin(tmp_path):
+    with pytest.raises(InvalidInput, match="nope.csv"):
+        load(str(tmp_path / "nope.csv"))
+    with pytest.raises(InvalidInput, match="builtin:nope"):
+        load("builtin:nope")
+
+
+def test_not_utf8(tmp_path):
+    path = tmp_path / "latin.csv"
+    path.write_bytes("a,b\ncaf\u00e9,x\n".encode("latin-1"))
+    with pytest.raises(InvalidInput, match="UTF-8"):
+        load(str(path))
+
+
+def test_encode_with_known_missing_and_unknown(tmp_path):
+    data = load(write(tmp_path, SMALL))
+    X = encode_with(data.features, [["red", "small"], ["", "big, very"]])
+    assert X.tolist() == [[1, 1], [-1, 0]]
+    assert encode_with(data.features, []).shape == (0, 2)
+    with pytest.raises(InvalidInput) as info:
+        encode_with(data.features, [["red", "small"], ["green", "small"]])
+    assert "'colour'" in info.value.message and "'green'" in info.value.message and "row 2" in info.value.message
+    with pytest.raises(InvalidInput, match="2 values"):
+        encode_with(data.features, [["red"]])
+
+
+def test_load_with_matches_columns_by_name(tmp_path):
+    train = load(write(tmp_path, SMALL))
+    test = load_with(write(tmp_path, "label,size,colour,extra\nno,small,red,9\n,small,blue,9\n", "t.csv"), train.variables)
+    assert test.X.tolist() == [[1, 1]]
+    assert test.y.tolist() == [0]
+    assert test.n_rows_dropped == 1
+    with pytest.raises(InvalidInput) as info:
+        load_with(write(tmp_path, "label,size,colour\nno,huge,red\n", "u.csv"), train.variables)
+    assert "line 2" in info.value.message and "'size'" in info.value.message and "'huge'" in info.value.message
+    with pytest.raises(InvalidInput, match="'colour'"):
+        load_with(write(tmp_path, "label,size\nno,small\n", "v.csv"), train.variables)

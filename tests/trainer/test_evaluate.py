@@ -1,0 +1,50 @@
+"""Cross-validation on chess through store.inference; the accuracies the papers report."""
+
+import numpy as np
+import pytest
+
+from store.errors import InvalidInput
+from trainer.evaluate import cross_validate, holdout, stratified_folds
+
+# Sahami (1996) Table 2, chess, 10-fold CV: NB (k=0) 86.2%, KDB k=2 95.1%.
+FLOORS = {("nb", None): 0.85, ("tan", None): 0.90, ("kdb", 2): 0.93, ("fkdb", 2): 0.93}
+
+
+@pytest.mark.parametrize("algo, k", list(FLOORS))
+def test_chess_ten_fold_accuracy(chess, algo, k):
+    result = cross_validate(algo, chess, k=k, folds=10, seed=0)
+    print(f"\n{algo} k={k}: accuracy {result.accuracy:.4f} ± {result.accuracy_std:.4f}, log-loss {result.log_loss:.4f}")
+    assert result.accuracy >= FLOORS[algo, k]
+    assert len(result.fold_accuracies) == 10
+    assert 0 < result.log_loss < 1
+    assert result.n_rows == 3196
+
+
+def test_folds_are_stratified_and_seeded():
+    y = np.array([0] * 53 + [1] * 30 + [2] * 7)
+    folds = stratified_folds(y, 5, seed=3)
+    assert np.array_equal(folds, stratified_folds(y, 5, seed=3))
+    assert not np.array_equal(folds, stratified_folds(y, 5, seed=4))
+    for c in range(3):
+        per_fold = np.bincount(folds[y == c], minlength=5)
+        assert per_fold.max() - per_fold.min() <= 1
+    assert np.bincount(folds, minlength=5).min() >= 17
+
+
+def test_cross_validation_is_deterministic(chess):
+    a = cross_validate("nb", chess, folds=3, seed=1)
+    b = cross_validate("nb", chess, folds=3, seed=1)
+    assert a == b
+
+
+def test_holdout_scores_the_test_rows(chess):
+    fold = stratified_folds(chess.y, 3, seed=0)
+    result = holdout("fkdb", chess.subset(fold != 0), chess.subset(fold == 0), k=2)
+    assert result.n_rows == int(np.sum(fold == 0))
+    assert result.accuracy >= 0.93
+    assert result.accuracy_std == 0.0
+
+
+def test_bad_fold_count(chess):
+    with pytest.raises(InvalidInput, match="folds"):
+        cross_validate("nb", chess, folds=1)

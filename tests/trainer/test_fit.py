@@ -1,0 +1,96 @@
+"""fit: structure + Laplace CPTs into a valid Model with its training record."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from store.errors import InvalidInput
+from store.inference import compile_model
+from store.model import Model
+from trainer.data import load
+from trainer.estimate import estimate
+from trainer.fit import LEARNERS, fit
+from trainer.learners.kdb import kdb
+
+
+def reference_posterior(model: Model, X: np.ndarray) -> np.ndarray:
+    """P(c | x) for complete rows by direct CPT lookup, node by node (no compilation)."""
+    values = {v.name: X[:, i] for i, v in enumerate(model.features)}
+    n_classes = model.class_variable.cardinality
+    log = np.zeros((X.shape[0], n_classes))
+    for c in range(n_classes):
+        values[model.class_variable.name] = np.full(X.shape[0], c)
+        for node in model.networks[0].nodes:
+            log[:, c] += np.log(node.cpt[tuple(values[f] for f in (node.name, *node.parents))])
+    log -= log.max(axis=1, keepdims=True)
+    p = np.exp(log)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("algo", sorted(LEARNERS))
+def test_fit_gives_a_valid_model_that_predicts_like_its_cpts(chess, algo):
+    model = fit(algo, chess)
+    assert model.validate() is model
+    assert model.algorithm == algo
+    assert dict(model.params) == ({"k": 2} if LEARNERS[algo].takes_k else {})
+    assert model.variables == chess.variables
+    net = model.networks[0]
+    assert [n.name for n in net.nodes] == [v.name for v in chess.variables]
+    assert all(n.cpt.dtype == np.float64 for n in net.nodes)
+    rows = chess.X[::7]
+    assert np.allclose(compile_model(model).predict_proba(rows), reference_posterior(model, rows), atol=1e-10)
+
+
+def test_metadata_records_the_training(chess):
+    model = fit("fkdb", chess, k=1)
+    meta = model.metadata
+    assert meta["training"] == {
+        "source": "builtin:chess",
+        "rows": 3196,
+        "rows_dropped": 0,
+        "features": 36,
+        "class_counts": {"nowin": 1527, "won": 1669},
+    }
+    assert meta["data_fingerprint"] == chess.fingerprint() and len(meta["data_fingerprint"]) == 64
+    assert meta["created_at"].endswith("Z")
+    assert isinstance(meta["code_version"], str) and meta["code_version"]
+    assert sorted(meta["order"]) == sorted(v.name for v in chess.features)
+    assert len(meta["order_scores"]) == 36
+
+
+def test_cpts_are_laplace_estimates_of_the_family_counts(chess):
+    structure = kdb(chess, 2)
+    net = estimate(structure, chess)
+    node = next(n for n in net.nodes if len(n.parents) == 3)
+    cols = {v.name: chess.X[:, i] for i, v in enumerate(chess.features)} | {"class": chess.y}
+    family = (node.name, *node.parents)
+    counts = Counter(zip(*(cols[f].tolist() for f in family)))
+    cards = [chess.variables[[v.name for v in chess.variables].index(f)].cardinality for f in family]
+    for index in np.ndindex(*cards):
+        n_pa = sum(counts[(x, *index[1:])] for x in range(cards[0]))
+        assert node.cpt[index] == pytest.approx((counts[index] + 1) / (n_pa + cards[0]))
+    prior = net.node("class").cpt
+    assert prior.tolist() == pytest.approx([(1527 + 1) / (3196 + 2), (1669 + 1) / (3196 + 2)])
+
+
+def test_missing_values_are_counted_available_case(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("a,b,c\nx,p,1\n,p,1\ny,,2\ny,q,2\nx,q,1\n")
+    data = load(str(path))
+    model = fit("kdb", data, k=1)
+    assert model.validate() is model
+    proba = compile_model(model).predict_proba(np.array([[-1, -1], [0, -1], [1, 1]], dtype=np.int32))
+    assert np.allclose(proba.sum(axis=1), 1.0)
+
+
+def test_bad_arguments(chess):
+    with pytest.raises(InvalidInput, match="unknown algorithm 'xyz'"):
+        fit("xyz", chess)
+    with pytest.raises(InvalidInput, match="non-negative"):
+        fit("kdb", chess, k=-1)
+    with pytest.raises(InvalidInput, match="non-negative"):
+        fit("fkdb", chess, k=1.5)
+    with pytest.raises(InvalidInput, match="takes no k"):
+        fit("nb", chess, k=2)
+

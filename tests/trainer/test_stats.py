@@ -1,0 +1,125 @@
+"""stats against slow, obvious dict-based references (available-case counting, nats)."""
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainer import stats
+
+
+def ref_mi(x, c):
+    rows = [(a, b) for a, b in zip(x, c) if a >= 0 and b >= 0]
+    n = len(rows)
+    if n == 0:
+        return 0.0
+    n_ab, n_a, n_b = Counter(rows), Counter(a for a, _ in rows), Counter(b for _, b in rows)
+    return sum(k / n * math.log(k * n / (n_a[a] * n_b[b])) for (a, b), k in n_ab.items())
+
+
+def ref_cmi(x, y, c):
+    rows = [(a, b, d) for a, b, d in zip(x, y, c) if a >= 0 and b >= 0 and d >= 0]
+    n = len(rows)
+    if n == 0:
+        return 0.0
+    n_xyc = Counter(rows)
+    n_xc = Counter((a, d) for a, _, d in rows)
+    n_yc = Counter((b, d) for _, b, d in rows)
+    n_c = Counter(d for _, _, d in rows)
+    return sum(k / n * math.log(k * n_c[d] / (n_xc[(a, d)] * n_yc[(b, d)])) for (a, b, d), k in n_xyc.items())
+
+
+@st.composite
+def coded_table(draw, max_features=4):
+    """(X with -1 for missing, y complete, feature cards, n_classes)."""
+    m = draw(st.integers(0, 40))
+    n = draw(st.integers(2, max_features))
+    cards = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+    n_classes = draw(st.integers(2, 3))
+    p_missing = draw(st.sampled_from([0.0, 0.2, 0.6]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([rng.integers(0, c, m) for c in cards]).astype(np.int32).reshape(m, n)
+    X[rng.random((m, n)) < p_missing] = -1
+    y = rng.integers(0, n_classes, m)
+    return X, y, cards, n_classes
+
+
+@settings(max_examples=60, deadline=None)
+@given(coded_table())
+def test_mutual_information_matches_reference(table):
+    X, y, cards, n_classes = table
+    got = stats.class_mutual_information(X, y, cards, n_classes)
+    for i in range(X.shape[1]):
+        assert got[i] == pytest.approx(ref_mi(X[:, i].tolist(), y.tolist()), abs=1e-12)
+        assert got[i] >= 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(coded_table(max_features=5))
+def test_conditional_mutual_information_matrix_matches_reference(table):
+    X, y, cards, n_classes = table
+    matrix = stats.conditional_mutual_information_matrix(X, y, cards, n_classes)
+    n = X.shape[1]
+    assert matrix.shape == (n, n)
+    assert np.array_equal(matrix, matrix.T)
+    assert np.all(np.diag(matrix) == 0)
+    for i in range(n):
+        for j in range(i + 1, n):
+            expected = ref_cmi(X[:, i].tolist(), X[:, j].tolist(), y.tolist())
+            assert matrix[i, j] == pytest.approx(expected, abs=1e-12)
+            single = stats.conditional_mutual_information(X[:, i], X[:, j], y, cards[i], cards[j], n_classes)
+            assert single == pytest.approx(expected, abs=1e-12)
+
+
+def test_missing_class_is_excluded_available_case():
+    x = np.array([0, 1, 0, 1, 1, 0])
+    c = np.array([0, 1, -1, -1, 1, 0])
+    assert stats.mutual_information(x, c, 2, 2) == pytest.approx(ref_mi(x.tolist(), c.tolist()))
+    assert stats.mutual_information(x, c, 2, 2) == pytest.approx(math.log(2))
+
+
+def test_independent_and_identical_columns():
+    x = np.array([0, 1] * 50)
+    assert stats.mutual_information(x, x, 2, 2) == pytest.approx(math.log(2))
+    assert stats.mutual_information(x, np.repeat([0, 1], 50), 2, 2) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_joint_counts_uses_rows_where_all_present():
+    a = np.array([0, 1, 1, -1, 2])
+    b = np.array([1, 1, -1, 0, 0])
+    counts = stats.joint_counts([a, b], [3, 2])
+    assert counts.tolist() == [[0, 1], [0, 1], [1, 0]]
+
+
+def test_entropy():
+    assert stats.entropy(np.array([5, 5])) == pytest.approx(math.log(2))
+    assert stats.entropy(np.array([[1, 1], [1, 1]])) == pytest.approx(math.log(4))
+    assert stats.entropy(np.array([7, 0])) == 0.0
+    assert stats.entropy(np.zeros(3)) == 0.0
+
+
+def test_laplace_cpt_by_hand():
+    x = np.array([0, 0, 1, -1, 1, 0])
+    pa = np.array([0, 1, 1, 1, -1, 0])
+    # available-case rows: (0,0) (0,1) (1,1) (0,0): N(x=0|pa=0)=2, N(1|0)=0, N(0|1)=1, N(1|1)=1
+    cpt = stats.laplace_cpt([x, pa], [2, 2])
+    assert cpt.shape == (2, 2)  # (node, parent)
+    assert cpt.dtype == np.float64
+    assert cpt[:, 0].tolist() == [3 / 4, 1 / 4]
+    assert cpt[:, 1].tolist() == [2 / 4, 2 / 4]
+
+
+def test_laplace_class_prior_and_two_parents_sum_to_one():
+    y = np.array([0, 0, 0, 1, 2])
+    prior = stats.laplace_cpt([y], [3])
+    assert prior.tolist() == pytest.approx([4 / 8, 2 / 8, 2 / 8])  # (N(c)+1)/(M+|C|)
+    rng = np.random.default_rng(1)
+    cols = [rng.integers(-1, c, 50) for c in (3, 2, 4)]
+    cpt = stats.laplace_cpt(cols, [3, 2, 4])
+    assert cpt.shape == (3, 2, 4)
+    assert np.allclose(cpt.sum(axis=0), 1.0)
+    assert np.all(cpt > 0)

@@ -1,0 +1,245 @@
+"""``trainer`` command line: fit and publish, evaluate, list, show, alias.
+
+Exit codes: 0 ok, 1 data or store error, 2 usage error. Our own errors print one line on
+stderr, never a traceback. Bad input is rejected before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+from store.errors import BnServeError, InvalidInput
+from store.model import structure_dict
+from store.names import check_alias, check_model_name
+from trainer import data as data_io
+from trainer.evaluate import cross_validate, holdout
+from trainer.fit import DEFAULT_K, LEARNERS, fit
+
+PROG = "trainer"
+
+
+class UsageError(Exception):
+    """A bad command line: exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse would print usage and sys.exit(2)
+        raise UsageError(message)
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Learn Bayesian network classifiers and publish them to the model store.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def learning_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--algo", required=True, choices=sorted(LEARNERS), help="structure learner")
+        p.add_argument("--k", type=_non_negative, help="max feature parents (kdb, fkdb; default 2)")
+        p.add_argument("--data", required=True, metavar="FILE", help="CSV file (.gz ok) or builtin:chess")
+        p.add_argument("--class", dest="class_column", metavar="COLUMN", help="class column (default: the last)")
+
+    p = sub.add_parser("fit", help="learn a model and publish it as a new version")
+    learning_flags(p)
+    p.add_argument("--name", required=True, help="model name in the store")
+    p.add_argument("--store", metavar="URL", help="store URL (default from the environment)")
+    p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
+    p.set_defaults(run=_fit)
+
+    p = sub.add_parser("evaluate", help="cross-validate or hold-out test a learner; writes nothing")
+    learning_flags(p)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--folds", type=_positive, default=10, help="stratified CV folds (default 10)")
+    how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating")
+    p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
+    p.set_defaults(run=_evaluate)
+
+    p = sub.add_parser("list", help="list the models in the store")
+    p.add_argument("--store", metavar="URL")
+    p.set_defaults(run=_list)
+
+    p = sub.add_parser("show", help="show one model version")
+    p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
+    p.add_argument("--store", metavar="URL")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=_show)
+
+    p = sub.add_parser("alias", help="point an alias at a version")
+    p.add_argument("name")
+    p.add_argument("version", type=_positive)
+    p.add_argument("alias")
+    p.add_argument("--store", metavar="URL")
+    p.set_defaults(run=_alias)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return args.run(args)
+    except UsageError as exc:
+        print(f"{PROG}: usage error: {exc}", file=sys.stderr)
+        return 2
+    except BnServeError as exc:
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        return 1
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+
+
+# ---------------------------------------------------------------- commands
+
+
+def _check_k(args: argparse.Namespace) -> None:
+    if args.k is not None and not LEARNERS[args.algo].takes_k:
+        raise UsageError(f"--k does not apply to --algo {args.algo}")
+
+
+def _describe(algo: str, params: dict[str, Any]) -> str:
+    return ", ".join([algo, *(f"{key}={value}" for key, value in params.items())])
+
+
+def _fit(args: argparse.Namespace) -> int:
+    _check_k(args)
+    _check_flag(check_model_name, args.name, "--name")
+    for alias in args.aliases:
+        _check_flag(check_alias, alias, "--alias")
+    model = fit(args.algo, data_io.load(args.data, args.class_column), k=args.k)
+    with _open_store(args.store) as store:  # opened only now: bad input never reaches it
+        version = store.publish(args.name, model, tuple(args.aliases))
+    aliases = ", ".join(args.aliases) if args.aliases else "none"
+    print(f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    _check_k(args)
+    train = data_io.load(args.data, args.class_column)
+    if args.test:
+        test = data_io.load_with(args.test, train.variables)
+        result = holdout(args.algo, train, test, k=args.k)
+        how = f"trained on {args.data} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
+        spread = ""
+    else:
+        result = cross_validate(args.algo, train, k=args.k, folds=args.folds, seed=args.seed)
+        how = f"{args.folds}-fold stratified CV on {args.data} ({train.n_rows} rows, seed {args.seed})"
+        spread = f" ± {result.accuracy_std:.4f}"
+    params = {"k": DEFAULT_K if args.k is None else args.k} if LEARNERS[args.algo].takes_k else {}
+    print(f"{_describe(args.algo, params)}: {how}")
+    print(f"accuracy {result.accuracy:.4f}{spread}  log-loss {result.log_loss:.4f}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    with _open_store(args.store) as store:
+        summaries = store.list_models()
+    if not summaries:
+        print("no models")
+        return 0
+    rows = [("NAME", "LATEST", "VERSIONS", "ALIASES")]
+    for s in summaries:
+        aliases = ", ".join(f"{a}={v}" for a, v in sorted(s.aliases.items()))
+        rows.append((s.name, str(s.latest_version), str(len(s.versions)), aliases))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r[:3], widths)) + "  " + r[3])
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    name, version, alias = _parse_ref(args.ref)
+    with _open_store(args.store) as store:
+        mv = store.load(name, version=version, alias=alias)
+    model = mv.model
+    created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    aliases = sorted(mv.aliases)
+    if args.json:
+        doc = {
+            "name": mv.name,
+            "version": mv.version,
+            "created_at_ms": mv.created_at_ms,
+            "checksum": mv.checksum,
+            "aliases": aliases,
+            **structure_dict(model),
+            "arcs": [[[p, c] for p, c in net.arcs] for net in model.networks],
+        }
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    print(f"{mv.name} version {mv.version}  created {created}  checksum {mv.checksum}")
+    print(f"aliases: {', '.join(aliases) if aliases else 'none'}")
+    print(f"algorithm: {model.algorithm}  combination: {model.combination}")
+    print(f"parameters: {json.dumps(dict(model.params), sort_keys=True)}")
+    print("variables:")
+    width = max(len(v.name) for v in model.variables)
+    for v in model.variables:
+        print(f"  {v.name.ljust(width)}  {v.role.ljust(7)}  {', '.join(v.states)}")
+    for i, net in enumerate(model.networks):
+        print("arcs:" if len(model.networks) == 1 else f"arcs of network {i}:")
+        for parent, child in net.arcs:
+            print(f"  {parent} -> {child}")
+    print("metadata:")
+    for key, value in sorted(model.metadata.items()):
+        print(f"  {key}: {json.dumps(value, sort_keys=True)}")
+    return 0
+
+
+def _alias(args: argparse.Namespace) -> int:
+    _check_flag(check_model_name, args.name, "NAME")
+    _check_flag(check_alias, args.alias, "ALIAS")
+    with _open_store(args.store) as store:
+        store.set_alias(args.name, args.alias, args.version)
+    print(f"{args.name}: alias {args.alias} -> version {args.version}")
+    return 0
+
+
+def _parse_ref(ref: str) -> tuple[str, int | None, str | None]:
+    """NAME, NAME:VERSION or NAME@ALIAS (names and aliases never contain ':' or '@')."""
+    name, version, alias = ref, None, None
+    if "@" in ref:
+        name, _, alias = ref.partition("@")
+        _check_flag(check_alias, alias, "ALIAS")
+    elif ":" in ref:
+        name, _, text = ref.partition(":")
+        if not (text.isdigit() and int(text) > 0):
+            raise UsageError(f"bad version {text!r} in {ref!r}; expected NAME, NAME:VERSION or NAME@ALIAS")
+        version = int(text)
+    _check_flag(check_model_name, name, "NAME")
+    return name, version, alias
+
+
+def _check_flag(check: Callable[[Any], Any], value: Any, flag: str) -> None:
+    """Run a store name rule on a command-line value; a failure is a usage error."""
+    try:
+        check(value)
+    except InvalidInput as exc:
+        raise UsageError(f"{flag}: {exc.message}") from None
+
+
+def _open_store(cli_value: str | None):
+    """The SQL store, imported here so that ``evaluate`` needs no database driver."""
+    from store.sql import ModelStore, resolve_store_url
+
+    return ModelStore(resolve_store_url(cli_value))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Built-in data sets, read with ``--data builtin:NAME``."""
