@@ -1,0 +1,77 @@
+"""The repository keeps serving through bad versions and store outages, and follows the store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from server.repository import ModelRepository, Poller
+from store.errors import InvalidModel, NotFound
+from store.sql import ModelStore
+from tests.model_factory import random_model
+
+
+def _corrupt_one_blob(url: str, version: int) -> None:
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        node, data = conn.execute(
+            sa.text("SELECT node, data FROM cpts WHERE version = :v ORDER BY node LIMIT 1"), {"v": version}
+        ).one()
+        flipped = bytes([data[0] ^ 0xFF]) + bytes(data[1:])
+        conn.execute(sa.text("UPDATE cpts SET data = :d WHERE version = :v AND node = :n"),
+                     {"d": flipped, "v": version, "n": node})
+    engine.dispose()
+
+
+def test_a_corrupt_version_is_refused_and_the_previous_keeps_serving(model_store, store_url, rng):
+    model_store.publish("m", random_model(rng))
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    assert repo.get("m")[0].version == 1
+    model_store.publish("m", random_model(rng))
+    _corrupt_one_blob(store_url, 2)
+    repo.refresh()
+    served, entry = repo.get("m")
+    assert served.version == 1 and 2 in entry.refused
+    with pytest.raises(InvalidModel, match="version 2 was refused"):
+        repo.get("m", version=2)
+    # a later good version is taken up again
+    model_store.publish("m", random_model(rng))
+    repo.refresh()
+    assert repo.get("m")[0].version == 3
+
+
+def test_aliases_and_on_demand_versions(model_store, rng):
+    for _ in range(3):
+        model_store.publish("m", random_model(rng))
+    model_store.set_alias("m", "staging", 1)
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    entry = repo.entry("m")
+    assert sorted(entry.loaded) == [1, 3]  # the aliased one and the latest
+    assert repo.get("m")[0].version == 3
+    assert repo.get("m", alias="staging")[0].version == 1
+    assert repo.get("m", version=2)[0].version == 2  # loaded on demand
+    with pytest.raises(NotFound):
+        repo.get("m", alias="production")
+    model_store.set_alias("m", "production", 2)
+    repo.refresh()
+    assert repo.get("m")[0].version == 2
+
+
+def test_a_store_outage_keeps_the_loaded_models_serving(tmp_path, rng):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with ModelStore(url) as store:
+        model = random_model(rng)
+        store.publish("m", model)
+        repo = ModelRepository(store)
+        poller = Poller(repo, interval=60)
+        assert poller.poll_once()
+        store.dispose()
+        (tmp_path / "store.db").rename(tmp_path / "moved.db")
+        (tmp_path / "store.db").mkdir()  # the path is now unusable as a database
+        assert not poller.poll_once()
+        served, _ = repo.get("m")
+        codes = np.zeros((1, len(model.features)), dtype=np.int64)
+        assert served.compiled.predict_proba(codes).shape == (1, model.class_variable.cardinality)
