@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         level=getattr(logging, args.log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from server.app import ServeConfig, serve
 
     config = ServeConfig(
