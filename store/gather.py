@@ -1,0 +1,88 @@
+"""One fused gather of log CPT entries for a batch of coded rows.
+
+Shared by the fast path (``store.inference``: the trailing axis is the class) and by
+variable elimination (``store.elimination``: the trailing axes are a factor's free
+variables), so there is one implementation of the flat-table indexing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from store.model import Node
+
+
+class LogGather:
+    """Sums of log CPT entries of nodes whose family members, bar the ``trailing`` ones, are inputs.
+
+    One flat float64 table holds every node's log CPT transposed to (other family
+    members..., trailing variables...), so the trailing block is contiguous; a trailing
+    variable missing from a node's family is broadcast along its axis. A row's block for
+    a node starts at ``offset + sum(code * stride)`` over the other members, read through
+    padded (nodes, width) ``cols``/``strides`` (stride 0 for padding). Nodes are grouped in
+    consecutive segments; a call returns (rows, segments, prod(trailing cards)).
+    """
+
+    def __init__(self, segments: Sequence[Sequence[Node]], trailing: Sequence[str],
+                 cards: Mapping[str, int], feature_index: Mapping[str, int]):
+        trailing_cards = [cards[t] for t in trailing]
+        block_size = math.prod(trailing_cards)
+        blocks: list[np.ndarray] = []
+        cols: list[list[int]] = []
+        strides: list[list[int]] = []
+        offsets: list[int] = []
+        starts: list[int] = []
+        size = 0
+        for nodes in segments:
+            starts.append(len(offsets))
+            for n in nodes:
+                family = (n.name, *n.parents)
+                others = [v for v in family if v not in trailing]
+                present = [t for t in trailing if t in family]
+                other_cards = [cards[v] for v in others]
+                block = np.asarray(n.cpt, dtype=np.float64).transpose([family.index(v) for v in others + present])
+                if len(present) < len(trailing):
+                    block = block.reshape(other_cards + [cards[t] if t in family else 1 for t in trailing])
+                    block = np.broadcast_to(block, other_cards + trailing_cards)
+                cols.append([feature_index[v] for v in others])
+                strides.append([block_size * math.prod(other_cards[i + 1:]) for i in range(len(others))])
+                offsets.append(size)
+                blocks.append(block.reshape(-1))
+                size += block.size
+        width = max(map(len, cols), default=0)
+        with np.errstate(divide="ignore"):
+            self.table = np.log(np.concatenate(blocks)) if blocks else np.zeros(0)
+        self.cols = np.zeros((len(cols), width), dtype=np.intp)     # padded with column 0 ...
+        self.strides = np.zeros((len(cols), width), dtype=np.intp)  # ... and stride 0
+        for i, (row_cols, row_strides) in enumerate(zip(cols, strides)):
+            self.cols[i, :len(row_cols)] = row_cols
+            self.strides[i, :len(row_strides)] = row_strides
+        self.offsets = np.array(offsets, dtype=np.intp)
+        self.starts = np.array(starts, dtype=np.intp)
+        self._block = np.arange(block_size, dtype=np.intp)
+        self._real = self.strides != 0  # (nodes, width): not padding (a real stride is >= 1)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.table, self.cols, self.strides, self.offsets, self.starts, self._block, self._real)
+        return sum(a.nbytes for a in arrays)
+
+    def nodes_reading(self, inputs: np.ndarray) -> np.ndarray:
+        """bool (rows, nodes): which nodes read any of the flagged inputs, bool (rows, n_inputs)."""
+        return (np.take(inputs, self.cols, axis=1) & self._real).any(axis=-1)
+
+    def __call__(self, codes: np.ndarray, skip: np.ndarray | None = None) -> np.ndarray:
+        """(rows, segments, block) sums of log entries; codes int (rows, n_inputs), each >= 0.
+
+        ``skip``: bool (rows, nodes), entries left out of the sums (counted as probability 1).
+        """
+        idx = self.offsets + (np.take(codes, self.cols, axis=1) * self.strides).sum(axis=-1)
+        values = self.table[idx[..., None] + self._block]
+        if skip is not None:
+            values[skip] = 0.0
+        if self.starts.size == 1:
+            return values.sum(axis=1, keepdims=True)
+        return np.add.reduceat(values, self.starts, axis=1)

@@ -1,0 +1,249 @@
+"""Compiled prediction: P(class | observed features) for any model of the contract.
+
+One implementation for the trainer's evaluation and the server. ``compile_model`` turns
+every network into one flat log-probability table (``store.gather``) once;
+``CompiledModel.predict_proba`` then costs one fused gather and a sum per batch when the
+class's Markov blanket is observed. Rows with missing values take the same gather for the
+factors they observe, plus exact marginalisation (``store.elimination``) of the rest.
+
+Combinations (``store.model``):
+- ``single``: the network's posterior.
+- ``mean_posterior``: mean of the networks' posteriors. Each network needs P(c, x_obs)
+  only up to a per-row constant, so only Markov-blanket factors are compiled.
+- ``mean_joint``: P(c, x_obs) is the mean over networks of each network's *exact* joint,
+  so every non-barren factor is kept (including those that do not involve the class):
+  a per-network constant would weight the networks differently and change the answer.
+
+A feature that is not a node of a network is ignored by that network. A row whose every
+class has probability 0 (possible only with zero CPT entries; trained CPTs are smoothed)
+gets the uniform distribution rather than NaN; for ``mean_posterior`` this holds per
+network, for ``mean_joint`` for the mean joint.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Iterator, Mapping
+
+import numpy as np
+
+from store.elimination import Elimination, FamilyGraph, component_factors, descendants, unique_rows
+from store.gather import LogGather
+from store.errors import InvalidInput
+from store.model import MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Variable
+
+PLAN_CACHE_SIZE = 1024  # missing-component plans remembered per network
+
+
+class ComponentPlan:
+    """Sum over one missing component of the CPTs that meet it: (rows, n_classes) log factor."""
+
+    def __init__(self, network: Network, class_name: str, cards: Mapping[str, int],
+                 feature_index: Mapping[str, int], component: frozenset[str]):
+        nodes = component_factors(network.nodes, component)
+        order = {n.name: i for i, n in enumerate(network.nodes)}
+        self.component = component
+        self.eliminated_nodes = tuple(n.name for n in nodes)
+        self._elimination = Elimination(nodes, class_name, cards, feature_index, component, order)
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        """(rows, n_classes) log factor; codes (rows, n_features), -1 = missing."""
+        return self._elimination(codes)
+
+
+class CompiledNetwork:
+    """One network's fast-path node list and what its missing-value path needs.
+
+    ``fast_nodes``: the nodes summed on the fast path (the class and its children; every
+    node when ``exact``); ``relevant``: the features they read (the class's Markov blanket;
+    all when ``exact``). A row with missing values still takes the fast-path entries of
+    the nodes whose family is observed; each component of its non-barren missing
+    variables that holds a relevant feature adds an eliminated factor (``ComponentPlan``,
+    cached per component); the other components are constant in the class.
+    """
+
+    def __init__(self, network: Network, class_name: str, cards: Mapping[str, int],
+                 feature_index: Mapping[str, int], exact: bool):
+        self.network = network
+        self.exact = exact
+        self._class_name = class_name
+        self._cards = cards
+        self._feature_index = feature_index
+        fast = [n for n in network.nodes if exact or n.name == class_name or class_name in n.parents]
+        self.fast = tuple(fast)
+        self.fast_nodes = tuple(n.name for n in fast)
+        self.feature_names = tuple(n.name for n in network.nodes if n.name != class_name)
+        self.feature_cols = np.array([feature_index[v] for v in self.feature_names], dtype=np.intp)
+        local = {v: i for i, v in enumerate(self.feature_names)}
+        blanket = {v for n in fast for v in (n.name, *n.parents) if v != class_name}
+        self.relevant = np.array([v in blanket for v in self.feature_names], dtype=bool)
+        below = descendants(network.nodes)
+        # below_t[y, x]: feature y is a descendant of feature x (float32 for a BLAS matmul);
+        # above_class[x]: x is an ancestor of the class
+        self._below_t = np.array([[y in below[x] for x in self.feature_names] for y in self.feature_names],
+                                 dtype=np.float32).reshape(len(local), len(local))
+        self._above_class = np.array([class_name in below[x] for x in self.feature_names], dtype=bool)
+        self.graph = FamilyGraph(len(local), [
+            (local[a], local[b]) for n in network.nodes for a in (n.name, *n.parents)
+            for b in (n.name, *n.parents) if a != b and class_name not in (a, b)])
+        self.plan = lru_cache(maxsize=PLAN_CACHE_SIZE)(self._build_plan)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.feature_cols, self.relevant, self._below_t, self._above_class)
+        return sum(a.nbytes for a in arrays) + self.graph.nbytes
+
+    def _build_plan(self, component: bytes) -> ComponentPlan:
+        flags = np.frombuffer(component, dtype=bool)
+        members = frozenset(v for v, m in zip(self.feature_names, flags) if m)
+        return ComponentPlan(self.network, self._class_name, self._cards, self._feature_index, members)
+
+    def add_missing(self, log: np.ndarray, codes: np.ndarray, missing: np.ndarray) -> None:
+        """Add every relevant missing component's log factor to ``log`` (rows, n_classes) in place.
+
+        codes: int (rows, n_features), -1 = missing; missing: ``codes < 0``.
+        """
+        local = missing[:, self.feature_cols]
+        # barren: missing, not an ancestor of the class, and no observed descendant
+        live = local & (self._above_class | (((~local).astype(np.float32) @ self._below_t) > 0))
+        rows = np.flatnonzero(live[:, self.relevant].any(axis=1))
+        if rows.size == 0:
+            return
+        for component, these in self._row_components(live[rows], rows):
+            log[these] += self.plan(component.tobytes())(codes[these])
+
+    def _row_components(self, live: np.ndarray, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(component as a bool mask over the network's features, the rows that have it), for
+        each distinct relevant component of the rows' non-barren missing variables ``live`` (rows, m)."""
+        m = live.shape[1]
+        if rows.size == 1:
+            for members in self.graph.components_of(np.flatnonzero(live[0]).tolist()):
+                component = np.zeros(m, dtype=bool)
+                component[members] = True
+                if component[self.relevant].any():
+                    yield component, rows
+            return
+        patterns, group = unique_rows(live)
+        labels = self.graph.label_components(patterns)
+        pattern_of, root = np.nonzero(labels == np.arange(m))
+        members = labels[pattern_of] == root[:, None]          # (pattern components, m)
+        wanted = members[:, self.relevant].any(axis=1)
+        pattern_of, members = pattern_of[wanted], members[wanted]
+        components, component_of = unique_rows(members)
+        # expand (pattern, component) pairs to (row, component) pairs, grouped by component
+        order = np.argsort(group, kind="stable")
+        counts = np.bincount(group, minlength=patterns.shape[0])
+        starts = np.cumsum(counts) - counts
+        per_pair = counts[pattern_of]
+        first = np.repeat(starts[pattern_of] - (np.cumsum(per_pair) - per_pair), per_pair)
+        pair_rows = rows[order[first + np.arange(per_pair.sum())]]
+        pair_component = np.repeat(component_of, per_pair)
+        by_component = np.argsort(pair_component, kind="stable")
+        pair_rows = pair_rows[by_component]
+        bounds = np.searchsorted(pair_component[by_component], np.arange(components.shape[0] + 1))
+        for k, component in enumerate(components):
+            yield component, pair_rows[bounds[k]:bounds[k + 1]]
+
+
+class CompiledModel:
+    """A model ready to predict: flat tables per network plus the combination rule.
+
+    ``classes`` is the output column order; ``features`` (and ``feature_index``) the input
+    column order, ``model.features``. ``nbytes`` counts the compiled arrays; missing-value
+    plans are built lazily per missing component and cached (``PLAN_CACHE_SIZE`` per network).
+    """
+
+    def __init__(self, model: Model):
+        class_var = model.class_variable
+        self.classes: tuple[str, ...] = class_var.states
+        self.features: tuple[Variable, ...] = tuple(model.features)
+        self.feature_index: Mapping[str, int] = {v.name: i for i, v in enumerate(self.features)}
+        self.cardinalities = np.array([v.cardinality for v in self.features], dtype=np.intp)
+        self.combination = model.combination
+        cards = {v.name: v.cardinality for v in model.variables}
+        exact = model.combination == MEAN_JOINT
+        self.networks = tuple(CompiledNetwork(net, class_var.name, cards, self.feature_index, exact)
+                              for net in model.networks)
+        self._gather = LogGather([net.fast for net in self.networks], [class_var.name], cards, self.feature_index)
+        self.nbytes = self._gather.nbytes + self.cardinalities.nbytes + sum(net.nbytes for net in self.networks)
+
+    def network_log_joints(self, codes: np.ndarray) -> np.ndarray:
+        """(rows, networks, n_classes): each network's log P(c, x_obs); exact for mean_joint,
+        otherwise up to a constant per row and network."""
+        missing = codes < 0
+        if not missing.any():
+            return self._gather(codes)
+        log = self._gather(np.maximum(codes, 0), skip=self._gather.nodes_reading(missing))
+        for j, net in enumerate(self.networks):
+            net.add_missing(log[:, j], codes, missing)
+        return log
+
+    def predict_log_joint(self, codes: np.ndarray) -> np.ndarray:
+        """(rows, n_classes) log scores whose softmax is the posterior.
+
+        ``single``: log P(c, x_obs) up to a constant per row; ``mean_joint``: exactly the
+        log of the mean joint. Undefined for ``mean_posterior``.
+        """
+        if self.combination == MEAN_POSTERIOR:
+            raise InvalidInput("predict_log_joint is undefined for combination 'mean_posterior'")
+        log = self.network_log_joints(codes)
+        if self.combination == SINGLE:
+            return log[:, 0]
+        return _logsumexp(log, axis=1) - math.log(log.shape[1])
+
+    def predict_proba(self, codes: np.ndarray) -> np.ndarray:
+        """float64 (rows, n_classes), rows sum to 1; codes int (rows, n_features), -1 = missing."""
+        if codes.shape[0] == 0:
+            return np.empty((0, len(self.classes)))
+        if self.combination == MEAN_POSTERIOR:
+            return _normalise(self.network_log_joints(codes)).mean(axis=1)
+        return _normalise(self.predict_log_joint(codes))
+
+
+def compile_model(model: Model) -> CompiledModel:
+    """Compile a (validated) model once; the result is immutable apart from its plan caches."""
+    return CompiledModel(model)
+
+
+def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:
+    """Validate coded input at the boundary: 2-D integer (rows, n_features), each code in [-1, card).
+
+    Returns the codes as an intp array; raises InvalidInput naming the offending feature.
+    """
+    arr = np.asarray(codes)
+    n = len(compiled.features)
+    if arr.ndim != 2:
+        raise InvalidInput(f"codes must be a 2-D array (rows, {n} features), got {arr.ndim}-D shape {arr.shape}")
+    if arr.shape[1] != n:
+        raise InvalidInput(f"codes have {arr.shape[1]} columns, but the model expects {n} features "
+                           f"({', '.join(v.name for v in compiled.features)})")
+    if arr.dtype.kind not in "iu":
+        raise InvalidInput(f"codes must be integers, got dtype {arr.dtype}")
+    bad = (arr < -1) | (arr >= compiled.cardinalities)
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        var = compiled.features[col]
+        raise InvalidInput(f"feature {var.name!r} has code {int(arr[row, col])} in row {row}; "
+                           f"allowed codes are -1 (missing) to {var.cardinality - 1}")
+    return arr.astype(np.intp, copy=False)
+
+
+def _logsumexp(log: np.ndarray, axis: int) -> np.ndarray:
+    """Stable log(sum(exp(log))) along ``axis``; -inf where every term is -inf."""
+    peak = np.max(log, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(log - peak).sum(axis=axis)) + np.squeeze(peak, axis=axis)
+
+
+def _normalise(log: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis; uniform where every entry is -inf."""
+    peak = log.max(axis=-1, keepdims=True)
+    if not np.isfinite(peak).all():
+        impossible = ~np.isfinite(peak)
+        log = np.where(impossible, 0.0, log)
+        peak = np.where(impossible, 0.0, peak)
+    p = np.exp(log - peak)
+    p /= p.sum(axis=-1, keepdims=True)
+    return p
