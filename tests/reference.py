@@ -5,11 +5,9 @@
 agree with a row's observed codes per class. Independent of ``store.inference`` on purpose.
 Small models only: the joint of a network has prod(cards) entries (memoised per Network).
 
-``models`` is a hypothesis strategy for random classifiers: any DAG (random topological
-order, up to 3 parents each, the class anywhere in the order, so it may have parents),
-Dirichlet CPTs, nodes listed in any order, and for ensembles several networks, each over
-a random subset of features. (tests/model_factory.py's ``random_model`` draws from a
-numpy rng; this strategy lets hypothesis draw and shrink the structure.)
+``models`` is a hypothesis strategy over ``tests.model_factory.random_model``: any DAG
+(the class anywhere in the order, so it may have parents), Dirichlet CPTs, and for
+ensembles several networks, each over a random subset of features.
 """
 
 from __future__ import annotations
@@ -19,10 +17,8 @@ import itertools
 import numpy as np
 from hypothesis import strategies as st
 
-from store.model import CLASS, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
-
-CLASS_NAME = "C"
-
+from store.model import MEAN_POSTERIOR, SINGLE, Model, Network
+from tests.model_factory import random_model
 
 def joint_table(network: Network, cards: dict[str, int]) -> tuple[list[str], np.ndarray]:
     """(variable names, P(all variables)) with one axis per network node, in node order."""
@@ -83,28 +79,13 @@ def _joint_cached(network: Network, cards: dict[str, int]) -> tuple[list[str], n
 
 @st.composite
 def models(draw, combination: str = SINGLE, max_features: int = 6, max_card: int = 4) -> Model:
-    """A random valid Model: features 1..max_features, cards 2..max_card, any DAG per network."""
-    n_features = draw(st.integers(1, max_features))
-    class_var = Variable(CLASS_NAME, tuple(f"c{i}" for i in range(draw(st.integers(2, max_card)))), role=CLASS)
-    features = [Variable(f"X{i}", tuple(f"s{j}" for j in range(draw(st.integers(2, max_card)))))
-                for i in range(n_features)]
-    cards = {v.name: v.cardinality for v in [class_var, *features]}
+    """A random valid Model from ``tests.model_factory.random_model``: features 1..max_features,
+    cards 2..max_card, any DAG per network (class anywhere); ensembles of 1-3 networks over
+    random feature subsets."""
     n_networks = 1 if combination == SINGLE else draw(st.integers(1, 3))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    networks = []
-    for _ in range(n_networks):
-        names = [CLASS_NAME] + [v.name for v in features if combination == SINGLE or draw(st.booleans())]
-        order = draw(st.permutations(names))
-        nodes = []
-        for i, name in enumerate(order):
-            earlier = list(order[:i])
-            parents = tuple(draw(st.lists(st.sampled_from(earlier), max_size=min(3, len(earlier)), unique=True))) \
-                if earlier else ()
-            shape = (cards[name], *(cards[p] for p in parents))
-            cpt = rng.dirichlet(np.ones(cards[name]), size=shape[1:])  # (*parent cards, card)
-            nodes.append(Node(name, parents, np.moveaxis(cpt, -1, 0).copy()))
-        networks.append(Network(tuple(draw(st.permutations(nodes)))))  # listed in any order
-    return Model((class_var, *features), tuple(networks), "random", combination).validate()
+    return random_model(rng, n_features=draw(st.integers(1, max_features)), cardinalities=(2, max_card),
+                        n_networks=n_networks, combination=combination, all_features=combination == SINGLE)
 
 
 @st.composite
