@@ -17,7 +17,8 @@ from store.model import structure_dict
 from store.names import check_alias, check_model_name
 from trainer import data as data_io
 from trainer.evaluate import cross_validate, holdout
-from trainer.fit import DEFAULT_K, LEARNERS, fit
+from trainer.fit import fit
+from trainer.learners.registry import LEARNERS, PARAMETERS
 
 PROG = "trainer"
 
@@ -54,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def learning_flags(p: argparse.ArgumentParser) -> None:
         p.add_argument("--algo", required=True, choices=sorted(LEARNERS), help="structure learner")
-        p.add_argument("--k", type=_non_negative, help="max feature parents (kdb, fkdb; default 2)")
+        for param in PARAMETERS.values():
+            users = ", ".join(name for name, learner in LEARNERS.items() if param in learner.params)
+            p.add_argument(param.flag, dest=param.name, type=param.type, help=f"{users}: {param.help}")
         p.add_argument("--data", required=True, metavar="FILE", help="CSV file (.gz ok) or builtin:chess")
         p.add_argument("--class", dest="class_column", metavar="COLUMN", help="class column (default: the last)")
 
@@ -109,9 +112,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 # ---------------------------------------------------------------- commands
 
 
-def _check_k(args: argparse.Namespace) -> None:
-    if args.k is not None and not LEARNERS[args.algo].takes_k:
-        raise UsageError(f"--k does not apply to --algo {args.algo}")
+def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The learner parameters given on the command line; one the algorithm lacks is a usage error."""
+    learner = LEARNERS[args.algo]
+    given = {name: getattr(args, name) for name in PARAMETERS if getattr(args, name) is not None}
+    for name, value in given.items():
+        param = PARAMETERS[name]
+        if param not in learner.params:
+            raise UsageError(f"{param.flag} does not apply to --algo {args.algo}")
+        try:
+            param.value(value)
+        except InvalidInput as exc:
+            raise UsageError(f"{param.flag} {value}: {exc.message}") from None
+    return given
 
 
 def _describe(algo: str, params: dict[str, Any]) -> str:
@@ -119,11 +132,11 @@ def _describe(algo: str, params: dict[str, Any]) -> str:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    _check_k(args)
+    params = _learner_params(args)
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
-    model = fit(args.algo, data_io.load(args.data, args.class_column), k=args.k)
+    model = fit(args.algo, data_io.load(args.data, args.class_column), **params)
     with _open_store(args.store) as store:  # opened only now: bad input never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"
@@ -132,19 +145,19 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    _check_k(args)
+    params = _learner_params(args)
     train = data_io.load(args.data, args.class_column)
     if args.test:
         test = data_io.load_with(args.test, train.variables)
-        result = holdout(args.algo, train, test, k=args.k)
+        result = holdout(args.algo, train, test, **params)
         how = f"trained on {args.data} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
         spread = ""
     else:
-        result = cross_validate(args.algo, train, k=args.k, folds=args.folds, seed=args.seed)
+        result = cross_validate(args.algo, train, folds=args.folds, seed=args.seed, **params)
         how = f"{args.folds}-fold stratified CV on {args.data} ({train.n_rows} rows, seed {args.seed})"
         spread = f" ± {result.accuracy_std:.4f}"
-    params = {"k": DEFAULT_K if args.k is None else args.k} if LEARNERS[args.algo].takes_k else {}
-    print(f"{_describe(args.algo, params)}: {how}")
+    used = {p.name: p.value(params.get(p.name)) for p in LEARNERS[args.algo].params}
+    print(f"{_describe(args.algo, used)}: {how}")
     print(f"accuracy {result.accuracy:.4f}{spread}  log-loss {result.log_loss:.4f}")
     return 0
 

@@ -9,7 +9,8 @@ from trainer.learners.structure import Structure
 
 
 def estimate(structure: Structure, data: EncodedData) -> Network:
-    """One node per variable (features in column order, then the class), CPT axes (node, *parents).
+    """One node per variable the structure names (in variable order: features, then the
+    class), CPT axes (node, *parents). A feature the structure leaves out is not a node.
 
     O(n (m + v^(k+2))) for n nodes, m rows, v states, k+1 parents.
     """
@@ -18,6 +19,8 @@ def estimate(structure: Structure, data: EncodedData) -> Network:
     cards = {v.name: v.cardinality for v in data.variables}
     nodes = []
     for var in data.variables:
+        if var.name not in structure.parents:
+            continue
         family = (var.name, *structure.parents[var.name])
         cpt = stats.laplace_cpt([columns[f] for f in family], [cards[f] for f in family])
         nodes.append(Node(var.name, tuple(structure.parents[var.name]), cpt.astype(CPT_DTYPE, copy=False)))

@@ -6,6 +6,7 @@ Predictions come from ``store.inference``, the same compiled path the server use
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from store.inference import compile_model
 from store.model import Model
 from trainer.data import EncodedData
 from trainer.fit import fit
+from trainer.folds import stratified_folds
 
 PROBABILITY_FLOOR = 1e-15  # log-loss of a zero probability is capped at -log(1e-15)
 
@@ -32,16 +34,6 @@ class Evaluation:
         return asdict(self)
 
 
-def stratified_folds(y: np.ndarray, folds: int, seed: int) -> np.ndarray:
-    """Fold id (0..folds-1) per row: shuffle with ``seed``, group by class, deal out in turn."""
-    rng = np.random.default_rng(seed)
-    shuffled = rng.permutation(y.shape[0])
-    by_class = shuffled[np.argsort(y[shuffled], kind="stable")]
-    fold = np.empty(y.shape[0], dtype=np.int64)
-    fold[by_class] = np.arange(y.shape[0]) % folds
-    return fold
-
-
 def predict_scores(model: Model, data: EncodedData) -> tuple[np.ndarray, np.ndarray]:
     """(correct, log-loss) per row of ``data`` under ``model``."""
     proba = compile_model(model).predict_proba(data.X)
@@ -50,14 +42,14 @@ def predict_scores(model: Model, data: EncodedData) -> tuple[np.ndarray, np.ndar
     return correct, -np.log(np.maximum(p_true, PROBABILITY_FLOOR))
 
 
-def cross_validate(algo: str, data: EncodedData, *, k: int | None = None, folds: int = 10, seed: int = 0) -> Evaluation:
+def cross_validate(algo: str, data: EncodedData, *, folds: int = 10, seed: int = 0, **params: Any) -> Evaluation:
     """Stratified ``folds``-fold CV; deterministic for a given seed."""
     if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= data.n_rows:
         raise InvalidInput(f"folds must be an integer from 2 to the number of rows ({data.n_rows}), got {folds!r}")
     fold = stratified_folds(data.y, folds, seed)
     accuracies, losses = [], []
     for f in range(folds):
-        model = fit(algo, data.subset(fold != f), k=k)
+        model = fit(algo, data.subset(fold != f), **params)
         correct, loss = predict_scores(model, data.subset(fold == f))
         accuracies.append(float(correct.mean()))
         losses.append(loss)
@@ -70,12 +62,12 @@ def cross_validate(algo: str, data: EncodedData, *, k: int | None = None, folds:
     )
 
 
-def holdout(algo: str, train: EncodedData, test: EncodedData, *, k: int | None = None) -> Evaluation:
+def holdout(algo: str, train: EncodedData, test: EncodedData, **params: Any) -> Evaluation:
     """Learn on ``train``, score on ``test`` (coded against the same variables)."""
     if test.variables != train.variables:
         raise InvalidInput("the test data must be coded against the training variables")
     if test.n_rows == 0:
         raise InvalidInput(f"{test.source}: no rows to score")
-    correct, loss = predict_scores(fit(algo, train, k=k), test)
+    correct, loss = predict_scores(fit(algo, train, **params), test)
     accuracy = float(correct.mean())
     return Evaluation(accuracy, 0.0, float(loss.mean()), (accuracy,), test.n_rows)

@@ -1,4 +1,4 @@
-"""Sufficient statistics every learner uses: counts, entropy, MI, CMI, Laplace CPTs.
+"""Sufficient statistics every learner uses: counts, entropy, MI, CMI, Laplace CPTs, χ² tests.
 
 Columns are integer codes, -1 = missing. Counting is available-case: a count over a set
 of variables uses the rows where all of them are present. Information is in nats.
@@ -8,9 +8,11 @@ All counting is ``np.bincount`` over flat codes; nothing loops over rows.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from scipy.stats import chi2
 
 
 def joint_counts(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
@@ -119,3 +121,64 @@ def laplace_cpt(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarr
     """
     counts = joint_counts(columns, cards).astype(np.float64)
     return (counts + 1.0) / (counts.sum(axis=0, keepdims=True) + cards[0])
+
+
+# ---------------------------------------------------------------- tests of independence
+
+MIN_EXPECTED_PER_CELL = 5.0  # the χ² approximation is trusted when N / cells >= this
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class IndependenceTest:
+    """A G-test: 2·N·I ~ χ²(dof) under independence. ``reliable`` applies the rule of at
+    least ``MIN_EXPECTED_PER_CELL`` cases per cell on average; an unreliable test never
+    rejects (independence is assumed, as in paper 003)."""
+
+    statistic: float
+    dof: int
+    p_value: float
+    n: int
+    cells: int
+    reliable: bool
+    alpha: float
+
+    @property
+    def rejects_independence(self) -> bool:
+        return self.reliable and self.p_value < self.alpha
+
+
+def _g_test(information: float, n: int, dof: int, cells: int, alpha: float) -> IndependenceTest:
+    statistic = 2.0 * n * information
+    p_value = float(chi2.sf(statistic, dof)) if dof > 0 else 1.0
+    reliable = n > 0 and n / cells >= MIN_EXPECTED_PER_CELL
+    return IndependenceTest(statistic, dof, p_value, n, cells, reliable, alpha)
+
+
+def independence_test(x: np.ndarray, c: np.ndarray, card_x: int, card_c: int, alpha: float = ALPHA) -> IndependenceTest:
+    """Is X independent of C? G-test over the rows where both are present; dof (|X|-1)(|C|-1)."""
+    table = joint_counts([x, c], [card_x, card_c])
+    return _g_test(mutual_information_from_counts(table), int(table.sum()), (card_x - 1) * (card_c - 1),
+                   card_x * card_c, alpha)
+
+
+def conditional_independence_test(
+    x: np.ndarray, y: np.ndarray, c: np.ndarray, card_x: int, card_y: int, card_c: int, alpha: float = ALPHA
+) -> IndependenceTest:
+    """Is X independent of Y given C? 2·N·I(X;Y|C) ~ χ² with (|X|-1)(|Y|-1)|C| dof (paper 003)."""
+    table = joint_counts([x, y, c], [card_x, card_y, card_c])
+    return _g_test(conditional_mutual_information_from_counts(table), int(table.sum()),
+                   (card_x - 1) * (card_y - 1) * card_c, card_x * card_y * card_c, alpha)
+
+
+def joint_column(columns: Sequence[np.ndarray], cards: Sequence[int]) -> tuple[np.ndarray, int]:
+    """Several columns as one variable (a joined feature): (codes, cardinality); -1 where any is missing."""
+    cols = [np.asarray(c, dtype=np.int64) for c in columns]
+    card = math.prod(int(k) for k in cards)
+    present = np.ones(cols[0].shape[0], dtype=bool)
+    for c in cols:
+        present &= c >= 0
+    codes = np.full(cols[0].shape[0], -1, dtype=np.int64)
+    if present.any():
+        codes[present] = np.ravel_multi_index([c[present] for c in cols], tuple(int(k) for k in cards))
+    return codes, card

@@ -10,7 +10,8 @@ from store.inference import compile_model
 from store.model import Model
 from trainer.data import load
 from trainer.estimate import estimate
-from trainer.fit import LEARNERS, fit
+from trainer.fit import fit
+from trainer.learners.registry import LEARNERS
 from trainer.learners.kdb import kdb
 
 
@@ -33,7 +34,7 @@ def test_fit_gives_a_valid_model_that_predicts_like_its_cpts(chess, algo):
     model = fit(algo, chess)
     assert model.validate() is model
     assert model.algorithm == algo
-    assert dict(model.params) == ({"k": 2} if LEARNERS[algo].takes_k else {})
+    assert dict(model.params) == ({"k": 2} if LEARNERS[algo].params else {})
     assert model.variables == chess.variables
     net = model.networks[0]
     assert [n.name for n in net.nodes] == [v.name for v in chess.variables]

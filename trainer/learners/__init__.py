@@ -1,5 +1,2 @@
-"""Structure learners, one module per family; each returns a ``Structure`` (no CPTs)."""
-
-from trainer.learners.structure import Structure
-
-__all__ = ["Structure"]
+"""Structure learners, one module per family. Each module lists its learners in a
+``LEARNERS`` tuple of ``base.Learner``; ``registry`` collects them."""

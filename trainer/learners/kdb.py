@@ -12,6 +12,7 @@ import numpy as np
 
 from trainer import stats
 from trainer.data import EncodedData
+from trainer.learners.base import Learner, Param, non_negative_int
 from trainer.learners.structure import Structure, ranked
 
 
@@ -78,3 +79,11 @@ def _statistics(data: EncodedData) -> tuple[np.ndarray, np.ndarray]:
     mi = stats.class_mutual_information(data.X, data.y, data.cards, data.n_classes)
     cmi = stats.conditional_mutual_information_matrix(data.X, data.y, data.cards, data.n_classes)
     return mi, cmi
+
+
+K = Param("k", int, 2, "maximum number of feature parents per feature (default 2)", non_negative_int)
+
+LEARNERS = (
+    Learner("kdb", kdb, "k-dependence Bayesian classifier (Sahami 1996)", (K,)),
+    Learner("fkdb", fkdb, "flexible k-dependence Bayesian classifier (paper 001)", (K,)),
+)

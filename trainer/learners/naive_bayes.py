@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trainer.data import EncodedData
+from trainer.learners.base import Learner
 from trainer.learners.structure import Structure
 
 
@@ -10,3 +11,6 @@ def naive_bayes(data: EncodedData) -> Structure:
     """NB structure. O(n); no statistics needed. ``order`` is the column order, no scores."""
     n = len(data.features)
     return Structure.augmented(data, [()] * n, range(n))
+
+
+LEARNERS = (Learner("nb", naive_bayes, "naive Bayes: the class is the only parent of every feature"),)

@@ -10,6 +10,7 @@ import numpy as np
 
 from trainer import stats
 from trainer.data import EncodedData
+from trainer.learners.base import Learner
 from trainer.learners.structure import TIE_DECIMALS, Structure, ranked
 
 
@@ -57,3 +58,6 @@ def tan(data: EncodedData) -> Structure:
     order, parent, gains = maximum_spanning_tree(cmi, root)
     gains[0] = float(mi[root])
     return Structure.augmented(data, [(p,) if p >= 0 else () for p in parent], order, gains)
+
+
+LEARNERS = (Learner("tan", tan, "tree-augmented naive Bayes: Chow-Liu tree on I(Xi;Xj|C)"),)

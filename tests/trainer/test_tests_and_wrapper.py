@@ -1,0 +1,53 @@
+"""χ² (G) tests of independence with the reliability rule, and the CV-accuracy wrapper score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import chi2_contingency
+
+from trainer import stats
+from trainer.evaluate import cross_validate
+from trainer.folds import stratified_folds
+from trainer.wrapper import CrossValidatedAccuracy
+
+
+def test_independence_test_is_the_g_test(rng):
+    x = rng.integers(0, 3, 500)
+    c = (x + rng.integers(0, 2, 500)) % 2
+    test = stats.independence_test(x, c, 3, 2)
+    g, p, dof, _ = chi2_contingency(stats.joint_counts([x, c], [3, 2]), correction=False, lambda_="log-likelihood")
+    assert test.statistic == pytest.approx(g) and test.p_value == pytest.approx(p) and test.dof == dof
+    assert test.reliable and test.rejects_independence == (p < 0.05)
+
+
+def test_conditional_test_sums_the_per_class_g_statistics(rng):
+    x, y, c = rng.integers(0, 2, 400), rng.integers(0, 3, 400), rng.integers(0, 2, 400)
+    test = stats.conditional_independence_test(x, y, c, 2, 3, 2)
+    g = sum(chi2_contingency(stats.joint_counts([x[c == k], y[c == k]], [2, 3]), correction=False,
+                             lambda_="log-likelihood")[0] for k in range(2))
+    assert test.statistic == pytest.approx(g) and test.dof == (2 - 1) * (3 - 1) * 2
+
+
+def test_unreliable_tests_never_reject():
+    x = np.array([0, 1] * 10)
+    c = x.copy()  # perfectly dependent, but 20 rows over 4 cells is 5 per cell: reliable
+    assert stats.independence_test(x, c, 2, 2).rejects_independence
+    few = stats.independence_test(x[:19], c[:19], 2, 2)  # 19 / 4 < 5
+    assert not few.reliable and not few.rejects_independence
+
+
+def test_joint_column_codes_the_combination_and_propagates_missing():
+    codes, card = stats.joint_column([np.array([0, 1, 2, -1]), np.array([1, 0, 1, 0])], [3, 2])
+    assert card == 6 and codes.tolist() == [1, 2, 5, -1]
+
+
+def test_wrapper_score_is_pooled_cv_accuracy(chess):
+    score = CrossValidatedAccuracy(chess, folds=5, seed=0)
+    cls = chess.class_variable.name
+    nb = {cls: (), **{f.name: (cls,) for f in chess.features}}
+    evaluation = cross_validate("nb", chess, folds=5, seed=0)
+    sizes = np.bincount(stratified_folds(chess.y, 5, 0))
+    assert score(nb) == pytest.approx(np.dot(evaluation.fold_accuracies, sizes) / sizes.sum())
+    # a selective model: one feature only
+    assert 0.5 < score({cls: (), "rimmx": (cls,)}) < score(nb)

@@ -1,0 +1,122 @@
+"""What a learner is: a name, its declared parameters, and a function from data to structures.
+
+Each family module lists its learners in a module-level ``LEARNERS`` tuple; the package
+collects them (``trainer.learners.registry``), ``trainer.fit`` runs them and the CLI
+builds its flags from the declared ``Param``s, so adding a learner touches one module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from store.errors import InvalidInput
+from store.model import SINGLE
+from trainer.data import EncodedData
+from trainer.learners.structure import Structure
+
+
+@dataclass(frozen=True)
+class Param:
+    """A hyper-parameter: ``--name`` on the command line (``_`` becomes ``-``).
+
+    ``type`` converts command-line text; ``check`` validates a value from anywhere and
+    returns the value to use, raising InvalidInput with a message naming the parameter.
+    """
+
+    name: str
+    type: Callable[[str], Any]
+    default: Any
+    help: str
+    check: Callable[[str, Any], Any] | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def value(self, given: Any) -> Any:
+        value = self.default if given is None else given
+        return self.check(self.name, value) if self.check and value is not None else value
+
+
+@dataclass(frozen=True)
+class Member:
+    """One network of a model: its structure, and the rows its CPTs are estimated on."""
+
+    structure: Structure
+    data: EncodedData
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A learner's result: one member for a single network, several for an ensemble.
+
+    ``metadata``: JSON-able facts about the search (selected features, scores, …) that
+    the model keeps.
+    """
+
+    members: tuple[Member, ...]
+    combination: str = SINGLE
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def single(structure: Structure, data: EncodedData, **metadata: Any) -> "Learned":
+        return Learned((Member(structure, data),), SINGLE, metadata)
+
+
+@dataclass(frozen=True)
+class Learner:
+    """``learn(data, **params)`` returns a ``Learned`` (or a bare ``Structure`` for one network)."""
+
+    name: str
+    learn: Callable[..., Learned | Structure]
+    summary: str
+    params: tuple[Param, ...] = ()
+
+    def run(self, data: EncodedData, given: Mapping[str, Any]) -> tuple[Learned, dict[str, Any]]:
+        """Check ``given`` against the declared parameters, fill defaults, learn."""
+        declared = {p.name: p for p in self.params}
+        for name in given:
+            if name not in declared:
+                raise InvalidInput(f"algorithm {self.name!r} takes no {name}")
+        values = {p.name: p.value(given.get(p.name)) for p in self.params}
+        result = self.learn(data, **values)
+        if isinstance(result, Structure):
+            result = Learned.single(result, data)
+        return result, values
+
+
+# ------------------------------------------------------------------ parameter checks
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def non_negative_float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or value == float("inf"):
+        raise InvalidInput(f"{name} must be a finite non-negative number, got {value!r}")
+    return float(value)
+
+
+def probability(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise InvalidInput(f"{name} must be a number strictly between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def one_of(*choices: str) -> Callable[[str, Any], str]:
+    def check(name: str, value: Any) -> str:
+        if value not in choices:
+            raise InvalidInput(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return check
