@@ -16,8 +16,9 @@ from store.errors import BnServeError, InvalidInput
 from store.model import structure_dict
 from store.names import check_alias, check_model_name
 from trainer import data as data_io
-from trainer.evaluate import cross_validate, holdout
+from trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
 from trainer.fit import fit
+from trainer.report import render
 from trainer.learners.registry import LEARNERS, PARAMETERS
 
 PROG = "trainer"
@@ -53,27 +54,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Learn Bayesian network classifiers and publish them to the model store.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def learning_flags(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--algo", required=True, choices=sorted(LEARNERS), help="structure learner")
+    def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
+        if several:
+            p.add_argument("--algo", required=True, type=_algorithms, metavar="ALGO[,ALGO…]",
+                           help=f"structure learners, comma-separated: {', '.join(LEARNERS)}")
+        else:
+            p.add_argument("--algo", required=True, choices=sorted(LEARNERS), help="structure learner")
         for param in PARAMETERS.values():
             users = ", ".join(name for name, learner in LEARNERS.items() if param in learner.params)
             p.add_argument(param.flag, dest=param.name, type=param.type, help=f"{users}: {param.help}")
-        p.add_argument("--data", required=True, metavar="FILE", help="CSV file (.gz ok) or builtin:chess")
+        p.add_argument("--data", required=True, metavar="FILE", nargs="+" if several else None,
+                       help="CSV file (.gz ok) or builtin:chess" + ("; several for a comparison" if several else ""))
         p.add_argument("--class", dest="class_column", metavar="COLUMN", help="class column (default: the last)")
 
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")
-    learning_flags(p)
+    learning_flags(p, several=False)
     p.add_argument("--name", required=True, help="model name in the store")
     p.add_argument("--store", metavar="URL", help="store URL (default from the environment)")
     p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
     p.set_defaults(run=_fit)
 
-    p = sub.add_parser("evaluate", help="cross-validate or hold-out test a learner; writes nothing")
-    learning_flags(p)
+    p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
+    learning_flags(p, several=True)
     how = p.add_mutually_exclusive_group()
     how.add_argument("--folds", type=_positive, default=10, help="stratified CV folds (default 10)")
-    how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating")
+    how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating (one --data)")
+    p.add_argument("--repeats", type=_positive, default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)")
     p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="also write every figure as JSON to OUT")
     p.set_defaults(run=_evaluate)
 
     p = sub.add_parser("list", help="list the models in the store")
@@ -112,14 +120,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 # ---------------------------------------------------------------- commands
 
 
-def _learner_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The learner parameters given on the command line; one the algorithm lacks is a usage error."""
-    learner = LEARNERS[args.algo]
+def _algorithms(text: str) -> list[str]:
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    unknown = [a for a in names if a not in LEARNERS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown algorithm {', '.join(unknown) or repr(text)}; "
+                                         f"expected some of {', '.join(LEARNERS)}")
+    return list(dict.fromkeys(names))
+
+
+def _learner_params(args: argparse.Namespace, algos: Sequence[str] | None = None) -> dict[str, Any]:
+    """The learner parameters given on the command line; one that none of the algorithms
+    takes is a usage error."""
+    algos = algos or [args.algo]
     given = {name: getattr(args, name) for name in PARAMETERS if getattr(args, name) is not None}
     for name, value in given.items():
         param = PARAMETERS[name]
-        if param not in learner.params:
-            raise UsageError(f"{param.flag} does not apply to --algo {args.algo}")
+        if not any(param in LEARNERS[a].params for a in algos):
+            raise UsageError(f"{param.flag} does not apply to --algo {','.join(algos)}")
         try:
             param.value(value)
         except InvalidInput as exc:
@@ -145,20 +163,36 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    params = _learner_params(args)
-    train = data_io.load(args.data, args.class_column)
-    if args.test:
-        test = data_io.load_with(args.test, train.variables)
-        result = holdout(args.algo, train, test, **params)
-        how = f"trained on {args.data} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
-        spread = ""
-    else:
-        result = cross_validate(args.algo, train, folds=args.folds, seed=args.seed, **params)
-        how = f"{args.folds}-fold stratified CV on {args.data} ({train.n_rows} rows, seed {args.seed})"
-        spread = f" ± {result.accuracy_std:.4f}"
-    used = {p.name: p.value(params.get(p.name)) for p in LEARNERS[args.algo].params}
-    print(f"{_describe(args.algo, used)}: {how}")
-    print(f"accuracy {result.accuracy:.4f}{spread}  log-loss {result.log_loss:.4f}")
+    given = _learner_params(args, args.algo)
+    candidates = [(a, {n: v for n, v in given.items() if PARAMETERS[n] in LEARNERS[a].params}) for a in args.algo]
+    if args.test and len(args.data) > 1:
+        raise UsageError("--test takes one --data file")
+    evaluations, headings = [], {}
+    protocol: dict[str, Any] = {"seed": args.seed}
+    try:
+        for source in args.data:
+            train = data_io.load(source, args.class_column)
+            if args.test:
+                test = data_io.load_with(args.test, train.variables)
+                results = [holdout(a, train, test, **p) for a, p in candidates]
+                headings[results[0].dataset] = (f"trained on {source} ({train.n_rows} rows), "
+                                                f"tested on {args.test} ({test.n_rows} rows)")
+                protocol.update(kind="holdout", test=args.test)
+            else:
+                results = cross_validate_many(candidates, train, dataset=source, folds=args.folds,
+                                              repeats=args.repeats, seed=args.seed, progress=stderr_progress)
+                repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
+                headings[source] = f"{source} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
+                protocol.update(kind="cross-validation", folds=args.folds, repeats=args.repeats)
+            evaluations.extend(results)
+    finally:
+        end_progress()
+    result = compare(evaluations, protocol)
+    print(render(result, headings, spread=not args.test), end="")
+    if args.json_out:
+        with open(args.json_out, "w") as out:
+            json.dump(result.to_dict(), out, indent=2, allow_nan=True)
+            out.write("\n")
     return 0
 
 

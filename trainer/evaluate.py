@@ -1,65 +1,146 @@
-"""Accuracy and log-loss by stratified k-fold cross-validation or on a hold-out set.
+"""Evaluation protocols: stratified (repeated) k-fold cross-validation and hold-out,
+for one learner or for several learners over several data sets.
 
-Predictions come from ``store.inference``, the same compiled path the server uses.
+Every algorithm sees the same folds on a data set. Predictions come from
+``store.inference``, the same compiled path the server uses.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import itertools
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from store.errors import InvalidInput
 from store.inference import compile_model
-from store.model import Model
+from trainer import comparison, metrics
 from trainer.data import EncodedData
 from trainer.fit import fit
 from trainer.folds import stratified_folds
 
-PROBABILITY_FLOOR = 1e-15  # log-loss of a zero probability is capped at -log(1e-15)
-
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Accuracy (mean and std over folds; std 0 for a hold-out) and mean log-loss (nats) over all scored rows."""
+    """One algorithm on one data set. Accuracy: mean and sd over folds (sd 0 for a
+    hold-out); log-loss over all scored rows; AUC pooled over each repeat's predictions,
+    averaged over repeats; times and Sum_MI: means per fold."""
 
+    algorithm: str
+    params: Mapping[str, Any]
+    dataset: str
+    n_rows: int
     accuracy: float
     accuracy_std: float
     log_loss: float
+    auc: float
+    fit_seconds: float
+    predict_seconds: float
+    sum_mi: float
     fold_accuracies: tuple[float, ...]
-    n_rows: int
+
+    @property
+    def zero_one_loss(self) -> float:
+        return 1.0 - self.accuracy
+
+    @property
+    def label(self) -> str:
+        return describe(self.algorithm, self.params)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "zero_one_loss": self.zero_one_loss}
 
 
-def predict_scores(model: Model, data: EncodedData) -> tuple[np.ndarray, np.ndarray]:
-    """(correct, log-loss) per row of ``data`` under ``model``."""
-    proba = compile_model(model).predict_proba(data.X)
-    correct = np.argmax(proba, axis=1) == data.y
-    p_true = proba[np.arange(data.n_rows), data.y]
-    return correct, -np.log(np.maximum(p_true, PROBABILITY_FLOOR))
+def describe(algo: str, params: Mapping[str, Any]) -> str:
+    return " ".join([algo, *(f"{k}={v}" for k, v in params.items() if v is not None)])
 
 
-def cross_validate(algo: str, data: EncodedData, *, folds: int = 10, seed: int = 0, **params: Any) -> Evaluation:
-    """Stratified ``folds``-fold CV; deterministic for a given seed."""
+class _Run:
+    """Accumulates one algorithm's folds on one data set."""
+
+    def __init__(self, algo: str, params: Mapping[str, Any], data: EncodedData):
+        self.algo, self.params, self.data = algo, dict(params), data
+        self.accuracies: list[float] = []
+        self.losses: list[np.ndarray] = []
+        self.aucs: list[float] = []
+        self.fit_seconds: list[float] = []
+        self.predict_seconds: list[float] = []
+        self.sum_mis: list[float] = []
+        self.used_params: Mapping[str, Any] = {}
+
+    def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
+        t0 = time.perf_counter()
+        model = fit(self.algo, train, **self.params)
+        t1 = time.perf_counter()
+        proba = compile_model(model).predict_proba(test.X)
+        t2 = time.perf_counter()
+        self.used_params = dict(model.params)
+        self.fit_seconds.append(t1 - t0)
+        self.predict_seconds.append(t2 - t1)
+        self.accuracies.append(float(np.mean(np.argmax(proba, axis=1) == test.y)))
+        self.losses.append(metrics.log_losses(proba, test.y))
+        self.sum_mis.append(metrics.sum_mi(model, train))
+        return proba
+
+    def result(self, dataset: str) -> Evaluation:
+        return Evaluation(
+            algorithm=self.algo,
+            params=self.used_params,
+            dataset=dataset,
+            n_rows=self.data.n_rows,
+            accuracy=float(np.mean(self.accuracies)),
+            accuracy_std=float(np.std(self.accuracies, ddof=1)) if len(self.accuracies) > 1 else 0.0,
+            log_loss=float(np.concatenate(self.losses).mean()),
+            auc=float(np.nanmean(self.aucs)) if not all(np.isnan(self.aucs)) else float("nan"),
+            fit_seconds=float(np.mean(self.fit_seconds)),
+            predict_seconds=float(np.mean(self.predict_seconds)),
+            sum_mi=float(np.mean(self.sum_mis)),
+            fold_accuracies=tuple(self.accuracies),
+        )
+
+
+def _check_folds(folds: int, repeats: int, data: EncodedData) -> None:
     if isinstance(folds, bool) or not isinstance(folds, int) or not 2 <= folds <= data.n_rows:
         raise InvalidInput(f"folds must be an integer from 2 to the number of rows ({data.n_rows}), got {folds!r}")
-    fold = stratified_folds(data.y, folds, seed)
-    accuracies, losses = [], []
-    for f in range(folds):
-        model = fit(algo, data.subset(fold != f), **params)
-        correct, loss = predict_scores(model, data.subset(fold == f))
-        accuracies.append(float(correct.mean()))
-        losses.append(loss)
-    return Evaluation(
-        accuracy=float(np.mean(accuracies)),
-        accuracy_std=float(np.std(accuracies, ddof=1)),
-        log_loss=float(np.concatenate(losses).mean()),
-        fold_accuracies=tuple(accuracies),
-        n_rows=data.n_rows,
-    )
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise InvalidInput(f"repeats must be a positive integer, got {repeats!r}")
+
+
+def cross_validate_many(
+    candidates: Sequence[tuple[str, Mapping[str, Any]]],
+    data: EncodedData,
+    *,
+    dataset: str = "",
+    folds: int = 10,
+    repeats: int = 1,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> list[Evaluation]:
+    """Stratified ``folds``-fold CV repeated ``repeats`` times (repeat r shuffles with seed + r);
+    every candidate (algorithm, params) sees the same folds."""
+    _check_folds(folds, repeats, data)
+    runs = [_Run(algo, params, data) for algo, params in candidates]
+    for r in range(repeats):
+        fold = stratified_folds(data.y, folds, seed + r)
+        pooled = [np.empty((data.n_rows, data.n_classes)) for _ in runs]
+        for f in range(folds):
+            train, test = data.subset(fold != f), data.subset(fold == f)
+            for run, proba in zip(runs, pooled):
+                if progress:
+                    progress(f"{dataset or data.source}: {describe(run.algo, run.params)} repeat {r + 1}/{repeats} fold {f + 1}/{folds}")
+                proba[fold == f] = run.fold(train, test)
+        for run, proba in zip(runs, pooled):
+            run.aucs.append(metrics.auc(proba, data.y))
+    return [run.result(dataset or data.source) for run in runs]
+
+
+def cross_validate(algo: str, data: EncodedData, *, folds: int = 10, seed: int = 0, repeats: int = 1,
+                   **params: Any) -> Evaluation:
+    """One algorithm by stratified (repeated) k-fold CV; deterministic for a given seed."""
+    return cross_validate_many([(algo, params)], data, folds=folds, repeats=repeats, seed=seed)[0]
 
 
 def holdout(algo: str, train: EncodedData, test: EncodedData, **params: Any) -> Evaluation:
@@ -68,6 +149,61 @@ def holdout(algo: str, train: EncodedData, test: EncodedData, **params: Any) -> 
         raise InvalidInput("the test data must be coded against the training variables")
     if test.n_rows == 0:
         raise InvalidInput(f"{test.source}: no rows to score")
-    correct, loss = predict_scores(fit(algo, train, **params), test)
-    accuracy = float(correct.mean())
-    return Evaluation(accuracy, 0.0, float(loss.mean()), (accuracy,), test.n_rows)
+    run = _Run(algo, params, train)
+    proba = run.fold(train, test)
+    run.aucs.append(metrics.auc(proba, test.y))
+    result = run.result(f"{train.source} -> {test.source}")
+    return replace(result, n_rows=test.n_rows)
+
+
+# ------------------------------------------------------------------ comparisons
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Several algorithms over several data sets, with the papers' statistics."""
+
+    evaluations: tuple[Evaluation, ...]
+    win_draw_loss: tuple[comparison.WinDrawLoss, ...]
+    paired_t: Mapping[str, Mapping[str, tuple[float, float]]]  # dataset -> "A vs B" -> (t, p)
+    friedman: comparison.Friedman | None = None
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "protocol": dict(self.protocol),
+            "evaluations": [e.to_dict() for e in self.evaluations],
+            "win_draw_loss": [w.to_dict() for w in self.win_draw_loss],
+            "paired_t": {d: {pair: {"t": t, "p": p} for pair, (t, p) in v.items()} for d, v in self.paired_t.items()},
+            "friedman": self.friedman.to_dict() if self.friedman else None,
+        }
+
+
+def compare(evaluations: Sequence[Evaluation], protocol: Mapping[str, Any] | None = None) -> Comparison:
+    """W/D/L and sign tests on zero-one loss for every pair of algorithms; a paired
+    t-test per data set on fold accuracies; Friedman ranks when there are several data sets."""
+    labels = list(dict.fromkeys(e.label for e in evaluations))
+    datasets = list(dict.fromkeys(e.dataset for e in evaluations))
+    by = {(e.label, e.dataset): e for e in evaluations}
+    loss = {label: [by[label, d].zero_one_loss for d in datasets] for label in labels}
+    wdl = tuple(comparison.win_draw_loss(a, b, loss[a], loss[b]) for a, b in itertools.combinations(labels, 2))
+    paired = {
+        d: {f"{a} vs {b}": comparison.paired_t_test(by[a, d].fold_accuracies, by[b, d].fold_accuracies)
+            for a, b in itertools.combinations(labels, 2)}
+        for d in datasets
+    }
+    fr = comparison.friedman(loss) if len(datasets) > 1 and len(labels) > 1 else None
+    return Comparison(tuple(evaluations), wdl, paired, fr, dict(protocol or {}))
+
+
+def stderr_progress(message: str) -> None:
+    """A one-line progress indicator on stderr, only when it is a terminal."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + message[:150])
+        sys.stderr.flush()
+
+
+def end_progress() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()

@@ -35,7 +35,9 @@ def test_folds_are_stratified_and_seeded():
 def test_cross_validation_is_deterministic(chess):
     a = cross_validate("nb", chess, folds=3, seed=1)
     b = cross_validate("nb", chess, folds=3, seed=1)
-    assert a == b
+    timing = {"fit_seconds", "predict_seconds"}
+    assert {k: v for k, v in a.to_dict().items() if k not in timing} == {
+        k: v for k, v in b.to_dict().items() if k not in timing}
 
 
 def test_holdout_scores_the_test_rows(chess):

@@ -1,0 +1,83 @@
+"""Comparing algorithms the way paper 001 does: W/D/L with a one-tailed binomial sign
+test over data sets, a paired t-test per data set over the same folds, and Friedman's
+average ranks, statistic and p-value."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy.stats import binomtest, chi2, f as f_dist, rankdata, ttest_rel
+
+DRAW_TOLERANCE = 1e-12  # mean zero-one losses closer than this are a draw
+
+
+@dataclass(frozen=True)
+class WinDrawLoss:
+    a: str
+    b: str
+    wins: int
+    draws: int
+    losses: int
+    p_a_better: float  # one-tailed sign test: P(at least `wins` of wins+losses | no difference)
+    p_b_better: float  # the same for `losses`
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def win_draw_loss(a: str, b: str, loss_a: Sequence[float], loss_b: Sequence[float]) -> WinDrawLoss:
+    """A against B over data sets on a loss (lower is better)."""
+    diff = np.asarray(loss_a, dtype=float) - np.asarray(loss_b, dtype=float)
+    wins = int(np.count_nonzero(diff < -DRAW_TOLERANCE))
+    losses = int(np.count_nonzero(diff > DRAW_TOLERANCE))
+    draws = diff.shape[0] - wins - losses
+    return WinDrawLoss(a, b, wins, draws, losses, _sign_test(wins, losses), _sign_test(losses, wins))
+
+
+def _sign_test(wins: int, losses: int) -> float:
+    return float(binomtest(wins, wins + losses, 0.5, alternative="greater").pvalue) if wins + losses else 1.0
+
+
+def paired_t_test(scores_a: Sequence[float], scores_b: Sequence[float]) -> tuple[float, float]:
+    """(t, two-sided p) of the per-fold differences on the same folds; (0, 1) when they never differ."""
+    a, b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
+    diff = a - b
+    if np.allclose(diff, 0):
+        return 0.0, 1.0
+    if a.shape[0] < 2 or np.allclose(diff, diff[0]):  # no variance: the t statistic is unbounded
+        return float(np.sign(diff[0]) * np.inf), 0.0
+    result = ttest_rel(a, b)
+    return float(result.statistic), float(result.pvalue)
+
+
+@dataclass(frozen=True)
+class Friedman:
+    average_ranks: Mapping[str, float]  # 1 = best
+    statistic: float                    # χ²_F with k-1 degrees of freedom
+    p_value: float
+    iman_davenport: float               # F_F with (k-1, (k-1)(N-1)) degrees of freedom
+    iman_davenport_p: float
+    n_datasets: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def friedman(losses: Mapping[str, Sequence[float]]) -> Friedman:
+    """Friedman test on a loss per algorithm per data set (lower is better; ties share ranks)."""
+    names = list(losses)
+    table = np.array([losses[n] for n in names], dtype=float).T  # (datasets, algorithms)
+    n, k = table.shape
+    ranks = np.apply_along_axis(rankdata, 1, table)
+    mean_ranks = ranks.mean(axis=0)
+    statistic = 12 * n / (k * (k + 1)) * (np.sum(mean_ranks**2) - k * (k + 1) ** 2 / 4)
+    p = float(chi2.sf(statistic, k - 1)) if k > 1 else 1.0
+    if k < 2 or n < 2:
+        f_value, f_p = float("nan"), 1.0
+    else:
+        denominator = n * (k - 1) - statistic
+        f_value = (n - 1) * statistic / denominator if denominator > 0 else float("inf")
+        f_p = float(f_dist.sf(f_value, k - 1, (k - 1) * (n - 1)))
+    return Friedman(dict(zip(names, map(float, mean_ranks))), float(statistic), p, float(f_value), f_p, n)
