@@ -146,7 +146,7 @@ def _learner_params(args: argparse.Namespace, algos: Sequence[str] | None = None
 
 
 def _describe(algo: str, params: dict[str, Any]) -> str:
-    return ", ".join([algo, *(f"{key}={value}" for key, value in params.items())])
+    return ", ".join([algo, *(f"{key}={value}" for key, value in params.items() if value is not None)])
 
 
 def _fit(args: argparse.Namespace) -> int:

@@ -39,7 +39,8 @@ def fit(algo: str, data: EncodedData, **params: Any) -> Model:
         structure = learned.members[0].structure
         metadata["order"] = list(structure.order)
         metadata["order_scores"] = list(structure.scores)
-    return Model(data.variables, networks, algo, learned.combination, values, metadata).validate()
+    params = {name: value for name, value in values.items() if value is not None}  # None = off
+    return Model(data.variables, networks, algo, learned.combination, params, metadata).validate()
 
 
 def code_version() -> str:
