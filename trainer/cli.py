@@ -17,11 +17,13 @@ from store.model import structure_dict
 from store.names import check_alias, check_model_name
 from trainer import data as data_io
 from trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
+from trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
 from trainer.fit import fit
 from trainer.report import render
 from trainer.learners.registry import LEARNERS, PARAMETERS
 
 PROG = "trainer"
+AUTO = "auto"
 
 
 class UsageError(Exception):
@@ -59,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--algo", required=True, type=_algorithms, metavar="ALGO[,ALGO…]",
                            help=f"structure learners, comma-separated: {', '.join(LEARNERS)}")
         else:
-            p.add_argument("--algo", required=True, choices=sorted(LEARNERS), help="structure learner")
+            p.add_argument("--algo", required=True, choices=[*LEARNERS, AUTO],
+                           help="structure learner, or auto: choose one (and k) by cross-validation")
         for param in PARAMETERS.values():
             users = ", ".join(name for name, learner in LEARNERS.items() if param in learner.params)
             p.add_argument(param.flag, dest=param.name, type=param.type, help=f"{users}: {param.help}")
@@ -72,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="model name in the store")
     p.add_argument("--store", metavar="URL", help="store URL (default from the environment)")
     p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
+    p.add_argument("--candidates", type=_algorithms, metavar="ALGO[,ALGO…]",
+                   help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)")
     p.set_defaults(run=_fit)
 
     p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
@@ -149,12 +154,29 @@ def _describe(algo: str, params: dict[str, Any]) -> str:
     return ", ".join([algo, *(f"{key}={value}" for key, value in params.items() if value is not None)])
 
 
+def _auto_choice(args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """--candidates and --k (an integer or a range) for --algo auto; other learner flags are refused."""
+    others = [PARAMETERS[n].flag for n in PARAMETERS if n != "k" and getattr(args, n) is not None]
+    if others:
+        raise UsageError(f"{', '.join(others)} does not apply to --algo auto")
+    ks = DEFAULT_KS if args.k is None else args.k if isinstance(args.k, list) else [args.k]
+    if not ks or min(ks) < 0:
+        raise UsageError(f"--k: expected non-negative values, got {args.k}")
+    return list(args.candidates or DEFAULT_CANDIDATES), list(ks)
+
+
 def _fit(args: argparse.Namespace) -> int:
-    params = _learner_params(args)
+    if args.algo == AUTO:
+        candidates, ks = _auto_choice(args)
+    elif args.candidates:
+        raise UsageError("--candidates applies to --algo auto only")
+    else:
+        params = _learner_params(args)
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
-    model = fit(args.algo, data_io.load(args.data, args.class_column), **params)
+    data = data_io.load(args.data, args.class_column)
+    model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
     with _open_store(args.store) as store:  # opened only now: bad input never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"

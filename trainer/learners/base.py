@@ -89,6 +89,15 @@ class Learner:
 # ------------------------------------------------------------------ parameter checks
 
 
+def int_or_range(text: str) -> int | list[int]:
+    """Command-line text "2" -> 2, "0..3" -> [0, 1, 2, 3] (a range is for --algo auto)."""
+    low, sep, high = text.partition("..")
+    try:
+        return list(range(int(low), int(high) + 1)) if sep else int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer or a range like 0..3, got {text!r}") from None
+
+
 def non_negative_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InvalidInput(f"{name} must be a non-negative integer, got {value!r}")

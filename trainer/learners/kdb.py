@@ -18,7 +18,7 @@ import numpy as np
 
 from trainer import stats
 from trainer.data import EncodedData
-from trainer.learners.base import Learned, Learner, Param, non_negative_float, non_negative_int, positive_int
+from trainer.learners.base import int_or_range, Learned, Learner, Param, non_negative_float, non_negative_int, positive_int
 from trainer.learners.structure import Structure, ranked
 
 
@@ -157,7 +157,8 @@ def _statistics(data: EncodedData) -> tuple[np.ndarray, np.ndarray]:
     return mi, cmi
 
 
-K = Param("k", int, 2, "maximum number of feature parents per feature (default 2)", non_negative_int)
+K = Param("k", int_or_range, 2, "maximum number of feature parents per feature (default 2; a range A..B with auto)",
+          non_negative_int)
 THETA = Param(
     "theta",
     float,

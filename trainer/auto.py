@@ -1,0 +1,80 @@
+"""``--algo auto``: choose the learner and k by cross-validation on the training data.
+
+The KDB paper names this as future work (choose k by cross-validation). Every candidate
+is scored on the same stratified folds; naive Bayes is always among them, and the winner
+is the most accurate candidate, ties (and differences within the CV noise of the best)
+going to the candidate listed first, i.e. the simpler one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from store.errors import InvalidInput
+from store.model import Model
+from trainer.data import EncodedData
+from trainer.evaluate import Evaluation, cross_validate_many
+from trainer.fit import fit
+from trainer.learners.registry import LEARNERS
+
+DEFAULT_CANDIDATES = ("nb", "tan", "kdb", "fkdb", "aode")
+DEFAULT_KS = (1, 2, 3)
+AUTO_FOLDS = 5
+BASELINE = "nb"
+
+
+@dataclass(frozen=True)
+class Choice:
+    algorithm: str
+    params: Mapping[str, Any]
+    scores: tuple[Evaluation, ...]  # every candidate, in the order tried
+    noise: float                    # standard error of the best candidate's CV accuracy
+
+
+def candidate_grid(candidates: Sequence[str], ks: Sequence[int]) -> list[tuple[str, dict[str, Any]]]:
+    """(algorithm, params) to try: one per k for learners that take k; naive Bayes first."""
+    unknown = [c for c in candidates if c not in LEARNERS]
+    if unknown:
+        raise InvalidInput(f"unknown candidate {', '.join(unknown)}; expected some of {', '.join(LEARNERS)}")
+    grid: list[tuple[str, dict[str, Any]]] = [(BASELINE, {})]
+    for algo in dict.fromkeys(candidates):
+        if algo == BASELINE:
+            continue
+        takes_k = any(p.name == "k" for p in LEARNERS[algo].params)
+        grid.extend((algo, {"k": k}) for k in ks) if takes_k else grid.append((algo, {}))
+    return grid
+
+
+def choose(data: EncodedData, candidates: Sequence[str] = DEFAULT_CANDIDATES, ks: Sequence[int] = DEFAULT_KS,
+           *, folds: int = AUTO_FOLDS, seed: int = 0) -> Choice:
+    """The most accurate candidate by stratified CV; within the best's standard error the
+    earlier (simpler) candidate wins, so the choice never trails naive Bayes by more than the noise."""
+    grid = candidate_grid(candidates, ks)
+    folds = max(2, min(folds, data.n_rows))
+    scores = cross_validate_many(grid, data, dataset=data.source, folds=folds, seed=seed)
+    best = max(scores, key=lambda e: e.accuracy)
+    noise = best.accuracy_std / math.sqrt(len(best.fold_accuracies))
+    chosen = next(i for i, e in enumerate(scores) if e.accuracy >= best.accuracy - noise)
+    algo, params = grid[chosen]
+    return Choice(algo, params, tuple(scores), noise)
+
+
+def fit_auto(data: EncodedData, candidates: Sequence[str] = DEFAULT_CANDIDATES, ks: Sequence[int] = DEFAULT_KS,
+             *, folds: int = AUTO_FOLDS, seed: int = 0) -> Model:
+    """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
+    choice = choose(data, candidates, ks, folds=folds, seed=seed)
+    model = fit(choice.algorithm, data, **choice.params)
+    selection = {
+        "method": f"{folds}-fold stratified CV accuracy, seed {seed}; within one standard error the simpler wins",
+        "chosen": f"{choice.algorithm} {' '.join(f'{k}={v}' for k, v in choice.params.items())}".strip(),
+        "noise": choice.noise,
+        "candidates": [
+            {"algorithm": e.algorithm, "params": dict(e.params), "accuracy": e.accuracy,
+             "accuracy_std": e.accuracy_std, "log_loss": e.log_loss}
+            for e in choice.scores
+        ],
+    }
+    return Model(model.variables, model.networks, model.algorithm, model.combination, model.params,
+                 {**model.metadata, "selection": selection}).validate()
