@@ -58,4 +58,5 @@ def test_learner_is_published_and_served(served, car, algo):
     meta = stub.GetModelMetadata(pb.GetModelMetadataRequest(model=algo))
     assert meta.algorithm == algo and meta.combination == model.combination
     accuracy = np.mean(compile_model(model).predict_proba(car.X).argmax(axis=1) == car.y)
-    assert accuracy > 0.7  # car's majority class is 70 %; every learner must learn something
+    majority = np.bincount(car.y).max() / car.n_rows
+    assert accuracy >= majority  # at worst a selective learner keeps no feature and predicts the prior
