@@ -51,3 +51,28 @@ def test_wrapper_score_is_pooled_cv_accuracy(chess):
     assert score(nb) == pytest.approx(np.dot(evaluation.fold_accuracies, sizes) / sizes.sum())
     # a selective model: one feature only
     assert 0.5 < score({cls: (), "rimmx": (cls,)}) < score(nb)
+
+
+def test_cached_family_scores_equal_the_compiled_model(chess, rng):
+    """The wrapper sums cached log-CPT columns; that must equal estimating and compiling."""
+    from store.inference import compile_model
+    from store.model import Model
+    from trainer.estimate import estimate
+    from trainer.learners.structure import Structure
+
+    score = CrossValidatedAccuracy(chess, folds=5, seed=0)
+    fold = stratified_folds(chess.y, 5, 0)
+    cls = chess.class_variable.name
+    names = [f.name for f in chess.features]
+    for _ in range(5):
+        chosen = [names[i] for i in rng.choice(len(names), 8, replace=False)]
+        parents = {cls: ()}
+        for i, name in enumerate(chosen):  # a random DAG: the class and up to two earlier chosen features
+            extra = [chosen[j] for j in rng.choice(i, min(i, 2), replace=False)] if i else []
+            parents[name] = (cls, *extra)
+        correct = 0
+        for f in range(5):
+            train, test = chess.subset(fold != f), chess.subset(fold == f)
+            model = Model(chess.variables, (estimate(Structure(parents, ()), train),), "check")
+            correct += int((compile_model(model).predict_proba(test.X).argmax(axis=1) == test.y).sum())
+        assert score(parents) == pytest.approx(correct / chess.n_rows)
