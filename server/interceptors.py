@@ -74,7 +74,7 @@ class ServerInterceptor(grpc.ServerInterceptor):
                 status = status_of(exc)
                 code = status.name
                 context.abort(status, exc.message)
-            except Exception as exc:  # abort() raises too: keep the code it set
+            except Exception:  # abort() raises too: keep the code it set
                 if _context_code(context) != "OK":
                     code = _context_code(context)
                     raise

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from store.errors import InvalidInput
-from store.inference import compile_model
-from store.model import CLASS, Variable
 from trainer import stats
-from trainer.data import EncodedData, load
+from trainer.data import EncodedData
 from trainer.fit import fit
 from trainer.learners.k2 import (
     SCORE_EPS,
@@ -27,25 +24,7 @@ from trainer.learners.k2 import (
     pc_level,
     total_order,
 )
-
-DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-
-
-def dataset(name: str) -> EncodedData:
-    path = DATASETS / f"{name}.csv"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
-    return load(str(path))
-
-
-def make(columns, cards, y, n_classes) -> EncodedData:
-    variables = tuple(Variable(f"x{i}", tuple(map(str, range(c)))) for i, c in enumerate(cards))
-    variables += (Variable("class", tuple(map(str, range(n_classes))), CLASS),)
-    return EncodedData(variables, np.stack(columns, axis=1).astype(np.int32), np.asarray(y, np.int64), 0, "hand")
-
-
-def accuracy(model, data: EncodedData) -> float:
-    return float(np.mean(np.argmax(compile_model(model).predict_proba(data.X), axis=1) == data.y))
+from tests.data_helpers import accuracy, make
 
 
 def slow_ch(node, parents):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,30 +10,14 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from store.errors import InvalidInput
 from store.inference import compile_model
-from store.model import CLASS, Variable
 from trainer import stats
-from trainer.data import EncodedData, load
+from trainer.data import EncodedData
 from trainer.evaluate import cross_validate
 from trainer.fit import fit
 from trainer.learners.selective import ffss, fss, stan
 from trainer.search import greedy_search, maximum_weight_forest, orient_forest
 from trainer.wrapper import CrossValidatedAccuracy
-
-DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-
-
-def dataset(name: str) -> EncodedData:
-    path = DATASETS / f"{name}.csv"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
-    return load(str(path))
-
-
-def make(columns, cards, y, n_classes) -> EncodedData:
-    variables = tuple(Variable(f"x{i}", tuple(map(str, range(c)))) for i, c in enumerate(cards))
-    variables += (Variable("class", tuple(map(str, range(n_classes))), CLASS),)
-    return EncodedData(variables, np.stack(columns, axis=1).astype(np.int32), np.asarray(y, np.int64), 0, "hand")
-
+from tests.data_helpers import dataset, make
 
 @pytest.fixture(scope="module")
 def hand() -> EncodedData:

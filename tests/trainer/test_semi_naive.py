@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,23 +12,14 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 from store.inference import compile_model
 from store.model import CLASS, Variable
 from trainer import stats
-from trainer.data import EncodedData, load
+from trainer.data import EncodedData
 from trainer.evaluate import cross_validate
 from trainer.fit import fit
 from trainer.learners import semi_naive
 from trainer.learners.semi_naive import asb, bsej, bsej_search
 from trainer.search import augmenting_forest, canonical, grouped_parents
 from trainer.wrapper import CrossValidatedAccuracy
-
-DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-
-
-def dataset(name: str) -> EncodedData:
-    path = DATASETS / f"{name}.csv"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
-    return load(str(path))
-
+from tests.data_helpers import dataset
 
 @pytest.fixture(scope="module")
 def hand() -> EncodedData:

@@ -3,7 +3,6 @@
 import itertools
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +12,7 @@ from trainer import stats
 from trainer.data import EncodedData, load
 from trainer.evaluate import cross_validate
 from trainer.learners.tan import tan_ddr
-
-DATASETS = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-
+from tests.data_helpers import DATASETS
 
 def slow_i_d(xi, xj, c, ci, cj, n_classes):
     """Eq. 17 (two classes) or eq. 18-19 (more), from dict counts, one row at a time."""
