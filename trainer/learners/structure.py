@@ -17,10 +17,13 @@ TIE_DECIMALS = 12
 class Structure:
     """A classifier's DAG by variable name, and how the learner built it.
 
-    ``parents`` maps every node (the class too) to its ordered parents: the class first,
-    then feature parents in the order they were chosen. ``order`` lists the features in
-    the order the learner added them; ``scores[i]`` is the value that selected
-    ``order[i]`` (see each learner's docstring).
+    ``parents`` maps every node of the network (the class too) to its ordered parents;
+    a feature left out is not in the network. In augmented naive Bayes structures the
+    class comes first, then feature parents in the order they were chosen; general
+    networks (k2, cb) may give the class parents. ``order`` lists the nodes in the order
+    the learner added them (features only, except for k2-style learners, whose order
+    holds the class too); ``scores[i]`` is the value that selected ``order[i]`` (see each
+    learner's docstring).
     """
 
     parents: Mapping[str, tuple[str, ...]]
