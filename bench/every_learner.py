@@ -1,6 +1,6 @@
 """Every learner on every shared data set: fit, publish, load back, compile, predict.
 
-    python bench/every_learner.py [--max-rows 15000] [--learners a,b,…]
+    python bench/every_learner.py [--max-rows 15000] [--learners a,b,…] [--datasets a,b,…] [--out docs/learners.md]
 
 For each nominal data set in ../shared/datasets (and those whose numeric columns are
 small integer domains) and each registered learner: fit on all rows, publish into a
@@ -39,11 +39,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-rows", type=int, default=15000)
     parser.add_argument("--learners", default=",".join(LEARNERS))
+    parser.add_argument("--datasets", default=",".join(NOMINAL))
+    parser.add_argument("--out", default="docs/learners.md")
     args = parser.parse_args()
     learners = args.learners.split(",")
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ModelStore(f"sqlite:///{tmp}/bench.db") as store:
-        for name in NOMINAL:
+        for name in args.datasets.split(","):
             path = DATASETS / f"{name}.csv"
             if not path.exists():
                 continue
@@ -73,8 +75,9 @@ def main() -> int:
              "docs/accuracy.md has those).", "",
              "| data set | " + " | ".join(learners) + " |", "|---|" + "---|" * len(learners)]
     lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows]
-    (ROOT / "docs").mkdir(exist_ok=True)
-    (ROOT / "docs" / "learners.md").write_text("\n".join(lines) + "\n")
+    out = ROOT / args.out
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
