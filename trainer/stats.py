@@ -92,25 +92,10 @@ def conditional_mutual_information_matrix(
 ) -> np.ndarray:
     """Symmetric (n, n) matrix of I(Xi;Xj|C), zero diagonal, in nats.
 
-    One bincount per pair over m rows: O(n^2 m) time, O(m) extra memory. A missing value
-    is counted in an extra state that is sliced off, which gives available-case counts
-    without a mask per pair.
+    One bincount per pair over m rows (``_pairwise_class_statistic``): O(n^2 m) time,
+    O(m) extra memory; available-case counts.
     """
-    m, n = X.shape
-    ext = [int(c) + 1 for c in cards]  # state card = "missing"
-    cols = [np.where(X[:, i] < 0, ext[i] - 1, X[:, i]).astype(np.int64) for i in range(n)]
-    ext_c = n_classes + 1
-    yc = np.where(y < 0, n_classes, y).astype(np.int64)
-    out = np.zeros((n, n), dtype=np.float64)
-    for j in range(1, n):
-        yj = cols[j] * ext_c + yc  # code of (xj, c), reused for every i < j
-        stride = ext[j] * ext_c
-        for i in range(j):
-            codes = cols[i] * stride + yj
-            table = np.bincount(codes, minlength=ext[i] * stride).reshape(ext[i], ext[j], ext_c)
-            value = conditional_mutual_information_from_counts(table[:-1, :-1, :-1])
-            out[i, j] = out[j, i] = value
-    return out
+    return _pairwise_class_statistic(X, y, cards, n_classes, conditional_mutual_information_from_counts)
 
 
 def laplace_cpt(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
