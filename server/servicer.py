@@ -41,9 +41,11 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
         if request.instances and request.HasField("dense"):
             raise InvalidInput("set either instances or dense, not both")
         if request.HasField("dense"):
-            codes = codes_from_dense(compiled, class_name, list(request.dense.features), request.dense.codes)
+            dense = request.dense
+            codes = codes_from_dense(compiled, class_name, list(dense.features), dense.codes, dense.values)
         else:
-            codes = codes_from_instances(compiled, class_name, (i.values for i in request.instances))
+            codes = codes_from_instances(compiled, class_name, ((i.values, i.numbers) for i in request.instances),
+                                         request.unseen_as_missing)
         proba = compiled.predict_proba(codes)
         metrics.PREDICTION_ROWS.labels(served.name).inc(len(codes))
         classes = compiled.classes
@@ -86,7 +88,7 @@ def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parame
         class_variable=model.class_variable.name,
         created_at_ms=served.created_at_ms,
         checksum=served.checksum,
-        variables=[pb.Variable(name=v.name, role=v.role, states=v.states, kind=v.kind) for v in model.variables],
+        variables=[pb.Variable(name=v.name, role=v.role, states=v.states, kind=v.kind, cuts=v.cuts) for v in model.variables],
     )
     for i, net in enumerate(model.networks):
         reply.networks.add(nodes=[n.name for n in net.nodes])

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from store.discretization import interval_codes, parse_number
 from store.errors import InvalidModel
 
 CLASS = "class"
@@ -25,7 +26,8 @@ FEATURE = "feature"
 ROLES = (CLASS, FEATURE)
 
 NOMINAL = "nominal"
-KINDS = (NOMINAL,)
+NUMERIC = "numeric"
+KINDS = (NOMINAL, NUMERIC)
 
 SINGLE = "single"
 MEAN_JOINT = "mean_joint"          # AODE-like: P(c, x) is the mean of the members' joints
@@ -41,21 +43,37 @@ CPT_DTYPE = np.dtype("<f8")
 class Variable:
     """A column of the data: its ordered states and how a raw value becomes a state.
 
-    ``kind`` nominal: the raw value is the state label itself.
+    ``kind`` nominal: the raw value is the state label itself. ``kind`` numeric: the raw
+    value is a number, and ``cuts`` (ascending) split the line into the intervals that are
+    the states (``store.discretization``); the interval label is accepted too.
     """
 
     name: str
     states: tuple[str, ...]
     role: str = FEATURE
     kind: str = NOMINAL
+    cuts: tuple[float, ...] = ()
 
     @property
     def cardinality(self) -> int:
         return len(self.states)
 
     def code_of(self, label: str) -> int:
-        """State code of a raw label; raises ``KeyError`` for an unknown one."""
+        """State code of a state label; raises ``KeyError`` for an unknown one."""
         return self._index()[label]
+
+    def code_of_value(self, text: str) -> int:
+        """State code of a raw value as text: a state label, or for a numeric variable a
+        number (its interval). Raises ``KeyError`` when it is neither; NaN is neither."""
+        code = self._index().get(text)
+        if code is not None or self.kind != NUMERIC:
+            if code is None:
+                raise KeyError(text)
+            return code
+        number = parse_number(text)
+        if number is None or math.isnan(number):
+            raise KeyError(text)
+        return int(interval_codes(self.cuts, np.array([number]))[0])
 
     def _index(self) -> dict[str, int]:
         cached = self.__dict__.get("_label_index")
@@ -65,11 +83,16 @@ class Variable:
         return cached
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "states": list(self.states), "role": self.role, "kind": self.kind}
+        """Plain data; ``cuts`` only for a numeric variable, so nominal models keep their checksums."""
+        d: dict[str, Any] = {"name": self.name, "states": list(self.states), "role": self.role, "kind": self.kind}
+        if self.kind == NUMERIC:
+            d["cuts"] = list(self.cuts)
+        return d
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Variable":
-        return Variable(d["name"], tuple(d["states"]), d.get("role", FEATURE), d.get("kind", NOMINAL))
+        return Variable(d["name"], tuple(d["states"]), d.get("role", FEATURE), d.get("kind", NOMINAL),
+                        tuple(float(c) for c in d.get("cuts", ())))
 
 
 @dataclass(frozen=True)
@@ -189,6 +212,7 @@ def _validate(model: Model) -> None:
             raise InvalidModel(f"variable {v.name!r} has duplicate state labels")
         if any(not isinstance(s, str) for s in v.states):
             raise InvalidModel(f"variable {v.name!r} has a state label that is not a string")
+        _validate_cuts(v)
     classes = [v for v in model.variables if v.role == CLASS]
     if len(classes) != 1:
         raise InvalidModel(f"the model needs exactly one class variable, found {len(classes)}")
@@ -206,6 +230,23 @@ def _validate(model: Model) -> None:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidModel(f"model {label} are not JSON-serialisable: {exc}") from None
+
+
+def _validate_cuts(v: Variable) -> None:
+    if v.kind == NOMINAL:
+        if v.cuts:
+            raise InvalidModel(f"nominal variable {v.name!r} has cut points")
+        return
+    if v.role == CLASS:
+        raise InvalidModel(f"the class {v.name!r} must be nominal")
+    cuts = np.asarray(v.cuts, dtype=np.float64)
+    if not np.all(np.isfinite(cuts)) or np.any(np.diff(cuts) <= 0):
+        raise InvalidModel(f"numeric variable {v.name!r} needs finite, strictly increasing cut points")
+    if len(v.states) != len(v.cuts) + 1:
+        raise InvalidModel(
+            f"numeric variable {v.name!r} has {len(v.cuts)} cut points, so needs {len(v.cuts) + 1} states, "
+            f"not {len(v.states)}"
+        )
 
 
 def _validate_network(net: Network, index: int, cards: Mapping[str, int], class_name: str) -> None:

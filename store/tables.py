@@ -87,7 +87,8 @@ class SqlModelAlias(Base):
 
 
 class SqlVariable(Base):
-    """A variable of a version, in model order; ``states_json`` is the ordered label list."""
+    """A variable of a version, in model order; ``states_json`` is the ordered label list,
+    ``cuts_json`` the ascending cut points of a numeric variable (NULL for a nominal one)."""
 
     __tablename__ = "variables"
 
@@ -98,6 +99,7 @@ class SqlVariable(Base):
     role: Mapped[str] = mapped_column(String(16), nullable=False)
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     states_json: Mapped[str] = mapped_column(Text, nullable=False)
+    cuts_json: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", "position", name="pk_variables"),

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from store.errors import IntegrityError, InvalidModel
-from store.model import Model, Network, Node, Variable, array_to_blob, blob_to_array, canonical_checksum
+from store.model import NUMERIC, Model, Network, Node, Variable, array_to_blob, blob_to_array, canonical_checksum
 from store.tables import SqlArc, SqlCpt, SqlModelVersion, SqlVariable
 
 Row = dict[str, Any]
@@ -52,7 +52,8 @@ def model_to_rows(model: Model) -> VersionRows:
         "checksum": canonical_checksum(model),
     }
     variables = [
-        {"position": i, "name": v.name, "role": v.role, "kind": v.kind, "states_json": _dumps(list(v.states))}
+        {"position": i, "name": v.name, "role": v.role, "kind": v.kind, "states_json": _dumps(list(v.states)),
+         "cuts_json": _dumps(list(v.cuts)) if v.kind == NUMERIC else None}
         for i, v in enumerate(model.variables)
     ]
     cpts: list[Row] = []
@@ -125,7 +126,9 @@ def _rebuild(
         raise IntegrityError(f"{where}: arcs into node {child!r} of network {network}, which has no CPT")
     return Model(
         variables=tuple(
-            Variable(v.name, tuple(json.loads(v.states_json)), v.role, v.kind) for v in variables
+            Variable(v.name, tuple(json.loads(v.states_json)), v.role, v.kind,
+                     tuple(json.loads(v.cuts_json)) if v.cuts_json is not None else ())
+            for v in variables
         ),
         networks=tuple(Network(tuple(nodes)) for nodes in networks),
         algorithm=header.algorithm,

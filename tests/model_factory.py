@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from store.model import CLASS, FEATURE, MEAN_JOINT, SINGLE, Model, Network, Node, Variable
+from store.discretization import interval_labels
+from store.model import CLASS, FEATURE, MEAN_JOINT, NUMERIC, SINGLE, Model, Network, Node, Variable
 
 CLASS_NAME = "class"
 
@@ -28,6 +29,7 @@ def random_model(
     alpha: float = 1.0,
     dtype: np.dtype | type = np.float64,
     algorithm: str = "random-dag",
+    numeric: float = 0.0,
 ) -> Model:
     """A valid model with features ``f0..f{n-1}`` and class ``class``.
 
@@ -37,12 +39,11 @@ def random_model(
     in random (not topological) order; with ``all_features`` False each network keeps a
     random subset of the features. ``combination`` defaults to single for one network,
     mean_joint for several. CPTs are Dirichlet(alpha) draws, shape (node, *parents).
+    Each feature is numeric (random cut points) with probability ``numeric``.
     """
     low, high = cardinalities
     class_variable = Variable(CLASS_NAME, _states(CLASS_NAME, int(rng.integers(max(low, 2), high + 1))), CLASS)
-    features = [
-        Variable(f"f{i}", _states(f"f{i}", int(rng.integers(low, high + 1))), FEATURE) for i in range(n_features)
-    ]
+    features = [_feature(rng, f"f{i}", int(rng.integers(low, high + 1)), numeric) for i in range(n_features)]
     variables = (class_variable, *features)
     cards = {v.name: v.cardinality for v in variables}
     networks = tuple(
@@ -96,6 +97,13 @@ def _random_network(
         cpt = random_cpt(rng, cards[name], tuple(cards[p] for p in parents), alpha, dtype)
         nodes.append(Node(name, parents, cpt))
     return Network(tuple(nodes[j] for j in rng.permutation(len(nodes))))
+
+
+def _feature(rng: np.random.Generator, name: str, card: int, numeric: float) -> Variable:
+    if numeric and rng.random() < numeric:
+        cuts = tuple(float(c) for c in np.sort(rng.choice(np.arange(-50, 50) * 0.25, size=card - 1, replace=False)))
+        return Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts)
+    return Variable(name, _states(name, card), FEATURE)
 
 
 def _states(name: str, card: int) -> tuple[str, ...]:

@@ -8,21 +8,23 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PredictRequest(_message.Message):
-    __slots__ = ("model", "version", "alias", "instances", "dense")
+    __slots__ = ("model", "version", "alias", "instances", "dense", "unseen_as_missing")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ALIAS_FIELD_NUMBER: _ClassVar[int]
     INSTANCES_FIELD_NUMBER: _ClassVar[int]
     DENSE_FIELD_NUMBER: _ClassVar[int]
+    UNSEEN_AS_MISSING_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     alias: str
     instances: _containers.RepeatedCompositeFieldContainer[Instance]
     dense: DenseBatch
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., dense: _Optional[_Union[DenseBatch, _Mapping]] = ...) -> None: ...
+    unseen_as_missing: bool
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., dense: _Optional[_Union[DenseBatch, _Mapping]] = ..., unseen_as_missing: _Optional[bool] = ...) -> None: ...
 
 class Instance(_message.Message):
-    __slots__ = ("values",)
+    __slots__ = ("values", "numbers")
     class ValuesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -30,17 +32,28 @@ class Instance(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class NumbersEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     VALUES_FIELD_NUMBER: _ClassVar[int]
+    NUMBERS_FIELD_NUMBER: _ClassVar[int]
     values: _containers.ScalarMap[str, str]
-    def __init__(self, values: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    numbers: _containers.ScalarMap[str, float]
+    def __init__(self, values: _Optional[_Mapping[str, str]] = ..., numbers: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class DenseBatch(_message.Message):
-    __slots__ = ("features", "codes")
+    __slots__ = ("features", "codes", "values")
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     CODES_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     features: _containers.RepeatedScalarFieldContainer[str]
     codes: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, features: _Optional[_Iterable[str]] = ..., codes: _Optional[_Iterable[int]] = ...) -> None: ...
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, features: _Optional[_Iterable[str]] = ..., codes: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class PredictResponse(_message.Message):
     __slots__ = ("model", "version", "classes", "predictions")
@@ -75,16 +88,18 @@ class GetModelMetadataRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., include_parameters: _Optional[bool] = ...) -> None: ...
 
 class Variable(_message.Message):
-    __slots__ = ("name", "role", "states", "kind")
+    __slots__ = ("name", "role", "states", "kind", "cuts")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
+    CUTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     states: _containers.RepeatedScalarFieldContainer[str]
     kind: str
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ...) -> None: ...
+    cuts: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., cuts: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Arc(_message.Message):
     __slots__ = ("parent", "child", "network")

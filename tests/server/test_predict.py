@@ -1,10 +1,13 @@
 """The real server (in this process, on a real port) against the slow reference P(c | x).
 
-Random DAGs (the class may have parents), random CPTs, random missing values; every
-wire form (friendly instances, dense codes) must equal the reference within 1e-9.
+Random DAGs (the class may have parents), random CPTs, random missing values, nominal
+and numeric features; every wire form (labels, raw numbers as text or as doubles, dense
+codes, dense raw values) must equal the reference within 1e-9.
 """
 
 from __future__ import annotations
+
+import math
 
 import grpc
 import numpy as np
@@ -15,7 +18,7 @@ from hypothesis import strategies as st
 from server.api import predictor_pb2 as pb
 from server.api import predictor_pb2_grpc
 from server.app import App, ServeConfig
-from store.model import MEAN_JOINT, MEAN_POSTERIOR
+from store.model import MEAN_JOINT, MEAN_POSTERIOR, NUMERIC
 from store.sql import ModelStore
 from tests.model_factory import random_model
 from tests.reference import reference_proba
@@ -32,7 +35,7 @@ def _models():
             out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 6)), n_networks=3,
                                         combination=combination, all_features=False)
         else:
-            out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 7)))
+            out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 7)), numeric=0.5 * (i % 2))
     return out
 
 
@@ -75,12 +78,48 @@ def test_every_wire_form_equals_the_reference(server, data):
     np.testing.assert_allclose([p.probabilities for p in friendly.predictions], expected, rtol=0, atol=1e-9)
     assert list(friendly.classes) == list(model.class_variable.states)
 
+    # raw numbers for the numeric features, as text or as doubles
+    as_text = data.draw(st.booleans())
+    instances = []
+    for row in codes:
+        values, numbers = {}, {}
+        for v, c in zip(model.features, row):
+            if c < 0:
+                continue
+            if v.kind != NUMERIC:
+                values[v.name] = v.states[c]
+            elif as_text:
+                values[v.name] = repr(_number_in(v, c, data.draw))
+            else:
+                numbers[v.name] = _number_in(v, c, data.draw)
+        instances.append(pb.Instance(values=values, numbers=numbers))
+    raw = stub.Predict(pb.PredictRequest(model=name, instances=instances))
+    np.testing.assert_allclose([p.probabilities for p in raw.predictions], expected, rtol=0, atol=1e-9)
+
     # dense, with the feature columns in a random order
     perm = data.draw(st.permutations(range(len(model.features))))
     dense = pb.DenseBatch(features=[model.features[j].name for j in perm], codes=codes[:, perm].ravel().tolist())
     answer = stub.Predict(pb.PredictRequest(model=name, dense=dense))
     np.testing.assert_allclose([p.probabilities for p in answer.predictions], expected, rtol=0, atol=1e-9)
     assert [p.label for p in answer.predictions] == [model.class_variable.states[i] for i in expected.argmax(axis=1)]
+
+    # dense raw values: numbers for numeric features, codes for nominal ones, NaN missing
+    values = [
+        math.nan if c < 0 else _number_in(v, c, data.draw) if v.kind == NUMERIC else float(c)
+        for row in codes[:, perm] for v, c in zip((model.features[j] for j in perm), row)
+    ]
+    dense = pb.DenseBatch(features=[model.features[j].name for j in perm], values=values)
+    answer = stub.Predict(pb.PredictRequest(model=name, dense=dense))
+    np.testing.assert_allclose([p.probabilities for p in answer.predictions], expected, rtol=0, atol=1e-9)
+
+
+def _number_in(variable, code: int, draw) -> float:
+    """A raw number that falls in interval ``code`` of a numeric variable, edges included."""
+    cuts = variable.cuts
+    low = cuts[code - 1] if code > 0 else -math.inf
+    high = cuts[code] if code < len(cuts) else math.inf
+    choices = [x for x in (high, (low + high) / 2, low + 1e-9, high - 1e-3, low + 7.0) if low < x <= high]
+    return draw(st.sampled_from(choices or [high]))
 
 
 def _status(call) -> tuple[grpc.StatusCode, str]:
@@ -113,11 +152,49 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
         (pb.PredictRequest(model=name, instances=[pb.Instance()], dense=pb.DenseBatch(features=[f0.name], codes=[0])),
          "not both"),
         (pb.PredictRequest(model=name, version=-3), "-3"),
+        (pb.PredictRequest(model=name, instances=[pb.Instance(numbers={f0.name: 1.0})]) if f0.kind != NUMERIC
+         else friendly({f0.name: "abc"}), f0.name),
+        (pb.PredictRequest(model=name, dense=pb.DenseBatch(features=[f0.name], codes=[0], values=[0.0])), "both"),
     ]
     for request, culprit in bad:
         code, details = _status(lambda: stub.Predict(request))
         assert code == grpc.StatusCode.INVALID_ARGUMENT, (request, code, details)
         assert culprit in details, (request, details)
+
+
+def test_numeric_features_take_numbers_and_unseen_labels_can_count_as_missing(server):
+    stub, _ = server
+    name = next(n for n, m in MODELS.items() if any(v.kind == NUMERIC for v in m.features) and m.combination == "single")
+    model = MODELS[name]
+    x = next(v for v in model.features if v.kind == NUMERIC)
+    last = len(x.cuts)
+
+    def proba(**instance):
+        reply = stub.Predict(pb.PredictRequest(model=name, instances=[pb.Instance(**instance)]))
+        return list(reply.predictions[0].probabilities)
+
+    edge = reference_proba(model, _row(model, {x.name: last}))[0].tolist()
+    assert proba(values={x.name: "1e308"}) == pytest.approx(edge, abs=1e-12)
+    assert proba(numbers={x.name: math.inf}) == pytest.approx(edge, abs=1e-12)
+    first = reference_proba(model, _row(model, {x.name: 0}))[0].tolist()
+    assert proba(numbers={x.name: -1e308}) == pytest.approx(first, abs=1e-12)
+    missing = reference_proba(model, _row(model, {}))[0].tolist()
+    assert proba(numbers={x.name: math.nan}) == pytest.approx(missing, abs=1e-12)
+    assert proba(values={x.name: x.states[last]}) == pytest.approx(edge, abs=1e-12)
+    code, details = _status(lambda: proba(values={x.name: "nan"}))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "or a number" in details
+
+    nominal = next((v for m in MODELS.values() for v in m.features if v.kind != NUMERIC), None)
+    owner = next(n for n, m in MODELS.items() if nominal in m.features)
+    unseen = pb.PredictRequest(model=owner, instances=[pb.Instance(values={nominal.name: "never seen"})])
+    assert _status(lambda: stub.Predict(unseen))[0] == grpc.StatusCode.INVALID_ARGUMENT
+    unseen.unseen_as_missing = True
+    expected = reference_proba(MODELS[owner], _row(MODELS[owner], {}))[0]
+    np.testing.assert_allclose(stub.Predict(unseen).predictions[0].probabilities, expected, atol=1e-9)
+
+
+def _row(model, codes_by_name: dict) -> np.ndarray:
+    return np.array([[codes_by_name.get(v.name, -1) for v in model.features]], dtype=np.int64)
 
 
 def test_unknown_model_version_or_alias_is_not_found(server):
@@ -140,8 +217,8 @@ def test_metadata_carries_the_whole_model(server):
     for name, model in MODELS.items():
         meta = stub.GetModelMetadata(pb.GetModelMetadataRequest(model=name, include_parameters=True))
         assert meta.combination == model.combination and meta.class_variable == "class"
-        assert [(v.name, v.role, tuple(v.states)) for v in meta.variables] == [
-            (v.name, v.role, v.states) for v in model.variables
+        assert [(v.name, v.role, tuple(v.states), v.kind, tuple(v.cuts)) for v in meta.variables] == [
+            (v.name, v.role, v.states, v.kind, v.cuts) for v in model.variables
         ]
         arcs = [(a.network, a.parent, a.child) for a in meta.arcs]
         assert arcs == [(i, p, c) for i, net in enumerate(model.networks) for p, c in net.arcs]

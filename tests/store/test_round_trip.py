@@ -31,6 +31,7 @@ MODELS = {
     "class-root-float32": dict(n_features=4, class_has_parents=False, dtype=np.float32),
     "ensemble-mean-joint": dict(n_features=4, n_networks=3, all_features=False),
     "ensemble-mean-posterior": dict(n_features=3, n_networks=2, combination=MEAN_POSTERIOR, cardinalities=(3, 4)),
+    "numeric-features": dict(n_features=5, numeric=0.6, cardinalities=(1, 4)),
 }
 
 

@@ -1,0 +1,38 @@
+"""Raw numbers to interval states: the one implementation the trainer and the server share.
+
+A numeric variable with ascending cut points ``c_0 < … < c_{m-1}`` has m + 1 states, the
+intervals ``(-inf, c_0], (c_0, c_1], …, (c_{m-1}, inf)`` (Weka's convention: a value equal
+to a cut point falls in the lower interval). A value outside the training range falls in
+an edge interval.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def interval_codes(cuts: Sequence[float], values: np.ndarray) -> np.ndarray:
+    """int32 state code of each value; NaN gives -1 (missing)."""
+    values = np.asarray(values, dtype=np.float64)
+    codes = np.searchsorted(np.asarray(cuts, dtype=np.float64), values, side="left").astype(np.int32)
+    codes[np.isnan(values)] = -1
+    return codes
+
+
+def interval_labels(cuts: Sequence[float]) -> tuple[str, ...]:
+    """State labels in Weka's style, e.g. ``(-inf-2.45]``, ``(2.45-4.75]``, ``(4.75-inf)``;
+    ``(-inf-inf)`` when there is no cut. Cut points print as their shortest exact repr."""
+    bounds = ["-inf", *(repr(float(c)) for c in cuts), "inf"]
+    return tuple(
+        f"({lo}-{hi}{')' if hi == 'inf' else ']'}" for lo, hi in zip(bounds[:-1], bounds[1:])
+    )
+
+
+def parse_number(text: str) -> float | None:
+    """The float a raw text value stands for, or None when it is not a number."""
+    try:
+        return float(text)
+    except ValueError:
+        return None

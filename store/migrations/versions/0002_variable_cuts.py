@@ -1,0 +1,28 @@
+"""Numeric variables: the cut points that turn a raw number into an interval state.
+
+Revision ID: 0002
+Revises: 0001
+Create Date: 2026-11-23
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, Union
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0002"
+down_revision: Union[str, Sequence[str], None] = "0001"
+branch_labels: Union[str, Sequence[str], None] = None
+depends_on: Union[str, Sequence[str], None] = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("variables") as batch:
+        batch.add_column(sa.Column("cuts_json", sa.Text(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("variables") as batch:
+        batch.drop_column("cuts_json")

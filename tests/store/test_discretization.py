@@ -1,0 +1,77 @@
+"""Numeric variables: interval states from cut points, raw values to codes, validation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from store.discretization import interval_codes, interval_labels
+from store.errors import InvalidModel
+from store.model import CLASS, NUMERIC, Model, Network, Node, Variable
+
+CUTS = (-1.5, 2.45, 4.75)
+
+
+def test_interval_codes_put_a_cut_point_in_the_lower_interval_and_nan_missing():
+    values = np.array([-math.inf, -1.5, -1.4999, 2.45, 3.0, 4.75, 4.76, 1e300, math.inf, math.nan])
+    assert interval_codes(CUTS, values).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 3, -1]
+
+
+def test_interval_labels_follow_weka_and_round_trip_the_cut_points():
+    assert interval_labels(CUTS) == ("(-inf--1.5]", "(-1.5-2.45]", "(2.45-4.75]", "(4.75-inf)")
+    assert interval_labels(()) == ("(-inf-inf)",)
+    cut = 0.1 + 0.2  # shortest repr keeps every bit
+    assert float(interval_labels((cut,))[0][len("(-inf-"):-1]) == cut
+
+
+def test_code_of_value_takes_a_label_or_a_number():
+    v = Variable("x", interval_labels(CUTS), kind=NUMERIC, cuts=CUTS)
+    assert v.code_of_value("(2.45-4.75]") == 2
+    assert v.code_of_value("3") == 2
+    assert v.code_of_value(" 1e3 ") == 3
+    assert v.code_of_value("-inf") == 0
+    for bad in ("nan", "three", ""):
+        with pytest.raises(KeyError):
+            v.code_of_value(bad)
+    nominal = Variable("n", ("1", "2"))
+    assert nominal.code_of_value("2") == 1
+    with pytest.raises(KeyError):
+        nominal.code_of_value("2.0")
+
+
+def _model(feature: Variable) -> Model:
+    cls = Variable("c", ("a", "b"), CLASS)
+    cpt = np.full((feature.cardinality, 2), 1.0 / feature.cardinality)
+    return Model((feature, cls), (Network((Node("c", (), np.array([0.5, 0.5])), Node(feature.name, ("c",), cpt))),), "t")
+
+
+def test_a_numeric_variable_validates_and_only_its_dict_carries_cuts():
+    v = Variable("x", interval_labels(CUTS), kind=NUMERIC, cuts=CUTS)
+    _model(v).validate()
+    assert Variable.from_dict(v.to_dict()) == v
+    assert "cuts" not in Variable("n", ("a",)).to_dict()
+
+
+@pytest.mark.parametrize(
+    "variable, message",
+    [
+        (Variable("x", ("a", "b"), kind=NUMERIC, cuts=(1.0, 2.0)), "needs 3 states"),
+        (Variable("x", ("a", "b", "c"), kind=NUMERIC, cuts=(2.0, 1.0)), "strictly increasing"),
+        (Variable("x", ("a", "b"), kind=NUMERIC, cuts=(math.inf,)), "finite"),
+        (Variable("x", ("a", "b"), cuts=(1.0,)), "nominal variable 'x' has cut points"),
+    ],
+)
+def test_bad_cut_points_are_refused(variable, message):
+    with pytest.raises(InvalidModel, match=message):
+        _model(variable).validate()
+
+
+def test_the_class_cannot_be_numeric():
+    cls = Variable("c", ("(-inf-0.0]", "(0.0-inf)"), CLASS, NUMERIC, (0.0,))
+    feature = Variable("f", ("a", "b"))
+    model = Model((feature, cls), (Network((Node("c", (), np.array([0.5, 0.5])),
+                                             Node("f", ("c",), np.full((2, 2), 0.5)))),), "t")
+    with pytest.raises(InvalidModel, match="must be nominal"):
+        model.validate()
