@@ -16,6 +16,9 @@ from store.errors import BnServeError, InvalidInput
 from store.model import structure_dict
 from store.names import check_alias, check_model_name
 from trainer import data as data_io
+from trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
+from trainer.discretize import Method
+from trainer.readers import FORMATS
 from trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
 from trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
 from trainer.fit import fit
@@ -69,6 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--data", required=True, metavar="FILE", nargs="+" if several else None,
                        help="CSV file (.gz ok) or builtin:chess" + ("; several for a comparison" if several else ""))
         p.add_argument("--class", dest="class_column", metavar="COLUMN", help="class column (default: the last)")
+        p.add_argument("--format", dest="fmt", choices=FORMATS, help="file format (default: from the extension)")
+        p.add_argument("--nominal", action="extend", nargs="+", default=[], metavar="COLUMN",
+                       help="treat these columns as nominal")
+        p.add_argument("--numeric", action="extend", nargs="+", default=[], metavar="COLUMN",
+                       help="treat these columns as numeric (discretised)")
+        p.add_argument("--ignore", action="extend", nargs="+", default=[], metavar="COLUMN",
+                       help="leave these columns out")
+        p.add_argument("--discretize", action="append", default=[], metavar="[COLUMN=]METHOD",
+                       help="mdl (default), equal-frequency:N or equal-width:N; for every numeric column, "
+                            "or COLUMN=METHOD for one")
+        p.add_argument("--missing", choices=MISSING_POLICIES, default=AVAILABLE_CASE,
+                       help="training: available-case (default) or impute (modes and means)")
 
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")
     learning_flags(p, several=False)
@@ -165,6 +180,23 @@ def _auto_choice(args: argparse.Namespace) -> tuple[list[str], list[int]]:
     return list(args.candidates or DEFAULT_CANDIDATES), list(ks)
 
 
+def _preprocessing(args: argparse.Namespace) -> Preprocessing:
+    """--nominal, --numeric, --ignore, --discretize and --missing as one Preprocessing."""
+    default, per_column = Method(), {}
+    for spec in args.discretize:
+        column, _, method = spec.rpartition("=")
+        try:
+            parsed = Method.parse(method)
+        except InvalidInput as exc:
+            raise UsageError(f"--discretize: {exc.message}") from None
+        if column:
+            per_column[column] = parsed
+        else:
+            default = parsed
+    return Preprocessing(tuple(args.nominal), tuple(args.numeric), tuple(args.ignore), default, per_column,
+                         args.missing)
+
+
 def _fit(args: argparse.Namespace) -> int:
     if args.algo == AUTO:
         candidates, ks = _auto_choice(args)
@@ -175,7 +207,7 @@ def _fit(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
-    data = data_io.load(args.data, args.class_column)
+    data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
     model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
     with _open_store(args.store) as store:  # opened only now: bad input never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
@@ -190,12 +222,13 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.test and len(args.data) > 1:
         raise UsageError("--test takes one --data file")
     evaluations, headings = [], {}
+    preprocessing = _preprocessing(args)
     protocol: dict[str, Any] = {"seed": args.seed}
     try:
         for source in args.data:
-            train = data_io.load(source, args.class_column)
+            train = data_io.load(source, args.class_column, preprocessing, args.fmt)
             if args.test:
-                test = data_io.load_with(args.test, train.variables)
+                test = data_io.load_with(args.test, train.variables, args.fmt)
                 results = [holdout(a, train, test, **p) for a, p in candidates]
                 headings[results[0].dataset] = (f"trained on {source} ({train.n_rows} rows), "
                                                 f"tested on {args.test} ({test.n_rows} rows)")

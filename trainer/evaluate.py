@@ -1,7 +1,8 @@
 """Evaluation protocols: stratified (repeated) k-fold cross-validation and hold-out,
 for one learner or for several learners over several data sets.
 
-Every algorithm sees the same folds on a data set. Predictions come from
+Every algorithm sees the same folds on a data set, and preprocessing that learns from
+data (discretisation, imputation) is fitted on each training fold. Predictions come from
 ``store.inference``, the same compiled path the server uses.
 """
 
@@ -127,7 +128,7 @@ def cross_validate_many(
         fold = stratified_folds(data.y, folds, seed + r)
         pooled = [np.empty((data.n_rows, data.n_classes)) for _ in runs]
         for f in range(folds):
-            train, test = data.subset(fold != f), data.subset(fold == f)
+            train, test = data.split(fold != f, fold == f)  # cut points etc. learned on the training fold
             for run, proba in zip(runs, pooled):
                 if progress:
                     progress(f"{dataset or data.source}: {describe(run.algo, run.params)} repeat {r + 1}/{repeats} fold {f + 1}/{folds}")

@@ -7,9 +7,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from store.errors import InvalidInput
-from store.model import Model
+from store.model import NUMERIC, Model, Network
 from trainer.data import EncodedData
 from trainer.estimate import estimate
+from trainer.stats import conditional_mutual_information
 from trainer.learners.registry import LEARNERS
 
 
@@ -35,12 +36,30 @@ def fit(algo: str, data: EncodedData, **params: Any) -> Model:
         "code_version": code_version(),
         **learned.metadata,
     }
+    if data.preprocessing is not None:
+        numeric = [v.name for v in data.features if v.kind == NUMERIC]
+        metadata["preprocessing"] = data.preprocessing.describe(numeric)
+    metadata["arc_cmi"] = arc_cmi(networks, data)
     if len(learned.members) == 1:
         structure = learned.members[0].structure
         metadata["order"] = list(structure.order)
         metadata["order_scores"] = list(structure.scores)
     params = {name: value for name, value in values.items() if value is not None}  # None = off
     return Model(data.variables, networks, algo, learned.combination, params, metadata).validate()
+
+
+def arc_cmi(networks: tuple[Network, ...], data: EncodedData) -> list[list]:
+    """[parent, child, I(child; parent | C) in nats] for every arc between two features, once
+    per pair: how strong the dependence each arc models is (drawn on ``trainer export --format dot``)."""
+    index = {v.name: j for j, v in enumerate(data.features)}
+    seen: dict[tuple[str, str], float] = {}
+    for net in networks:
+        for parent, child in net.arcs:
+            if parent in index and child in index and (parent, child) not in seen:
+                i, j = index[child], index[parent]
+                seen[parent, child] = round(conditional_mutual_information(
+                    data.X[:, i], data.X[:, j], data.y, data.cards[i], data.cards[j], data.n_classes), 6)
+    return [[p, c, value] for (p, c), value in seen.items()]
 
 
 def code_version() -> str:

@@ -24,6 +24,7 @@ BUILTIN_DATASETS = {"chess": "chess.csv.gz"}
 
 NOMINAL = "nominal"
 NUMERIC = "numeric"
+FORMATS = ("csv", "tsv", "arff", "parquet")
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class RawTable:
     declared: tuple[Declared | None, ...] = field(default=())
 
 
-def read_table(source: str) -> RawTable:
+def read_table(source: str, fmt: str | None = None) -> RawTable:
     """Parse a CSV file (``.gz`` transparently) or ``builtin:NAME`` into a ``RawTable``."""
     text = _open_text(source)
     try:

@@ -41,6 +41,17 @@ def entropy(counts: np.ndarray) -> float:
     return float(max(0.0, -np.sum(n * np.log(n / total)) / total))
 
 
+def row_entropies(counts: np.ndarray) -> np.ndarray:
+    """H of each row of a 2-D table of counts, in nats (0 for an empty row): one call
+    scores every candidate split of a discretiser."""
+    n = np.asarray(counts, dtype=np.float64)
+    total = n.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(n > 0, n * np.log(n / total), 0.0)
+        h = -terms.sum(axis=1) / total[:, 0]
+    return np.where(total[:, 0] > 0, np.maximum(h, 0.0), 0.0)
+
+
 def mutual_information_from_counts(n_ab: np.ndarray) -> float:
     """I(A;B) from a 2-D table of counts N(a, b), in nats."""
     n = np.asarray(n_ab, dtype=np.float64)

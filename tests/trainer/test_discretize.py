@@ -1,0 +1,121 @@
+"""Cut points: MDL (Fayyad & Irani), equal frequency, equal width; typing and learning of numeric columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from store.errors import InvalidInput
+from store.model import NUMERIC
+from trainer.data import IMPUTE, Preprocessing, load
+from trainer.discretize import Method, equal_frequency_cuts, equal_width_cuts, mdl_cuts
+
+
+def test_mdl_cuts_a_separable_column_once_at_the_midpoint():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 10.0, 11.0, 12.0, 13.0] * 5)
+    y = (x > 5).astype(np.int64)
+    assert mdl_cuts(x, y, 2) == (7.0,)
+
+
+def test_mdl_finds_three_class_blocks_and_never_splits_ties():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(0, 1, 60), rng.uniform(2, 3, 60), rng.uniform(4, 5, 60)]).round(2)
+    y = np.repeat([0, 1, 2], 60)
+    cuts = mdl_cuts(x, y, 3)
+    assert len(cuts) == 2 and 1 < cuts[0] < 2 and 3 < cuts[1] < 4
+    assert not set(cuts) & set(x.tolist())
+
+
+def test_mdl_keeps_no_cut_when_the_class_does_not_depend_on_the_value():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=400)
+    y = rng.integers(0, 2, size=400)
+    assert mdl_cuts(x, y, 2) == ()
+
+
+def test_mdl_criterion_by_hand():
+    """y = 0 0 0 1 0 1 1 1 over x = 0..7: the best split (after x = 2) gains
+    1 - 5/8·H(1/5) = 0.549 bits, under (log2 7 + log2 7 - (2·1 - 1·0 - 2·0.722)) / 8 = 0.632,
+    so Fayyad & Irani keep no cut; a perfect split of 4 rows gains 1 > 0.598 and is kept."""
+    assert mdl_cuts(np.arange(8.0), np.array([0, 0, 0, 1, 0, 1, 1, 1]), 2) == ()
+    assert mdl_cuts(np.array([1.0, 2.0, 3.0, 4.0]), np.array([0, 0, 1, 1]), 2) == (2.5,)
+
+
+def test_equal_frequency_and_equal_width():
+    x = np.arange(1.0, 101.0)
+    assert equal_frequency_cuts(x, 4) == (25.5, 50.5, 75.5)
+    assert equal_width_cuts(np.array([0.0, 10.0, 3.0]), 5) == (2.0, 4.0, 6.0, 8.0)
+    assert equal_width_cuts(np.array([3.0, 3.0]), 5) == ()
+    assert equal_frequency_cuts(np.array([1.0] * 9 + [2.0]), 3) == ()  # ties are not split
+
+
+@pytest.mark.parametrize("text, method", [
+    ("mdl", Method("mdl")), ("equal-frequency:3", Method("equal-frequency", 3)), ("equal-width:10", Method("equal-width", 10)),
+])
+def test_method_parses_and_prints_back(text, method):
+    assert Method.parse(text) == method and str(method) == text
+
+
+@pytest.mark.parametrize("text", ["mdl:3", "equal-width", "equal-width:0", "equal-frequency:x", "kmeans:3"])
+def test_bad_method_is_refused(text):
+    with pytest.raises(InvalidInput, match="expected mdl, equal-frequency:N or equal-width:N"):
+        Method.parse(text)
+
+
+def write(tmp_path, text, name="d.csv"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+NUMERIC_CSV = "x,code,word,c\n" + "".join(
+    f"{x},{i % 3},{'ab'[i % 2]},{'yn'[x > 50]}\n" for i, x in enumerate(range(0, 100, 2))
+) + ",1,a,y\n"
+
+
+def test_columns_are_typed_numeric_nominal_codes_and_words(tmp_path):
+    data = load(write(tmp_path, NUMERIC_CSV))
+    x, code, word = data.features
+    assert x.kind == NUMERIC and x.cuts == (51.0,) and x.states == ("(-inf-51.0]", "(51.0-inf)")
+    assert code.kind == "nominal" and code.states == ("0", "1", "2")
+    assert word.kind == "nominal"
+    assert data.X[:, 0].tolist() == [int(v > 51) for v in range(0, 100, 2)] + [-1]
+
+
+def test_types_can_be_forced_and_columns_ignored(tmp_path):
+    path = write(tmp_path, NUMERIC_CSV)
+    data = load(path, preprocessing=Preprocessing(nominal=("x",), numeric=("code",), ignore=("word",)))
+    assert [v.name for v in data.features] == ["x", "code"]
+    assert data.features[0].kind == "nominal" and len(data.features[0].states) == 50
+    assert data.features[1].kind == NUMERIC
+    per_column = Preprocessing(per_column={"x": Method("equal-width", 2)})
+    assert load(path, preprocessing=per_column).features[0].cuts == (49.0,)
+
+
+@pytest.mark.parametrize("prep, pieces", [
+    (Preprocessing(numeric=("word",)), ["line 2", "'word'", "'a'"]),
+    (Preprocessing(numeric=("nope",)), ["--numeric", "'nope'"]),
+    (Preprocessing(ignore=("c",)), ["class column"]),
+    (Preprocessing(numeric=("x",), nominal=("x",)), ["both"]),
+])
+def test_bad_typing_is_refused_naming_the_column(tmp_path, prep, pieces):
+    with pytest.raises(InvalidInput) as err:
+        load(write(tmp_path, NUMERIC_CSV), preprocessing=prep)
+    for piece in pieces:
+        assert piece in err.value.message
+
+
+def test_impute_fills_training_rows_with_modes_and_means(tmp_path):
+    data = load(write(tmp_path, "x,n,c\n1,a,y\n2,a,y\n,,y\n9,b,n\n10,,n\n"), preprocessing=Preprocessing(
+        numeric=("x",), discretize=Method("equal-width", 2), missing=IMPUTE))
+    assert (data.X >= 0).all()
+    assert data.X[2].tolist() == [int(5.5 > data.features[0].cuts[0]), 0]  # mean 5.5, mode "a"
+
+
+def test_split_learns_cut_points_on_the_training_rows_only(tmp_path):
+    data = load(write(tmp_path, NUMERIC_CSV))
+    train_rows = np.arange(data.n_rows) % 2 == 0
+    train, test = data.split(train_rows, ~train_rows)
+    assert train.features[0].cuts != data.features[0].cuts  # learned again, from half the rows
+    assert test.variables == train.variables
+    assert test.X[:, 0].tolist() == [int(v > train.features[0].cuts[0]) for v in range(2, 100, 4)]
