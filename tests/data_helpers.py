@@ -17,12 +17,17 @@ from trainer.data import EncodedData, load
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
-def dataset(name: str) -> EncodedData:
-    """``../shared/datasets/NAME.csv``, encoded; the test is skipped where the folder is absent."""
+def dataset_path(name: str) -> Path:
+    """``../shared/datasets/NAME.csv``; the test is skipped where the folder is absent."""
     path = DATASETS / f"{name}.csv"
     if not path.exists():
         pytest.skip(f"{path} is absent")
-    return load(str(path))
+    return path
+
+
+def dataset(name: str, **load_options) -> EncodedData:
+    """``../shared/datasets/NAME.csv``, encoded (``load_options`` go to ``trainer.data.load``)."""
+    return load(str(dataset_path(name)), **load_options)
 
 
 def make(columns, cards, y, n_classes) -> EncodedData:

@@ -121,6 +121,7 @@ def equal_width_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:
 
 
 def _midpoint(a: float, b: float) -> float:
-    """A cut with a <= cut < b, so a falls in the lower interval and b in the upper."""
-    cut = float(a) + (float(b) - float(a)) / 2.0
+    """(a + b) / 2 as Weka computes it, kept so that a <= cut < b (a falls in the lower
+    interval, b in the upper) even for neighbouring floats."""
+    cut = (float(a) + float(b)) / 2.0
     return cut if float(a) <= cut < float(b) else float(a)

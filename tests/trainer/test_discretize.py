@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -9,6 +12,9 @@ from store.errors import InvalidInput
 from store.model import NUMERIC
 from trainer.data import IMPUTE, Preprocessing, load
 from trainer.discretize import Method, equal_frequency_cuts, equal_width_cuts, mdl_cuts
+from tests.data_helpers import dataset
+
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def test_mdl_cuts_a_separable_column_once_at_the_midpoint():
@@ -119,3 +125,17 @@ def test_split_learns_cut_points_on_the_training_rows_only(tmp_path):
     assert train.features[0].cuts != data.features[0].cuts  # learned again, from half the rows
     assert test.variables == train.variables
     assert test.X[:, 0].tolist() == [int(v > train.features[0].cuts[0]) for v in range(2, 100, 4)]
+
+
+def test_mdl_cut_points_equal_wekas_on_the_shared_data_sets():
+    """tests/fixtures/weka_mdl_cuts.json: Weka 3.6.14's weka.filters.supervised.attribute.Discretize
+    (Fayyad & Irani MDL, its defaults) on wine, ecoli, hepatitis, dermatology and adult-train."""
+    fixture = json.loads((FIXTURES / "weka_mdl_cuts.json").read_text())
+    compared = 0
+    for file, expected in fixture.items():
+        data = dataset(file.removesuffix(".csv"), preprocessing=Preprocessing(numeric=tuple(expected)))
+        for variable in data.features:
+            if variable.name in expected:
+                assert variable.cuts == pytest.approx(expected[variable.name], rel=1e-9, abs=1e-9), (file, variable.name)
+                compared += 1
+    assert compared == 33
