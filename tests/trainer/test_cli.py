@@ -135,3 +135,40 @@ def test_store_errors_exit_1(capsys, store):
     assert code == 1 and "'nothing'" in err
     code, out, _ = run(capsys, "list", "--store", store)
     assert (code, out) == (0, "no models\n")
+
+
+MIXED = "size,colour,class\n" + "".join(f"{s},{'rg'[i % 2]},{'ab'[s > 20]}\n" for i, s in enumerate(range(0, 40, 1)))
+
+
+def test_preprocessing_flags_reach_the_model(capsys, store, tmp_path):
+    path = tmp_path / "mixed.csv"
+    path.write_text(MIXED)
+    code, out, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store,
+                         "--discretize", "equal-frequency:4", "--discretize", "size=equal-width:2", "--missing", "impute")
+    assert (code, err) == (0, ""), err
+    code, out, _ = run(capsys, "show", "m", "--store", store, "--json")
+    doc = json.loads(out)
+    size = doc["variables"][0]
+    assert (size["kind"], size["cuts"]) == ("numeric", [19.5])
+    assert doc["metadata"]["preprocessing"] == {"missing": "impute", "discretization": {"size": "equal-width:2"}}
+
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store,
+                       "--nominal", "size", "--ignore", "colour")
+    assert code == 0, err
+    code, out, _ = run(capsys, "show", "m:2", "--store", store, "--json")
+    assert [(v["name"], v["kind"], len(v["states"])) for v in json.loads(out)["variables"]] == [
+        ("size", "nominal", 40), ("class", "nominal", 2)]
+
+
+@pytest.mark.parametrize("flags, code, message", [
+    (["--discretize", "size=kmeans"], 2, "expected mdl, equal-frequency:N or equal-width:N"),
+    (["--numeric", "nope"], 1, "--numeric: no column 'nope'"),
+    (["--numeric", "colour"], 1, "column 'colour' is numeric, but has the value 'r'"),
+    (["--missing", "guess"], 2, "invalid choice"),
+])
+def test_bad_preprocessing_flags_write_nothing(capsys, store, tmp_path, flags, code, message):
+    path = tmp_path / "mixed.csv"
+    path.write_text(MIXED)
+    got, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store, *flags)
+    assert got == code and message in err
+    assert run(capsys, "list", "--store", store)[1].strip() == "no models"
