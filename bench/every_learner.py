@@ -2,8 +2,8 @@
 
     python bench/every_learner.py [--max-rows 15000] [--learners a,b,…] [--datasets a,b,…] [--out docs/learners.md]
 
-For each nominal data set in ../shared/datasets (and those whose numeric columns are
-small integer domains) and each registered learner: fit on all rows, publish into a
+For each data set in ../shared/datasets (numeric columns discretised by MDL) and each
+registered learner: fit on all rows, publish into a
 temporary SQLite store, load the version back (checksums verified), compile it, and
 predict every row. Prints and writes docs/learners.md: fit seconds and resubstitution
 accuracy per cell, or the error. Data sets with more rows than --max-rows are left out
@@ -28,10 +28,11 @@ from trainer.learners.registry import LEARNERS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
-NOMINAL = [
+DATASETS_BY_SIZE = [
     "corral", "led7", "led-display", "monks-1-train", "monks-2-train", "monks-3-train", "hayes-roth-train",
     "spect-train", "zoo", "lymphography", "promoters", "primary-tumor", "balance-scale", "breast-cancer-wisconsin",
-    "tic-tac-toe", "car", "kr-vs-kp", "splice", "mushroom", "nursery", "poker-hand-train", "connect-4",
+    "tic-tac-toe", "car", "kr-vs-kp", "splice", "mushroom", "nursery", "wine", "ecoli", "hepatitis", "dermatology",
+    "letter", "adult-train", "poker-hand-train", "connect-4",
 ]
 
 
@@ -39,7 +40,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-rows", type=int, default=15000)
     parser.add_argument("--learners", default=",".join(LEARNERS))
-    parser.add_argument("--datasets", default=",".join(NOMINAL))
+    parser.add_argument("--datasets", default=",".join(DATASETS_BY_SIZE))
     parser.add_argument("--out", default="docs/learners.md")
     args = parser.parse_args()
     learners = args.learners.split(",")
