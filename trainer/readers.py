@@ -5,7 +5,7 @@ format that declares column types (ARFF, Parquet) passes them on in ``RawTable.d
 Errors are ``InvalidInput`` naming the file, line and column.
 
 This module holds the dispatch, the CSV/TSV reader and the checks every format shares
-(header names, ragged rows).
+(header names, ragged rows); ``trainer.arff`` reads ARFF.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ BUILTIN_DATASETS = {"chess": "chess.csv.gz"}
 NOMINAL = "nominal"
 NUMERIC = "numeric"
 
-FORMATS = ("csv", "tsv")
-EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv"}
+FORMATS = ("csv", "tsv", "arff")
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".arff": "arff"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,11 @@ def read_table(source: str, fmt: str | None = None) -> RawTable:
         fmt = format_of(source)
     elif fmt not in FORMATS:
         raise InvalidInput(f"{source}: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    # Imported here, not at the top: that module builds on the helpers below.
+    if fmt == "arff":
+        from trainer.arff import read_arff
+
+        return read_arff(source)
     return _read_delimited(source, "\t" if fmt == "tsv" else ",")
 
 

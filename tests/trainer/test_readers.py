@@ -1,12 +1,16 @@
-"""The file readers: CSV and TSV from hand-made files, malformed ones included."""
+"""The file readers: CSV, TSV and ARFF from hand-made files, malformed ones included."""
 
+import csv
+import datetime as dt
 import gzip
+import io
 import re
 
 import pytest
 
 from store.errors import InvalidInput
-from trainer.readers import FORMATS, format_of, read_table
+from trainer.data import load
+from trainer.readers import FORMATS, NOMINAL, NUMERIC, Declared, format_of, read_table
 
 
 def write(tmp_path, text, name="data.csv", bom=False):
@@ -59,13 +63,13 @@ def test_tsv(tmp_path, name, fmt, bom):
 
 
 def test_format_comes_from_the_extension_or_fmt(tmp_path):
-    assert FORMATS == ("csv", "tsv")
-    names = ("a.csv", "a.tsv", "a.TAB", "a.tsv.gz", "a", "x.y/a", "builtin:chess")
-    expected = ["csv", "tsv", "tsv", "tsv", "csv", "csv", "csv"]
+    assert FORMATS == ("csv", "tsv", "arff")
+    names = ("a.csv", "a.tsv", "a.TAB", "a.arff.gz", "a", "x.y/a", "builtin:chess")
+    expected = ["csv", "tsv", "tsv", "arff", "csv", "csv", "csv"]
     assert [format_of(n) for n in names] == expected
     path = write(tmp_path, "a;b\n1;2\n", "semi.tsv")
     assert cells(read_table(path, "csv")) == [["1;2"]]  # fmt overrides the extension
-    with pytest.raises(InvalidInput, match=r"unknown format 'xlsx'; choose one of csv, tsv"):
+    with pytest.raises(InvalidInput, match=r"unknown format 'xlsx'; choose one of csv, tsv, arff"):
         read_table(path, "xlsx")
 
 
@@ -85,3 +89,176 @@ def test_builtin_is_csv():
 )
 def test_malformed_delimited(tmp_path, name, text, pieces):
     fails(write(tmp_path, text, name), *pieces)
+
+
+# ---------------------------------------------------------------- ARFF
+
+ARFF = r"""% The iris, abridged, and some odd values.
+% Comment lines and blank lines go anywhere.
+
+@RELATION 'iris, abridged'
+
+@attribute 'petal width' NUMERIC
+@Attribute "size, in cm" real
+@attribute count INTEGER
+@attribute colour {red, 'dark green', "blue, \"navy\""}
+% the note is free text
+@attribute note string
+@attribute class {yes,no}
+
+@DATA
+5.1, 1.4, 3, 'dark green', 'a note, with a comma', yes
+% a comment among the rows
+
+?,?,?,?,?,?
+4.5,2.5e1,-2,"blue, \"navy\"",'it\'s', no,{0.5}
+{0 1.5, 3 'dark green', 4 'x y'}
+{1 2, 5 no}, {3}
+{ } {2}
+"""
+
+ARFF_CELLS = [
+    ["5.1", "1.4", "3", "dark green", "a note, with a comma", "yes"],
+    ["", "", "", "", "", ""],
+    ["4.5", "2.5e1", "-2", 'blue, "navy"', "it's", "no"],
+    ["1.5", "0", "0", "dark green", "x y", "yes"],  # omitted: 0 for numeric, the first label for nominal
+    ["0", "2", "0", "red", "", "no"],  # an omitted string is missing
+    ["0", "0", "0", "red", "", "yes"],
+]
+
+
+def arff(tmp_path, body, name="data.arff", header="@attribute a numeric\n@attribute b {x,y}\n@attribute c string\n"):
+    return write(tmp_path, f"@relation r\n{header}@data\n{body}", name)
+
+
+@pytest.mark.parametrize("name", ["data.arff", "data.arff.gz", "DATA.ARFF"])
+@pytest.mark.parametrize("bom", [False, True])
+def test_arff(tmp_path, name, bom):
+    table = read_table(write(tmp_path, ARFF, name, bom))
+    assert table.header == ("petal width", "size, in cm", "count", "colour", "note", "class")
+    assert table.declared == (
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+        Declared(NOMINAL, ("red", "dark green", 'blue, "navy"')),
+        Declared(NOMINAL, None),
+        Declared(NOMINAL, ("yes", "no")),
+    )
+    assert cells(table) == ARFF_CELLS
+    assert table.lines.tolist() == [15, 18, 19, 20, 21, 22]
+
+
+def test_arff_by_fmt_and_crlf(tmp_path):
+    path = write(tmp_path, "@relation r\r\n@attribute a {x,y}\r\n@data\r\nx\r\n\r\ny\r\n", "data.txt")
+    table = read_table(path, "arff")
+    assert cells(table) == [["x"], ["y"]] and table.lines.tolist() == [4, 6]
+
+
+def test_arff_dates(tmp_path):
+    header = (
+        "@attribute when date\n"
+        "@attribute day DATE 'yyyy-MM-dd'\n"
+        '@attribute stamp date "dd/MM/yyyy HH:mm:ss.SSS"\n'
+        "@attribute x {a,b}\n"
+    )
+    body = (
+        "1970-01-02T00:00:00, 2020-01-01, '01/01/1970 00:00:01.250', a\n"
+        "?, ?, ?, b\n"
+        "{3 b}\n"  # omitted dates are 0: the epoch
+        "{0 2000-03-01T12:30:15, 1 1969-12-31}\n"
+    )
+    table = read_table(arff(tmp_path, body, header=header))
+    assert table.declared == (Declared(NUMERIC),) * 3 + (Declared(NOMINAL, ("a", "b")),)
+    assert cells(table) == [
+        ["86400", "1577836800", "1.25", "a"],
+        ["", "", "", "b"],
+        ["0", "0", "0", "b"],
+        [str(int(dt.datetime(2000, 3, 1, 12, 30, 15, tzinfo=dt.timezone.utc).timestamp())), "-86400", "0", "a"],
+    ]
+
+
+def test_arff_and_csv_give_the_same_cells(tmp_path):
+    out = io.StringIO()
+    csv.writer(out).writerows([["petal width", "size, in cm", "count", "colour", "note", "class"], *ARFF_CELLS])
+    from_csv = read_table(write(tmp_path, out.getvalue(), "same.csv"))
+    from_arff = read_table(write(tmp_path, ARFF, "same.arff"))
+    assert from_csv.header == from_arff.header
+    assert cells(from_csv) == cells(from_arff) == ARFF_CELLS
+
+
+def test_arff_through_data_load(tmp_path):
+    data = load(write(tmp_path, ARFF, "data.arff"))
+    assert data.class_variable.name == "class" and data.n_rows == 5 and data.n_rows_dropped == 1
+
+
+@pytest.mark.parametrize(
+    "text, pieces",
+    [
+        ("", ["line 1", "the file is empty"]),
+        ("% only a comment\n\n", ["line 2", "no @data"]),
+        ("@relation r\n@attribute a numeric\n1\n", ["line 3", "unexpected '1' before @data"]),
+        ("@relation r\n@attribute a numeric\n", ["line 2", "no @data"]),
+        ("@relation r\n@data\n1\n", ["line 2", "@data before any @attribute"]),
+        ("@relation r\n@attribute a numeric\n@data 1\n", ["line 3", "the lines after @data"]),
+        (
+            "@relation r\n@attribute a numeric\n@data\n1\n@attribute 'b c' numeric\n",
+            ["line 5", "@attribute 'b c' after @data"],
+        ),
+        (
+            "@relation r\n@attribute a numeric\n@attribute b numbers\n@data\n",
+            ["line 3", "attribute 'b'", "unknown type 'numbers'"],
+        ),
+        ("@relation r\n@attribute a numeric\n@attribute b\n@data\n", ["line 3", "attribute 'b'", "no type"]),
+        (
+            "@relation r\n@attribute bag relational\n@attribute x numeric\n@end bag\n@data\n",
+            ["line 2", "attribute 'bag'", "relational"],
+        ),
+        (
+            "@relation r\n@attribute a numeric\n@attribute 'a' {x}\n@data\n",
+            ["line 3", "duplicate column name 'a' (columns 1 and 2)"],
+        ),
+        ("@relation r\n@attribute a {x,y,x}\n@data\n", ["line 2", "attribute 'a'", "repeats 'x'"]),
+        ("@relation r\n@attribute a {x,y\n@data\n", ["line 2", "attribute 'a'", "no closing"]),
+        ("@relation r\n@attribute 'a b numeric\n@data\n", ["line 2", "unterminated quote"]),
+        (
+            "@relation r\n@attribute d date 'yyyy-MM-dd zzz'\n@data\n",
+            ["line 2", "attribute 'd'", "'zzz' is not supported"],
+        ),
+    ],
+)
+def test_malformed_arff_headers(tmp_path, text, pieces):
+    fails(write(tmp_path, text, "bad.arff"), *pieces)
+
+
+@pytest.mark.parametrize(
+    "body, pieces",
+    [
+        ("1,x,s\n1,x\n", ["line 7", "row has 2 values, the header has 3"]),
+        ("1,x,s\n\n1,x,s,t\n", ["line 8", "row has 4 values"]),
+        ("{0 1, 3 x}\n", ["line 6", "sparse index 3 is out of range", "0 to 2"]),
+        ("{0 1, 0 2}\n", ["line 6", "column 'a'", "sparse index 0 repeated"]),
+        ("{0 1 1 x}\n", ["line 6", "column 'a'", "value '1 1 x' is not a number"]),
+        ("{0 1, 1 x\n", ["line 6", "sparse row has no closing '}'"]),
+        ("{0 1, 1 x y}\n", ["line 6", "column 'b'", "value 'x y' is not one of the declared labels"]),
+        ("{0 1, x}\n", ["line 6", "sparse entry 2", "cannot parse 'x}'"]),
+        ("{0 1, 1 x} 7 {1}\n", ["line 6", "the end of the sparse row", "cannot parse '} 7 {1}'"]),
+        ("1,x,s,t,'u\n", ["line 6", "value 5", "unterminated quote"]),
+        ("1,x,s\n2,z,s\n", ["line 7", "column 'b'", "value 'z' is not one of the declared labels {x, y}"]),
+        ("{1 'x '}\n", ["line 6", "column 'b'", "value 'x '"]),
+        ("1,x,s\n1e3,y,s\none,y,s\n", ["line 8", "column 'a'", "value 'one' is not a number"]),
+        ("1,x,'s\n", ["line 6", "column 'c'", "unterminated quote"]),
+        ('1,"x,s\n', ["line 6", "column 'b'", "unterminated quote"]),
+        ("{2 's}\n", ["line 6", "column 'c'", "unterminated quote"]),
+        ("1,x,'s't\n", ["line 6", "column 'c'", "cannot parse"]),
+    ],
+)
+def test_malformed_arff_rows(tmp_path, body, pieces):
+    fails(arff(tmp_path, body, "bad.arff"), *pieces)
+
+
+def test_malformed_arff_date(tmp_path):
+    header = "@attribute x numeric\n@attribute 'the day' date 'yyyy-MM-dd'\n"
+    path = arff(tmp_path, "1,2020-01-01\n2,2020-13-01\n", header=header)
+    fails(path, "line 6", "column 'the day'", "value '2020-13-01'", "'yyyy-MM-dd'")
+    default = "@attribute x numeric\n@attribute d date\n"
+    fails(arff(tmp_path, "1,2020-01-01 00:00:00\n", header=default), "line 5", "column 'd'", "yyyy-MM-dd'T'HH:mm:ss")
