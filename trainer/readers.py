@@ -5,7 +5,7 @@ format that declares column types (ARFF, Parquet) passes them on in ``RawTable.d
 Errors are ``InvalidInput`` naming the file, line and column.
 
 This module holds the dispatch, the CSV/TSV reader and the checks every format shares
-(header names, ragged rows); ``trainer.arff`` reads ARFF.
+(header names, ragged rows); ``trainer.arff`` and ``trainer.parquet`` hold the others.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ BUILTIN_DATASETS = {"chess": "chess.csv.gz"}
 NOMINAL = "nominal"
 NUMERIC = "numeric"
 
-FORMATS = ("csv", "tsv", "arff")
-EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".arff": "arff"}
+FORMATS = ("csv", "tsv", "arff", "parquet")
+EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".arff": "arff", ".parquet": "parquet", ".pq": "parquet"}
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ class Declared:
 class RawTable:
     """A file as read: header and the data cells as a (rows, columns) object array of str.
 
-    ``lines[r]`` is the file line on which data row ``r`` ends (for error messages).
+    ``lines[r]`` is the file line on which data row ``r`` ends (for error messages; for
+    Parquet, the row number + 1, as if there were a header line).
     ``declared`` is empty, or per column the type the file declares (None: undeclared).
     """
 
@@ -63,11 +64,15 @@ def read_table(source: str, fmt: str | None = None) -> RawTable:
         fmt = format_of(source)
     elif fmt not in FORMATS:
         raise InvalidInput(f"{source}: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    # Imported here, not at the top: that module builds on the helpers below.
+    # Imported here, not at the top: those modules build on the helpers below.
     if fmt == "arff":
         from trainer.arff import read_arff
 
         return read_arff(source)
+    if fmt == "parquet":
+        from trainer.parquet import read_parquet
+
+        return read_parquet(source)
     return _read_delimited(source, "\t" if fmt == "tsv" else ",")
 
 

@@ -1,11 +1,14 @@
-"""The file readers: CSV, TSV and ARFF from hand-made files, malformed ones included."""
+"""The file readers: CSV, TSV, ARFF and Parquet from hand-made files, malformed ones included."""
 
 import csv
 import datetime as dt
 import gzip
 import io
 import re
+import sys
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from store.errors import InvalidInput
@@ -63,13 +66,13 @@ def test_tsv(tmp_path, name, fmt, bom):
 
 
 def test_format_comes_from_the_extension_or_fmt(tmp_path):
-    assert FORMATS == ("csv", "tsv", "arff")
-    names = ("a.csv", "a.tsv", "a.TAB", "a.arff.gz", "a", "x.y/a", "builtin:chess")
-    expected = ["csv", "tsv", "tsv", "arff", "csv", "csv", "csv"]
+    assert FORMATS == ("csv", "tsv", "arff", "parquet")
+    names = ("a.csv", "a.tsv", "a.TAB", "a.arff.gz", "a.parquet", "a.pq", "a", "x.y/a", "builtin:chess")
+    expected = ["csv", "tsv", "tsv", "arff", "parquet", "parquet", "csv", "csv", "csv"]
     assert [format_of(n) for n in names] == expected
     path = write(tmp_path, "a;b\n1;2\n", "semi.tsv")
     assert cells(read_table(path, "csv")) == [["1;2"]]  # fmt overrides the extension
-    with pytest.raises(InvalidInput, match=r"unknown format 'xlsx'; choose one of csv, tsv, arff"):
+    with pytest.raises(InvalidInput, match=r"unknown format 'xlsx'; choose one of csv, tsv, arff, parquet"):
         read_table(path, "xlsx")
 
 
@@ -262,3 +265,95 @@ def test_malformed_arff_date(tmp_path):
     fails(path, "line 6", "column 'the day'", "value '2020-13-01'", "'yyyy-MM-dd'")
     default = "@attribute x numeric\n@attribute d date\n"
     fails(arff(tmp_path, "1,2020-01-01 00:00:00\n", header=default), "line 5", "column 'd'", "yyyy-MM-dd'T'HH:mm:ss")
+
+
+# ---------------------------------------------------------------- Parquet
+
+
+def parquet(tmp_path, table, name="data.parquet", **kwargs):
+    path = tmp_path / name
+    pq.write_table(table, path, **kwargs)
+    return str(path)
+
+
+def test_parquet_column_types(tmp_path):
+    table = pa.table(
+        {
+            "int": pa.array([1, None, -3], pa.int64()),
+            "small int": pa.array([7, 8, None], pa.int8()),
+            "float": pa.array([5.1, None, float("nan")]),
+            "float32": pa.array([0.5, 2.0, None], pa.float32()),
+            "string": pa.array(["a b", None, "c, d"]),
+            "large": pa.array(["x", "y", None], pa.large_string()),
+            "dict": pa.array(["red", None, "blue"]).dictionary_encode(),
+            "bool": pa.array([True, None, False]),
+            "date": pa.array([dt.date(1970, 1, 2), None, dt.date(1969, 12, 31)]),
+            "ts": pa.array(
+                [dt.datetime(2020, 1, 1, 0, 0, 0, 500000), None, dt.datetime(1970, 1, 1)], pa.timestamp("us")
+            ),
+            "ts utc": pa.array([1, None, 2], pa.timestamp("ms", "UTC")),
+            "ts s": pa.array([1, 2, None], pa.timestamp("s")),
+        }
+    )
+    result = read_table(parquet(tmp_path, table))
+    assert result.header == tuple(table.column_names)
+    assert result.declared == (
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+        Declared(NOMINAL),
+        Declared(NOMINAL),
+        Declared(NOMINAL, ("red", "blue")),
+        Declared(NOMINAL, ("false", "true")),
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+        Declared(NUMERIC),
+    )
+    assert cells(result) == [
+        ["1", "7", "5.1", "0.5", "a b", "x", "red", "true", "86400", "1577836800.5", "0.001", "1"],
+        ["", "8", "", "2.0", "", "y", "", "", "", "", "", "2"],
+        ["-3", "", "", "", "c, d", "", "blue", "false", "-86400", "0", "0.002", ""],
+    ]
+    assert result.lines.tolist() == [2, 3, 4]
+
+
+def test_parquet_dictionaries_across_row_groups_and_fmt(tmp_path):
+    chunks = [pa.array(["b", "a"]).dictionary_encode(), pa.array(["c", None, "a"]).dictionary_encode()]
+    table = pa.table({"label": pa.chunked_array(chunks), "n": [1, 2, 3, 4, 5]})
+    path = parquet(tmp_path, table, "data.bin", row_group_size=2)
+    result = read_table(path, "parquet")
+    labels = result.declared[0].labels
+    assert result.declared[0].kind == NOMINAL and sorted(labels) == ["a", "b", "c"]
+    assert result.cells[:, 0].tolist() == ["b", "a", "c", "", "a"]
+
+
+def test_parquet_gz_and_no_rows(tmp_path):
+    source = parquet(tmp_path, pa.table({"a": pa.array([], pa.string()), "b": pa.array([], pa.float64())}))
+    gz = tmp_path / "data.parquet.gz"
+    gz.write_bytes(gzip.compress(open(source, "rb").read()))
+    for path in (source, str(gz)):
+        result = read_table(path)
+        assert result.header == ("a", "b") and result.cells.shape == (0, 2) and result.lines.size == 0
+        assert result.declared == (Declared(NOMINAL), Declared(NUMERIC))
+
+
+def test_malformed_parquet(tmp_path):
+    fails(parquet(tmp_path, pa.table({"ok": [1], "when": pa.array([1], pa.time32("s"))})), "column 'when'", "time32")
+    decimal = pa.table({"ok": [1], "n": pa.array([1], pa.decimal128(5, 2))})
+    fails(parquet(tmp_path, decimal), "column 'n'", "decimal128(5, 2)")
+    fails(parquet(tmp_path, pa.table([pa.array([1]), pa.array([2])], names=["a", "a"])), "duplicate column name 'a'")
+    fails(parquet(tmp_path, pa.table({"": [1]})), "column 1 needs a name")
+    empty = tmp_path / "empty.parquet"
+    empty.write_bytes(b"")
+    fails(str(empty), "line 1", "the file is empty")
+    fails(write(tmp_path, "a,b\n1,2\n", "not.parquet"), "not a readable Parquet file")
+    fails(str(tmp_path / "missing.parquet"), "cannot open")
+
+
+def test_parquet_without_pyarrow(tmp_path, monkeypatch):
+    path = parquet(tmp_path, pa.table({"a": [1]}))
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # importing it now raises ImportError
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    fails(path, "reading Parquet needs pyarrow: pip install 'bnserve[parquet]'")
