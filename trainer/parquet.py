@@ -1,0 +1,99 @@
+"""Read Parquet into a ``RawTable`` through pyarrow (the optional ``[parquet]`` extra).
+
+Every column's Arrow type becomes a ``Declared`` one and its values text, column by
+column in Arrow and numpy: integers and floats numeric ("3", "5.1"; null and NaN
+missing), strings nominal, dictionary-encoded nominal with the dictionary as the
+labels, bool nominal ("false", "true"), dates and timestamps numeric seconds since the
+Unix epoch. Any other type is refused by name rather than guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from store.errors import InvalidInput
+from trainer.readers import NOMINAL, NUMERIC, Declared, RawTable, check_header, open_binary, seconds_texts
+
+_TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
+def read_parquet(source: str) -> RawTable:
+    """Parse a Parquet file; ``lines`` are row numbers + 1, as if there were a header line."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InvalidInput(f"{source}: reading Parquet needs pyarrow: pip install 'bnserve[parquet]'") from None
+    try:
+        with open_binary(source) as raw:  # read whole: the same path for files, .gz and built-ins
+            data = raw.read()
+    except (OSError, EOFError) as exc:
+        raise InvalidInput(f"{source}: cannot read: {exc}") from None
+    if not data:
+        raise InvalidInput(f"{source}: line 1: the file is empty")
+    try:
+        table = pq.ParquetFile(pa.BufferReader(data)).read()  # not read_table: it refuses repeated names
+    except (pa.ArrowException, OSError) as exc:
+        raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
+    if table.num_columns == 0:
+        raise InvalidInput(f"{source}: line 1: the file has no columns")
+    header = tuple(table.column_names)
+    check_header(source, header)
+    cells = np.empty((table.num_rows, table.num_columns), dtype=object)
+    declared: list[Declared] = []
+    for j, (name, column) in enumerate(zip(header, table.columns)):
+        cells[:, j], kind = _column(source, name, column)
+        declared.append(kind)
+    lines = np.arange(2, table.num_rows + 2, dtype=np.int64)
+    return RawTable(source, header, cells, lines, tuple(declared))
+
+
+def _column(source: str, name: str, column: Any) -> tuple[np.ndarray, Declared]:
+    """One ``pyarrow.ChunkedArray`` as text cells ("" = missing) and its declared type."""
+    import pyarrow as pa
+
+    t = column.type
+    missing = np.asarray(column.is_null().to_numpy(), dtype=bool)
+    if pa.types.is_dictionary(t):
+        column = column.unify_dictionaries()  # one dictionary for every chunk
+        dictionary = column.chunk(0).dictionary if column.num_chunks else pa.array([], t.value_type)
+        labels, _ = _column(source, name, pa.chunked_array([dictionary]))
+        indices = pa.chunked_array([chunk.indices for chunk in column.chunks], t.index_type)
+        codes = indices.fill_null(0).to_numpy().astype(np.int64)
+        codes[missing] = len(labels)  # points at the "" appended below
+        return np.append(labels, "")[codes], Declared(NOMINAL, tuple(labels.tolist()))
+    if pa.types.is_integer(t):
+        values = column.fill_null(0).to_numpy()
+        texts = np.array(list(map(str, values.tolist())), dtype=object)
+        kind = Declared(NUMERIC)
+    elif pa.types.is_floating(t):
+        values = column.fill_null(0).to_numpy()
+        missing |= np.isnan(values)
+        # float64: repr of the Python float; narrower floats: numpy's shortest text for their width
+        texts = np.array(list(map(repr, values.tolist())) if values.dtype == np.float64 else list(map(str, values)),
+                         dtype=object)
+        kind = Declared(NUMERIC)
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        texts = column.fill_null("").to_numpy().astype(object)
+        kind = Declared(NOMINAL)
+    elif pa.types.is_boolean(t):
+        texts = np.where(column.fill_null(False).to_numpy(), "true", "false").astype(object)
+        kind = Declared(NOMINAL, ("false", "true"))
+    elif pa.types.is_date32(t):
+        days = column.cast(pa.int32()).fill_null(0).to_numpy().astype(np.int64)
+        texts = seconds_texts(days * 86400, 1)
+        kind = Declared(NUMERIC)
+    elif pa.types.is_date64(t) or pa.types.is_timestamp(t):
+        unit = "ms" if pa.types.is_date64(t) else t.unit
+        ticks = column.cast(pa.int64()).fill_null(0).to_numpy()
+        texts = seconds_texts(ticks, _TICKS_PER_SECOND[unit])
+        kind = Declared(NUMERIC)
+    else:
+        raise InvalidInput(
+            f"{source}: column {name!r}: Arrow type {t} is not read "
+            "(integers, floats, strings, dictionaries, bool, dates and timestamps are)"
+        )
+    texts[missing] = ""
+    return texts, kind
