@@ -25,6 +25,32 @@ def dataset_path(name: str) -> Path:
     return path
 
 
+def write_arff(name: str, out: Path) -> Path:
+    """The shared data set NAME as an ARFF file at ``out``, typed as ``schema.json`` declares
+    (the source ARFF's types), empty fields written as ``?``."""
+    import csv
+    import json
+
+    schema = json.loads((DATASETS / "schema.json").read_text())[f"{name}.csv"]
+    with open(dataset_path(name), newline="") as f:
+        rows = list(csv.reader(f))[1:]
+
+    def quote(text: str) -> str:
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    lines = [f"@relation {quote(name)}"]
+    for j, column in enumerate(schema["columns"]):
+        if column["type"] == "numeric":
+            lines.append(f"@attribute {quote(column['name'])} numeric")
+        else:
+            labels = column.get("values") or sorted({r[j] for r in rows} - {""})
+            lines.append(f"@attribute {quote(column['name'])} {{{','.join(map(quote, labels))}}}")
+    lines.append("@data")
+    lines += [",".join("?" if v == "" else quote(v) for v in r) for r in rows]
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
 def dataset(name: str, **load_options) -> EncodedData:
     """``../shared/datasets/NAME.csv``, encoded (``load_options`` go to ``trainer.data.load``)."""
     return load(str(dataset_path(name)), **load_options)

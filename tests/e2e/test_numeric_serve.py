@@ -1,5 +1,6 @@
-"""Numeric columns end to end: `trainer fit` on a file with numeric and nominal columns and
-missing values, `server serve`, and Predict with the raw values a calling service holds.
+"""Numeric columns end to end: `trainer fit` on an ARFF file with numeric and nominal
+columns and missing values, `server serve`, and Predict with the raw values a calling
+service holds.
 
 The server must give the same probabilities as the trainer's own evaluation path
 (``load_with`` + the compiled model) on the same raw rows.
@@ -19,14 +20,14 @@ from server.api import predictor_pb2_grpc
 from store.inference import compile_model
 from store.model import NUMERIC
 from store.sql import ModelStore
-from tests.data_helpers import dataset_path
+from tests.data_helpers import dataset_path, write_arff
 from tests.e2e.serving import BIN, free_port, run_cli, wait_serving
 from trainer.data import load_with
 
 
 @pytest.fixture
 def hepatitis_served(store_url, tmp_path):
-    path = dataset_path("hepatitis")
+    path = write_arff("hepatitis", tmp_path / "hepatitis.arff")
     fit = run_cli("trainer", "fit", "--algo", "kdb", "--k", "2", "--data", str(path), "--name", "hep",
                   "--store", store_url)
     assert fit.returncode == 0, fit.stderr
@@ -51,7 +52,7 @@ def test_raw_numeric_requests_match_the_trainers_evaluation(hepatitis_served):
     assert model.metadata["preprocessing"]["discretization"]["PROTIME"] == "mdl"
 
     expected = compile_model(model).predict_proba(load_with(str(path), model.variables).X)
-    with open(path, newline="") as f:
+    with open(dataset_path("hepatitis"), newline="") as f:  # the same rows as text
         rows = list(csv.DictReader(f))
     features = [v.name for v in model.features]
 

@@ -139,3 +139,16 @@ def test_mdl_cut_points_equal_wekas_on_the_shared_data_sets():
                 assert variable.cuts == pytest.approx(expected[variable.name], rel=1e-9, abs=1e-9), (file, variable.name)
                 compared += 1
     assert compared == 33
+
+
+def test_declared_types_win_over_inference_and_keep_the_declared_label_order(tmp_path):
+    arff = ("@relation t\n@attribute scale numeric\n@attribute colour {red, green, blue}\n@attribute c {n, y}\n@data\n"
+            + "".join(f"{1 + i % 5},{('red', 'green')[i % 2]},{'ny'[i % 5 > 2]}\n" for i in range(60)))
+    data = load(write(tmp_path, arff, "t.arff"))
+    scale, colour = data.features
+    assert scale.kind == NUMERIC and scale.cuts == (3.5,)  # in a CSV, 1-5 would read as nominal codes
+    assert colour.states == ("red", "green", "blue")
+    assert data.class_variable.states == ("n", "y")
+    csv_data = load(write(tmp_path, "scale,colour,c\n" + "".join(
+        f"{1 + i % 5},{('red', 'green')[i % 2]},{'ny'[i % 5 > 2]}\n" for i in range(60))))
+    assert csv_data.features[0].kind == "nominal"
