@@ -212,9 +212,7 @@ def _load(dataset: str, protocol: Protocol) -> EncodedData:
     preprocessing = Preprocessing(numeric=_declared_numeric(dataset)) if protocol.discretize_first else Preprocessing()
     columns = columns_of(read_table(path), None, preprocessing)
     if protocol.complete_rows:
-        nominal = [j for j, s in enumerate(columns.states) if s is not None]
-        complete = np.all(columns.codes[:, nominal] >= 0, axis=1) & ~np.isnan(columns.numbers[:, columns.numeric_columns]).any(axis=1)
-        columns = columns.subset(complete)
+        columns = columns.subset(columns.complete())
     data = prepare(columns, preprocessing)
     return replace(data, columns=None) if protocol.discretize_first else data  # no columns: folds keep these cuts
 

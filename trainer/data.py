@@ -69,8 +69,8 @@ class Columns:
     """Typed columns before anything is learned from them. Features in file order.
 
     ``codes``: int32 (rows, n_features), the nominal codes (-1 = missing; a numeric
-    column's entries are unused); ``numbers``: float64 (rows, n_features), the raw values
-    of numeric columns (NaN = missing; NaN elsewhere). ``states[j]`` is None for a numeric
+    column's entries are unused); ``numbers``: float64 (rows, number of numeric columns),
+    their raw values in column order (NaN = missing). ``states[j]`` is None for a numeric
     column.
     """
 
@@ -86,6 +86,15 @@ class Columns:
     @property
     def numeric_columns(self) -> list[int]:
         return [j for j, s in enumerate(self.states) if s is None]
+
+    def values(self, j: int) -> np.ndarray:
+        """The raw numbers of numeric feature column ``j``."""
+        return self.numbers[:, self.numeric_columns.index(j)]
+
+    def complete(self) -> np.ndarray:
+        """Boolean mask of the rows with no missing value."""
+        nominal = [j for j, s in enumerate(self.states) if s is not None]
+        return np.all(self.codes[:, nominal] >= 0, axis=1) & ~np.isnan(self.numbers).any(axis=1)
 
     def subset(self, rows: np.ndarray) -> "Columns":
         return replace(self, codes=self.codes[rows], numbers=self.numbers[rows], y=self.y[rows], n_rows_dropped=0)
@@ -216,7 +225,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     lines = table.lines if keep.all() else table.lines[keep]
     rows, n = y.size, len(feature_indices)
     codes = np.full((rows, n), MISSING, dtype=np.int32)
-    numbers = np.full((rows, n), np.nan)
+    numbers: list[np.ndarray] = []
     states: list[tuple[str, ...] | None] = []
     for out, j in enumerate(feature_indices):  # loop over columns, not rows
         name, column = table.header[j], cells[:, j]
@@ -226,7 +235,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
                 bad = next(r for r, v in enumerate(column.tolist()) if v != "" and _number(v) is None)
                 raise InvalidInput(f"{src}: line {lines[bad]}: column {name!r} is numeric, "
                                    f"but has the value {column[bad]!r}")
-            numbers[:, out] = numeric
+            numbers.append(numeric)
             states.append(None)
             continue
         column_states, column_codes = _nominal_codes(column, declared[j])
@@ -236,7 +245,8 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
             raise InvalidInput(f"{src}: column {name!r}: every value is empty")
         states.append(column_states)
         codes[:, out] = column_codes
-    return Columns(src, tuple(table.header[j] for j in feature_indices), tuple(states), codes, numbers,
+    numbers_array = np.stack(numbers, axis=1) if numbers else np.empty((rows, 0))
+    return Columns(src, tuple(table.header[j] for j in feature_indices), tuple(states), codes, numbers_array,
                    Variable(class_column, class_states, CLASS), y.astype(np.int64), int(np.count_nonzero(~keep)))
 
 
@@ -317,7 +327,7 @@ def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
     impute = preprocessing.missing == IMPUTE
     for j, (name, states) in enumerate(zip(columns.names, columns.states)):
         if states is None:
-            values = columns.numbers[:, j]
+            values = columns.values(j)
             if impute and np.isnan(values).any() and not np.isnan(values).all():
                 values = np.where(np.isnan(values), np.nanmean(values), values)
             cuts = preprocessing.method(name).cuts(values, columns.y, columns.class_variable.cardinality)
@@ -340,7 +350,7 @@ def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
     X = columns.codes.copy()
     for j, variable in enumerate(variables[:-1]):
         if variable.kind == NUMERIC:
-            X[:, j] = interval_codes(variable.cuts, columns.numbers[:, j])
+            X[:, j] = interval_codes(variable.cuts, columns.values(j))
     return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source)
 
 
