@@ -293,7 +293,8 @@ def _show(args: argparse.Namespace) -> int:
     print("variables:")
     width = max(len(v.name) for v in model.variables)
     for v in model.variables:
-        print(f"  {v.name.ljust(width)}  {v.role.ljust(7)}  {', '.join(v.states)}")
+        kind = "numeric, cut at " + ", ".join(map(repr, v.cuts)) + ": " if v.kind == "numeric" else ""
+        print(f"  {v.name.ljust(width)}  {v.role.ljust(7)}  {kind}{', '.join(v.states)}")
     for i, net in enumerate(model.networks):
         print("arcs:" if len(model.networks) == 1 else f"arcs of network {i}:")
         for parent, child in net.arcs:
