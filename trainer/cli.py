@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
@@ -135,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
+    except BrokenPipeError:  # `trainer show … | head`: the reader left; not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 # ---------------------------------------------------------------- commands

@@ -121,7 +121,13 @@ def equal_width_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:
 
 
 def _midpoint(a: float, b: float) -> float:
-    """(a + b) / 2 as Weka computes it, kept so that a <= cut < b (a falls in the lower
-    interval, b in the upper) even for neighbouring floats."""
-    cut = (float(a) + float(b)) / 2.0
-    return cut if float(a) <= cut < float(b) else float(a)
+    """The midpoint (a + b) / 2, as Weka computes it, written with the fewest digits that stay
+    within a millionth of the gap of it (12.185, not 12.184999999999999), so interval labels
+    read cleanly; always a <= cut < b (a falls in the lower interval, b in the upper)."""
+    a, b = float(a), float(b)
+    mid = (a + b) / 2.0
+    for digits in range(1, 18):
+        cut = float(f"{mid:.{digits}g}")
+        if a <= cut < b and abs(cut - mid) <= 1e-6 * (b - a):
+            return cut
+    return mid if a <= mid < b else a

@@ -152,3 +152,15 @@ def test_declared_types_win_over_inference_and_keep_the_declared_label_order(tmp
     csv_data = load(write(tmp_path, "scale,colour,c\n" + "".join(
         f"{1 + i % 5},{('red', 'green')[i % 2]},{'ny'[i % 5 > 2]}\n" for i in range(60))))
     assert csv_data.features[0].kind == "nominal"
+
+
+def test_cut_points_are_short_midpoints_and_separate_even_neighbouring_floats():
+    from trainer.discretize import _midpoint
+
+    assert _midpoint(12.18, 12.19) == 12.185  # (a + b) / 2 is 12.184999999999999 in floats
+    a = 1.0
+    b = float(np.nextafter(a, 2.0))
+    assert a <= _midpoint(a, b) < b
+    x = np.array([a] * 20 + [b] * 20)
+    cuts = mdl_cuts(x, np.repeat([0, 1], 20), 2)
+    assert len(cuts) == 1 and a <= cuts[0] < b
