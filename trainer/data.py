@@ -179,11 +179,6 @@ def load(source: str, class_column: str | None = None, preprocessing: Preprocess
     return prepare(columns_of(read_table(source, fmt), class_column, preprocessing), preprocessing)
 
 
-def encode(table: RawTable, class_column: str | None = None) -> EncodedData:
-    """A table with the default preprocessing (types inferred, MDL, available-case)."""
-    return prepare(columns_of(table, class_column, Preprocessing()), Preprocessing())
-
-
 def columns_of(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> Columns:
     """Type every column and code the nominal ones (states: the declared domain, else the
     sorted distinct labels). The class is nominal; rows without a class are dropped."""
@@ -270,7 +265,9 @@ def _numbers(column: np.ndarray) -> np.ndarray | None:
     """The column as float64 (NaN for empty), or None when some value is not a number."""
     texts = column.tolist()
     first = next((v for v in texts if v != ""), None)
-    if first is None or _number(first) is None:  # most nominal columns stop here
+    if first is None:
+        return np.full(column.size, np.nan)
+    if _number(first) is None:  # most nominal columns stop here
         return None
     values = np.fromiter(map(_number_or_empty, texts), dtype=np.float64, count=column.size)
     if np.isnan(values).sum() != np.count_nonzero(column == ""):

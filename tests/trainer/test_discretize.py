@@ -164,3 +164,11 @@ def test_cut_points_are_short_midpoints_and_separate_even_neighbouring_floats():
     x = np.array([a] * 20 + [b] * 20)
     cuts = mdl_cuts(x, np.repeat([0, 1], 20), 2)
     assert len(cuts) == 1 and a <= cuts[0] < b
+
+
+def test_a_declared_numeric_column_with_no_value_is_one_interval_and_an_empty_csv_column_is_refused(tmp_path):
+    arff = "@relation t\n@attribute x numeric\n@attribute f {a,b}\n@attribute c {n,y}\n@data\n?,a,n\n?,b,y\n"
+    data = load(write(tmp_path, arff, "t.arff"))
+    assert data.features[0].cuts == () and data.X[:, 0].tolist() == [-1, -1]
+    with pytest.raises(InvalidInput, match="column 'x': every value is empty"):
+        load(write(tmp_path, "x,f,c\n,a,n\n,b,y\n"))
