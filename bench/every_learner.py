@@ -2,6 +2,9 @@
 
     python bench/every_learner.py [--max-rows 15000] [--learners a,b,…] [--datasets a,b,…] [--out docs/learners.md]
 
+Rows already in --out for data sets not run this time are kept (so docs/learners-large.md
+can be grown one large data set at a time).
+
 For each data set in ../shared/datasets (numeric columns discretised by MDL) and each
 registered learner: fit on all rows, publish into a
 temporary SQLite store, load the version back (checksums verified), compile it, and
@@ -75,8 +78,12 @@ def main() -> int:
              "training rows (resubstitution: a check that the path works, not an accuracy estimate; "
              "docs/accuracy.md has those).", "",
              "| data set | " + " | ".join(learners) + " |", "|---|" + "---|" * len(learners)]
-    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows]
     out = ROOT / args.out
+    ran = {label.split(" (")[0] for label, _ in rows}
+    kept = [line for line in (out.read_text().splitlines() if out.exists() else [])
+            if line.startswith("| ") and not line.startswith("| data set") and line[2:].split(" (")[0] not in ran
+            and line.count("|") == len(learners) + 2]
+    lines += kept + [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows]
     out.parent.mkdir(exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

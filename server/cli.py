@@ -51,8 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--alias", help="model alias")
     predict.add_argument(
         "--instance", type=_parse_instance, action="append", default=[], metavar="F=L,…",
-        help="one row as feature=label pairs or a JSON object; repeat for more rows; absent features are missing",
+        help="one row as feature=value pairs or a JSON object (a numeric feature takes a number); repeat for more "
+             "rows; absent features are missing",
     )
+    predict.add_argument("--unseen-as-missing", action="store_true",
+                         help="treat a label a nominal feature does not have as missing instead of an error")
     predict.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first")
     return parser
 
@@ -80,7 +83,8 @@ def _predict(args: argparse.Namespace) -> int:
                     print(f"error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
                     return 1
                 time.sleep(0.2)
-        request = pb.PredictRequest(model=args.model, instances=[pb.Instance(values=i) for i in args.instance or [{}]])
+        request = pb.PredictRequest(model=args.model, instances=[pb.Instance(values=i) for i in args.instance or [{}]],
+                                    unseen_as_missing=args.unseen_as_missing)
         if args.version is not None:
             request.version = args.version
         elif args.alias:
