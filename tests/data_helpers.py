@@ -5,6 +5,7 @@ Import as ``from tests.data_helpers import dataset, make, accuracy``.
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,18 @@ from store.model import CLASS, Variable
 from trainer.data import EncodedData, load
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+def write(tmp_path: Path, text: str, name: str = "data.csv", bom: bool = False) -> str:
+    """Write a hand-made data file (gzipped when ``name`` ends in .gz) and return its path."""
+    path = tmp_path / name
+    data = ("\ufeff" if bom else "") + text
+    if name.endswith(".gz"):
+        with gzip.open(path, "wt", encoding="utf-8", newline="") as f:
+            f.write(data)
+    else:
+        path.write_text(data, encoding="utf-8", newline="")
+    return str(path)
 
 
 def dataset_path(name: str) -> Path:

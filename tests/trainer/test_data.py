@@ -1,6 +1,5 @@
 """Reading and encoding CSVs: hand-made files, malformed ones included."""
 
-import gzip
 
 import numpy as np
 import pytest
@@ -8,16 +7,9 @@ import pytest
 from store.errors import InvalidInput
 from store.model import CLASS, FEATURE
 from trainer.data import encode_with, load, load_with
+from tests.data_helpers import write
 
 
-def write(tmp_path, text, name="data.csv"):
-    path = tmp_path / name
-    if name.endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8", newline="") as f:
-            f.write(text)
-    else:
-        path.write_text(text, encoding="utf-8", newline="")
-    return str(path)
 
 
 SMALL = 'colour,size,label\nred,"big, very",yes\nblue,,no\n,small,yes\nred,small,\n\n'

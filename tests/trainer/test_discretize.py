@@ -12,7 +12,7 @@ from store.errors import InvalidInput
 from store.model import NUMERIC
 from trainer.data import IMPUTE, Preprocessing, load
 from trainer.discretize import Method, equal_frequency_cuts, equal_width_cuts, mdl_cuts
-from tests.data_helpers import dataset
+from tests.data_helpers import dataset, write
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -68,10 +68,6 @@ def test_bad_method_is_refused(text):
         Method.parse(text)
 
 
-def write(tmp_path, text, name="d.csv"):
-    path = tmp_path / name
-    path.write_text(text)
-    return str(path)
 
 
 NUMERIC_CSV = "x,code,word,c\n" + "".join(

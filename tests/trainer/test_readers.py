@@ -14,17 +14,9 @@ import pytest
 from store.errors import InvalidInput
 from trainer.data import load
 from trainer.readers import FORMATS, NOMINAL, NUMERIC, Declared, format_of, read_table
+from tests.data_helpers import write
 
 
-def write(tmp_path, text, name="data.csv", bom=False):
-    path = tmp_path / name
-    data = ("\ufeff" if bom else "") + text
-    if name.endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8", newline="") as f:
-            f.write(data)
-    else:
-        path.write_text(data, encoding="utf-8", newline="")
-    return str(path)
 
 
 def cells(table):
