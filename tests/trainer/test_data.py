@@ -1,6 +1,5 @@
 """Reading and encoding CSVs: hand-made files, malformed ones included."""
 
-
 import numpy as np
 import pytest
 
