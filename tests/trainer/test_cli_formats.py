@@ -76,7 +76,7 @@ def test_export_of_an_ensemble(capsys, tmp_path, store):
         (["import", "{fix}/pgmpy-car.xml", "--format", "dot", "--class", "class", "--name", "car"], 2, ["--format"]),
         (["import", "{fix}/pgmpy-car.xml", "--class", "class", "--name", "bad name"], 2, ["--name"]),
         (["import", "{tmp}/absent.bif", "--class", "class", "--name", "car"], 1, ["absent.bif", "cannot read"]),
-        (["import", "{tmp}/bad.bif", "--class", "C", "--name", "car"], 1, ["bad.bif: line 2: variable 'C'", "unknown parent 'B'"]),
+        (["import", "{tmp}/bad.bif", "--class", "C", "--name", "car"], 1, ["/bad.bif: line 2: variable 'C'", "unknown parent 'B'"]),
         (["export", "car", "--store", "{store}"], 2, ["--format"]),
         (["export", "car", "--out", "{tmp}/car.txt", "--store", "{store}"], 2, ["car.txt"]),
         (["export", "car:x", "--format", "bif"], 2, ["'x'"]),

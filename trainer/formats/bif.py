@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +83,7 @@ def read_bif(path: str | Path, class_name: str | None) -> Model:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    return to_model(parse_bif(text, path.name), class_name)
+    return to_model(parse_bif(text, str(path)), class_name)
 
 
 def parse_bif(text: str, source: str) -> Declared:
@@ -141,7 +141,7 @@ class _Block:
     header: DeclaredCpt
     table: list[tuple[float, int]] | None = None
     default: list[tuple[float, int]] | None = None
-    rows: list[tuple[tuple[str, ...], list[tuple[float, int]], int]] | None = None
+    rows: list[tuple[tuple[str, ...], list[tuple[float, int]], int]] = field(default_factory=list)
 
 
 class _Parser:
@@ -230,7 +230,7 @@ class _Parser:
         while (token := self.next()).kind != "end":
             keyword = token.text if token.kind == "word" else None
             if keyword == "network":
-                network_name = self._network(token)
+                network_name = self._network()
             elif keyword == "variable":
                 variables.append(self._variable(token))
             elif keyword == "probability":
@@ -244,7 +244,7 @@ class _Parser:
             block.header.cpt = self._values(block, states)
         return Declared(self.source, FORMAT, network_name, variables, headers)
 
-    def _network(self, keyword: _Token) -> str:
+    def _network(self) -> str:
         words = []
         while self.peek().is_name:
             words.append(self.next().text)
@@ -313,7 +313,7 @@ class _Parser:
                 continue
             parents.append(self.name("a parent name or ')'", child).text)
         opened = self.expect("{", "to open the probability block", child).line
-        block = _Block(DeclaredCpt(child, tuple(parents), keyword.line), rows=[])
+        block = _Block(DeclaredCpt(child, tuple(parents), keyword.line))
         while not self.accept("}"):
             token = self.next()
             if token.kind == "end":
@@ -328,7 +328,6 @@ class _Parser:
                     if self.accept(","):
                         continue
                     states.append(self.name("a parent state or ')'", child).text)
-                assert block.rows is not None
                 block.rows.append((tuple(states), self._numbers(child, opened), token.line))
             elif token.kind == "punct" and token.text == ";":
                 continue
@@ -372,7 +371,7 @@ class _Parser:
             cpt[...] = np.array([v for v, _ in block.table]).reshape(cpt.shape)
         codes = {p: {s: i for i, s in enumerate(states[p])} for p in h.parents}
         given: dict[tuple[int, ...], int] = {}
-        for labels, values, line in block.rows or []:
+        for labels, values, line in block.rows:
             if len(labels) != len(h.parents):
                 raise self._error(line, f"a row names {len(labels)} parent states, expected {len(h.parents)} "
                                   f"({', '.join(h.parents) or 'no parents'})", h.name)

@@ -15,6 +15,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Mapping
 
 import numpy as np
@@ -58,7 +59,8 @@ class DeclaredCpt:
 
 @dataclass
 class Declared:
-    """A whole file: variables and CPTs in file order."""
+    """A whole file: variables and CPTs in file order; ``source`` is the path as the user
+    gave it (messages name it so), the metadata keeps its file name."""
 
     source: str
     format: str
@@ -116,7 +118,8 @@ def to_model(declared: Declared, class_name: str | None) -> Model:
         if worst > QUIET_TOLERANCE:
             renormalised[block.name] = worst
         nodes.append(Node(block.name, block.parents, cpt))
-    metadata: dict[str, object] = {"source": src, "network": declared.network_name, "format": declared.format}
+    metadata: dict[str, object] = {"source": PurePath(src).name, "network": declared.network_name,
+                                   "format": declared.format}
     if renormalised:
         metadata["renormalised"] = renormalised
     model = Model(variables, (Network(tuple(nodes)),), f"imported-{declared.format}", SINGLE, {}, metadata)

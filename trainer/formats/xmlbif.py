@@ -56,7 +56,7 @@ def read_xmlbif(path: str | Path, class_name: str | None) -> Model:
         data = path.read_bytes()
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return to_model(parse_xmlbif(data, path.name), class_name)
+    return to_model(parse_xmlbif(data, str(path)), class_name)
 
 
 def parse_xmlbif(data: bytes, source: str) -> Declared:
