@@ -1,4 +1,4 @@
-"""``trainer`` command line: fit and publish, evaluate, list, show, alias.
+"""``trainer`` command line: fit and publish, evaluate, list, show, alias, import, export.
 
 Exit codes: 0 ok, 1 data or store error, 2 usage error. Our own errors print one line on
 stderr, never a traceback. Bad input is rejected before anything is written.
@@ -23,6 +23,7 @@ from trainer.readers import FORMATS
 from trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
 from trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
 from trainer.fit import fit
+from trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
 from trainer.report import render
 from trainer.learners.registry import LEARNERS, PARAMETERS
 
@@ -112,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="show one model version")
     p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
     p.add_argument("--store", metavar="URL")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--json", action="store_true", help="print JSON")
+    how.add_argument("--dot", action="store_true", help="print the DAG as Graphviz DOT")
     p.set_defaults(run=_show)
 
     p = sub.add_parser("alias", help="point an alias at a version")
@@ -121,6 +124,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("alias")
     p.add_argument("--store", metavar="URL")
     p.set_defaults(run=_alias)
+
+    p = sub.add_parser("import", help="publish a network from a BIF or XMLBIF file as a new version")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--format", choices=IMPORT_FORMATS, help="default: from the extension (.bif, .xml, .xmlbif)")
+    p.add_argument("--class", dest="class_name", metavar="NAME",
+                   help="the class variable (default: the one a bnserve export marked)")
+    p.add_argument("--name", required=True, help="model name in the store")
+    p.add_argument("--store", metavar="URL")
+    p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
+    p.set_defaults(run=_import)
+
+    p = sub.add_parser("export", help="write one model version as BIF, XMLBIF or Graphviz DOT")
+    p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
+    p.add_argument("--format", choices=EXPORT_FORMATS, help="default: from the --out extension")
+    p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--network", type=_non_negative, metavar="I", help="only member I of an ensemble (from 0)")
+    p.add_argument("--store", metavar="URL")
+    p.set_defaults(run=_export)
     return parser
 
 
@@ -276,6 +297,9 @@ def _show(args: argparse.Namespace) -> int:
     with _open_store(args.store) as store:
         mv = store.load(name, version=version, alias=alias)
     model = mv.model
+    if args.dot:
+        print(write_model(model, "dot", mv.name), end="")
+        return 0
     created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
     aliases = sorted(mv.aliases)
     if args.json:
@@ -315,6 +339,42 @@ def _alias(args: argparse.Namespace) -> int:
     with _open_store(args.store) as store:
         store.set_alias(args.name, args.alias, args.version)
     print(f"{args.name}: alias {args.alias} -> version {args.version}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    fmt = args.format or format_of(args.file)
+    if fmt not in IMPORT_FORMATS:
+        raise UsageError(f"cannot tell the format of {args.file!r} from its extension; give --format bif or xmlbif")
+    _check_flag(check_model_name, args.name, "--name")
+    for alias in args.aliases:
+        _check_flag(check_alias, alias, "--alias")
+    model = read_model(args.file, fmt, args.class_name)
+    with _open_store(args.store) as store:  # opened only now: a bad file never reaches it
+        version = store.publish(args.name, model, tuple(args.aliases))
+    aliases = ", ".join(args.aliases) if args.aliases else "none"
+    print(f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    fmt = args.format or (format_of(args.out) if args.out else None)
+    if fmt not in EXPORT_FORMATS:
+        where = f"the extension of {args.out!r}" if args.out else "stdout"
+        raise UsageError(f"give --format bif, xmlbif or dot (it cannot be told from {where})")
+    name, version, alias = _parse_ref(args.ref)
+    with _open_store(args.store) as store:
+        mv = store.load(name, version=version, alias=alias)
+    text = write_model(mv.model, fmt, mv.name, args.network)  # all of it before anything is written
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    print(f"wrote {name} version {mv.version} as {fmt} to {args.out}")
     return 0
 
 

@@ -1,0 +1,42 @@
+"""Model files other tools read and write: BIF and XMLBIF both ways, Graphviz DOT out.
+
+One module per format (``bif``, ``xmlbif``, ``dot``); ``interchange`` holds the import
+rules and export helpers BIF and XMLBIF share. This module only picks the module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from store.model import SINGLE, Model
+from trainer.formats.bif import read_bif, write_bif
+from trainer.formats.dot import write_dot
+from trainer.formats.interchange import single_network
+from trainer.formats.xmlbif import read_xmlbif, write_xmlbif
+
+IMPORT_FORMATS = ("bif", "xmlbif")
+EXPORT_FORMATS = ("bif", "xmlbif", "dot")
+EXTENSIONS = {".bif": "bif", ".xml": "xmlbif", ".xmlbif": "xmlbif", ".bifxml": "xmlbif", ".dot": "dot", ".gv": "dot"}
+
+
+def format_of(path: str | Path) -> str | None:
+    """The format a file name's extension stands for, or None."""
+    return EXTENSIONS.get(Path(path).suffix.lower())
+
+
+def read_model(path: str | Path, fmt: str, class_name: str | None) -> Model:
+    """Import a BIF or XMLBIF file as a one-network model (see ``interchange.to_model``)."""
+    reader = {"bif": read_bif, "xmlbif": read_xmlbif}[fmt]
+    return reader(path, class_name)
+
+
+def write_model(model: Model, fmt: str, name: str, network: int | None = None) -> str:
+    """The model as text in ``fmt``; ``network`` picks one member of an ensemble."""
+    if fmt == "dot":
+        if network is not None:
+            _, net = single_network(model, network, fmt)
+            model = dataclasses.replace(model, networks=(net,), combination=SINGLE)
+        return write_dot(model, name)
+    writer = {"bif": write_bif, "xmlbif": write_xmlbif}[fmt]
+    return writer(model, name, network)
