@@ -194,11 +194,11 @@ NOTES: dict[tuple[str, str, str], str] = {  # (paper, dataset, label) -> why our
         "that run evidently predicted one class. Ours, and every other algorithm in the row, learn normally.",
     ("003", "splice.csv", "TAN"): "see promoters, TAN.",
 }
-for _label in ("ASB", "STAN", "FSS", "BSEJ", "FFSS", "NB", "TAN"):
-    NOTES["003", "balance-scale.csv", _label] = (
-        "the paper discretised the four 1-5 integer attributes with MDL, which keeps few or no cut points on "
-        "balance-scale (each attribute alone says little about the class); we use the five values as nominal "
-        "states, which is what lets every learner reach ~90 %. Discretisation arrives with issue 4.")
+NOTES["004", "dermatology.csv", "ChowLiu"] = (
+    "Zhang's ± is the spread of twenty repeated 5-fold means (ours: 96.6 ± 0.5 that way), far narrower than the "
+    "fold spread shown here; ours is 1.1 points under his ChowLiu and equal to his ddr-ChowLiu (97.6 ± 0.5). He "
+    "does not say how ties among equal-weight edges or the root are broken, which moves a TAN on 34 features with "
+    "few values each.")
 
 
 # ------------------------------------------------------------------ running
