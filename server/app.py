@@ -1,5 +1,8 @@
 """Wiring: store -> repository -> gRPC server with health, reflection and metrics.
 
+One port serves bnserve.v1.Predictor and the Open Inference Protocol's
+inference.GRPCInferenceService, whose readiness is the health status.
+
 Health reports NOT_SERVING until the store has been read once, and again from the
 moment a graceful shutdown starts (SIGTERM/SIGINT), so probes and load balancers
 stop sending before in-flight calls are drained.
@@ -14,11 +17,14 @@ from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
+from google.protobuf import descriptor_pool
+from google.protobuf.descriptor import FileDescriptor, ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
-from server.api import predictor_pb2, predictor_pb2_grpc
+from server.api import grpc_service_pb2, grpc_service_pb2_grpc, predictor_pb2, predictor_pb2_grpc
+from server.inference_servicer import InferenceServicer
 from server.interceptors import ServerInterceptor
 from server.repository import ModelRepository, Poller
 from server.servicer import PredictorServicer
@@ -26,7 +32,10 @@ from store.sql import ModelStore
 
 log = logging.getLogger(__name__)
 
-PREDICTOR_SERVICE = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"].full_name
+PREDICTOR = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"]
+INFERENCE = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
+REFLECTION = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
 MiB = 1024 * 1024
 
 
@@ -50,6 +59,7 @@ class App:
         self.store = ModelStore(config.store_url)
         self.repository = ModelRepository(self.store)
         self.health = health.HealthServicer(experimental_non_blocking=True)
+        self.serving = threading.Event()  # what health reports for our services
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc"),
             interceptors=(ServerInterceptor(),),
@@ -60,10 +70,13 @@ class App:
             ],
         )
         predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(self.repository), self.grpc_server)
+        grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+            InferenceServicer(self.repository, ready=self.serving.is_set), self.grpc_server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
+        services = (PREDICTOR, INFERENCE, HEALTH, REFLECTION)
         reflection.enable_server_reflection(
-            (PREDICTOR_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
-            self.grpc_server,
+            [s.full_name for s in services], self.grpc_server, pool=reflection_pool(services)
         )
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self.port = self.grpc_server.add_insecure_port(f"{config.host}:{config.port}")
@@ -74,8 +87,12 @@ class App:
         self._stopped = threading.Event()
 
     def _set_health(self, status: int) -> None:
-        for service in ("", PREDICTOR_SERVICE):
+        for service in ("", PREDICTOR.full_name, INFERENCE.full_name):
             self.health.set(service, status)
+        if status == health_pb2.HealthCheckResponse.SERVING:
+            self.serving.set()
+        else:
+            self.serving.clear()
 
     def start(self) -> "App":
         if self.metrics_port >= 0:
@@ -103,6 +120,7 @@ class App:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self.serving.clear()
         self.health.enter_graceful_shutdown()
         self.grpc_server.stop(self.config.grace_seconds).wait()
         self.poller.stop()
@@ -113,6 +131,25 @@ class App:
 
     def wait(self) -> None:
         self.grpc_server.wait_for_termination()
+
+
+def reflection_pool(services: tuple[ServiceDescriptor, ...]) -> descriptor_pool.DescriptorPool:
+    """One pool with the files of every served service and their imports, for reflection:
+    the inference service's descriptors live in a pool of their own (see proto/generate.py)."""
+    pool = descriptor_pool.DescriptorPool()
+    added: set[str] = set()
+
+    def add(file: FileDescriptor) -> None:
+        if file.name in added:
+            return
+        for dependency in file.dependencies:
+            add(dependency)
+        pool.AddSerializedFile(file.serialized_pb)
+        added.add(file.name)
+
+    for service in services:
+        add(service.file)
+    return pool
 
 
 def serve(config: ServeConfig) -> int:

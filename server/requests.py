@@ -1,19 +1,21 @@
-"""Turn the wire forms of a Predict request into the coded matrix the model takes.
+"""Turn the wire forms of a prediction request into the coded matrix the model takes.
 
 This is the boundary: every name, label and code is checked here (with a message
-naming it), so the compiled model can trust its input.
+naming it), so the compiled model can trust its input. Both APIs come through here:
+Predict's instances and dense batches, and the Open Inference Protocol's feature
+columns and codes (``server.tensors`` decodes its tensors first).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from store.errors import InvalidInput
 from store.discretization import interval_codes
 from store.inference import CompiledModel, check_codes
-from store.model import NOMINAL, NUMERIC
+from store.model import NOMINAL, NUMERIC, Variable
 
 MISSING = -1
 MAX_LABELS_IN_MESSAGE = 20
@@ -51,28 +53,69 @@ def codes_from_instances(
     for r, (values, numbers) in enumerate(rows):
         for name, label in values.items():
             column = _feature_column(compiled, name, class_name)
-            if label == "":
-                continue
-            variable = compiled.features[column]
-            try:
-                codes[r, column] = variable.code_of_value(label)
-            except KeyError:
-                if unseen_as_missing and variable.kind == NOMINAL:
-                    continue
-                number = " or a number" if variable.kind == NUMERIC else ""
-                raise InvalidInput(
-                    f"instance {r}: feature {name!r} has no state {label!r}; "
-                    f"allowed: {_allowed(variable.states)}{number}"
-                ) from None
+            codes[r, column] = _code_of_text(compiled.features[column], label, f"instance {r}", unseen_as_missing)
         for name, number in numbers.items():
-            column = _feature_column(compiled, name, class_name)
-            variable = compiled.features[column]
-            if variable.kind != NUMERIC:
-                raise InvalidInput(f"instance {r}: feature {name!r} is nominal; send its state label in values")
+            variable = _numeric_feature(compiled, name, class_name, f"instance {r}")
             if name in values:
                 raise InvalidInput(f"instance {r}: feature {name!r} is in both values and numbers")
-            codes[r, column] = interval_codes(variable.cuts, np.array([number]))[0]
+            codes[r, compiled.feature_index[name]] = interval_codes(variable.cuts, np.array([number]))[0]
     return codes
+
+
+def codes_from_columns(
+    compiled: CompiledModel,
+    class_name: str,
+    rows: int,
+    texts: Mapping[str, Sequence[str]],
+    numbers: Mapping[str, np.ndarray],
+) -> np.ndarray:
+    """(rows, n_features) codes from one column of ``rows`` raw values per feature.
+
+    ``texts`` columns hold what an instance's text values hold (a state label, or for a
+    numeric feature a number; "" is missing); ``numbers`` columns hold raw numbers of
+    numeric features (NaN is missing). Unlisted features are missing.
+    """
+    codes = np.full((rows, len(compiled.features)), MISSING, dtype=np.int64)
+    for name, column in texts.items():
+        j = _feature_column(compiled, name, class_name)
+        variable = compiled.features[j]
+        known: dict[str, int] = {}
+        for r, text in enumerate(column):
+            code = known.get(text)
+            if code is None:
+                code = known[text] = _code_of_text(variable, text, f"row {r}")
+            codes[r, j] = code
+    for name, column in numbers.items():
+        variable = _numeric_feature(compiled, name, class_name)
+        if name in texts:
+            raise InvalidInput(f"feature {name!r} is given both as text and as numbers")
+        codes[:, compiled.feature_index[name]] = interval_codes(variable.cuts, column)
+    return codes
+
+
+def _code_of_text(variable: Variable, text: str, where: str, unseen_as_missing: bool = False) -> int:
+    """The state code of one raw text value: "" is missing, and so is an unseen label of a
+    nominal feature when ``unseen_as_missing``; anything else unknown is refused."""
+    if text == "":
+        return MISSING
+    try:
+        return variable.code_of_value(text)
+    except KeyError:
+        if unseen_as_missing and variable.kind == NOMINAL:
+            return MISSING
+        number = " or a number" if variable.kind == NUMERIC else ""
+        raise InvalidInput(
+            f"{where}: feature {variable.name!r} has no state {text!r}; allowed: {_allowed(variable.states)}{number}"
+        ) from None
+
+
+def _numeric_feature(compiled: CompiledModel, name: str, class_name: str, where: str = "") -> Variable:
+    """The variable of a feature sent as a number, which only a numeric feature takes."""
+    variable = compiled.features[_feature_column(compiled, name, class_name)]
+    if variable.kind != NUMERIC:
+        prefix = f"{where}: " if where else ""
+        raise InvalidInput(f"{prefix}feature {name!r} is nominal; send its state label as text, not a number")
+    return variable
 
 
 def codes_from_dense(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 from datetime import datetime, timezone
 from typing import Any
 
 from store.errors import InvalidInput
 from store.model import NUMERIC, Model, Network
+from store.version import code_version
 from trainer.data import EncodedData
 from trainer.estimate import estimate
 from trainer.stats import conditional_mutual_information
@@ -60,11 +60,3 @@ def arc_cmi(networks: tuple[Network, ...], data: EncodedData) -> list[list]:
                 seen[parent, child] = round(conditional_mutual_information(
                     data.X[:, i], data.X[:, j], data.y, data.cards[i], data.cards[j], data.n_classes), 6)
     return [[p, c, value] for (p, c), value in seen.items()]
-
-
-def code_version() -> str:
-    """The installed bnserve version, or "unknown" when running from a source tree."""
-    try:
-        return importlib.metadata.version("bnserve")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"

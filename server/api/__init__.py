@@ -1,1 +1,1 @@
-"""Generated gRPC modules of the bnserve.v1 API (see proto/)."""
+"""Generated gRPC modules of the bnserve.v1 and Open Inference Protocol APIs (see proto/)."""

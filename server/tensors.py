@@ -1,0 +1,208 @@
+"""The Open Inference Protocol's tensors: what a model takes and returns, decoding and encoding.
+
+Inputs come in one of two forms: one tensor per feature, named as the feature, or one
+``codes`` tensor holding every feature's state code. An input's data is in its typed
+``contents``, or, one entry per input, in the request's ``raw_input_contents`` (what
+tritonclient sends): little-endian elements in row-major order, a BYTES element being a
+4-byte little-endian length and then its bytes. Outputs go in ``raw_output_contents``,
+as KServe and Triton send them. The values themselves are checked and coded by
+``server.requests``, as Predict's are.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from server.requests import codes_from_columns, codes_from_dense
+from store.errors import InvalidInput
+from store.inference import CompiledModel
+
+CODES = "codes"
+LABEL = "label"
+PROBABILITIES = "probabilities"
+OUTPUTS = (LABEL, PROBABILITIES)
+BYTES = "BYTES"
+NUMBER_TYPES = {"FP32": "<f4", "FP64": "<f8", "INT32": "<i4", "INT64": "<i8"}
+CODE_TYPES = ("INT32", "INT64")
+CONTENTS_FIELD = {
+    BYTES: "bytes_contents", "FP32": "fp32_contents", "FP64": "fp64_contents",
+    "INT32": "int_contents", "INT64": "int64_contents",
+}
+VARIABLE = -1  # a dimension of any size, in metadata
+LENGTH = struct.Struct("<I")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One decoded input: its elements flat in row-major order, texts for BYTES, else numbers."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    data: list[str] | np.ndarray
+
+
+def input_metadata(compiled: CompiledModel) -> list[tuple[str, str, list[int]]]:
+    """(name, datatype, shape) of every input a model takes: one per feature, then ``codes``
+    (unless a feature has that name, which then wins)."""
+    inputs = [(v.name, BYTES, [VARIABLE]) for v in compiled.features]
+    if CODES not in compiled.feature_index:
+        inputs.append((CODES, "INT32", [VARIABLE, len(compiled.features)]))
+    return inputs
+
+
+def output_metadata(compiled: CompiledModel) -> list[tuple[str, str, list[int]]]:
+    """(name, datatype, shape) of every output: the winning class, and the class probabilities."""
+    return [(LABEL, BYTES, [VARIABLE]), (PROBABILITIES, "FP32", [VARIABLE, len(compiled.classes)])]
+
+
+def read_inputs(request: Any) -> list[Tensor]:
+    """Every input tensor of a ModelInferRequest, its data decoded and matched to its shape."""
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(request.inputs):
+        raise InvalidInput(f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs; "
+                           "send one per input, in the order of inputs")
+    tensors: list[Tensor] = []
+    seen: set[str] = set()
+    for i, tensor in enumerate(request.inputs):
+        name, datatype, shape = tensor.name, tensor.datatype, tuple(tensor.shape)
+        if name in seen:
+            raise InvalidInput(f"input {name!r} is sent twice")
+        seen.add(name)
+        if datatype not in CONTENTS_FIELD:
+            raise InvalidInput(f"input {name!r} has datatype {datatype!r}; bnserve takes BYTES, FP32, FP64, INT32 "
+                               "or INT64")
+        if any(d < 0 for d in shape):
+            raise InvalidInput(f"input {name!r} has shape {list(shape)}; a dimension cannot be negative")
+        count = math.prod(shape)
+        if raw:
+            if tensor.contents.ListFields():
+                raise InvalidInput(f"input {name!r} has contents, but the request sends raw_input_contents; "
+                                   "send every input's data one way")
+            data = _from_raw(name, datatype, raw[i], count)
+        else:
+            data = _from_contents(name, datatype, tensor.contents, count)
+        if datatype == BYTES:
+            data = [_text(name, k, item) for k, item in enumerate(data)]
+        tensors.append(Tensor(name, datatype, shape, data))
+    return tensors
+
+
+def _from_contents(name: str, datatype: str, contents: Any, count: int) -> list[bytes] | np.ndarray:
+    field = CONTENTS_FIELD[datatype]
+    wrong = [f.name for f, _ in contents.ListFields() if f.name != field]
+    if wrong:
+        raise InvalidInput(f"input {name!r} is {datatype}, but its contents have {wrong[0]}; send {field}")
+    values = getattr(contents, field)
+    if len(values) != count:
+        raise InvalidInput(f"input {name!r} has {len(values)} elements in contents; its shape needs {count}")
+    return list(values) if datatype == BYTES else np.array(values, dtype=NUMBER_TYPES[datatype])
+
+
+def _from_raw(name: str, datatype: str, raw: bytes, count: int) -> list[bytes] | np.ndarray:
+    if datatype == BYTES:
+        return split_bytes(name, raw, count)
+    dtype = np.dtype(NUMBER_TYPES[datatype])
+    if len(raw) != count * dtype.itemsize:
+        raise InvalidInput(f"input {name!r} has {len(raw)} raw bytes; its shape needs {count} {datatype} elements, "
+                           f"{count * dtype.itemsize} bytes")
+    return np.frombuffer(raw, dtype=dtype)
+
+
+def split_bytes(name: str, raw: bytes, count: int) -> list[bytes]:
+    """The elements of a raw BYTES tensor: each a 4-byte little-endian length, then the bytes."""
+    items: list[bytes] = []
+    at = 0
+    while at < len(raw):
+        if at + LENGTH.size > len(raw):
+            raise InvalidInput(f"input {name!r}: raw BYTES element {len(items)} has a truncated length prefix")
+        (size,) = LENGTH.unpack_from(raw, at)
+        at += LENGTH.size
+        if at + size > len(raw):
+            raise InvalidInput(f"input {name!r}: raw BYTES element {len(items)} runs past the end of the data")
+        items.append(raw[at:at + size])
+        at += size
+    if len(items) != count:
+        raise InvalidInput(f"input {name!r} has {len(items)} raw BYTES elements; its shape needs {count}")
+    return items
+
+
+def join_bytes(items: list[bytes]) -> bytes:
+    """A raw BYTES tensor from its elements (the inverse of ``split_bytes``)."""
+    return b"".join(LENGTH.pack(len(item)) + item for item in items)
+
+
+def _text(name: str, index: int, item: bytes) -> str:
+    try:
+        return item.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"input {name!r}: element {index} is not UTF-8 text") from None
+
+
+def codes_from_inputs(compiled: CompiledModel, class_name: str, tensors: list[Tensor]) -> np.ndarray:
+    """(rows, n_features) codes from the decoded inputs, in either form."""
+    if not tensors:
+        raise InvalidInput(f"the request has no inputs; send one tensor per feature, or one {CODES!r} tensor")
+    if CODES not in compiled.feature_index and any(t.name == CODES for t in tensors):
+        if len(tensors) > 1:
+            other = next(t.name for t in tensors if t.name != CODES)
+            raise InvalidInput(f"input {CODES!r} holds every feature; send it alone, not with input {other!r}")
+        return _codes_tensor(compiled, class_name, tensors[0])
+    first = tensors[0]
+    texts: dict[str, list[str]] = {}
+    numbers: dict[str, np.ndarray] = {}
+    for t in tensors:
+        if len(t.shape) not in (1, 2) or t.shape[1:] not in ((), (1,)):
+            raise InvalidInput(f"input {t.name!r} has shape {list(t.shape)}; a feature takes [batch] or [batch, 1]")
+        if t.shape[0] != first.shape[0]:
+            raise InvalidInput(f"input {t.name!r} has {t.shape[0]} rows, but input {first.name!r} has {first.shape[0]}")
+        if t.datatype == BYTES:
+            texts[t.name] = t.data
+        else:
+            numbers[t.name] = np.asarray(t.data, dtype=np.float64)
+    return codes_from_columns(compiled, class_name, first.shape[0], texts, numbers)
+
+
+def _codes_tensor(compiled: CompiledModel, class_name: str, tensor: Tensor) -> np.ndarray:
+    n = len(compiled.features)
+    if tensor.datatype not in CODE_TYPES:
+        raise InvalidInput(f"input {CODES!r} has datatype {tensor.datatype!r}; state codes are INT32 or INT64")
+    if len(tensor.shape) != 2 or tensor.shape[1] != n:
+        raise InvalidInput(f"input {CODES!r} has shape {list(tensor.shape)}; it takes [batch, {n}], one column per "
+                           "feature in the order of ModelMetadata's inputs")
+    try:
+        return codes_from_dense(compiled, class_name, [v.name for v in compiled.features], tensor.data)
+    except InvalidInput as exc:
+        raise InvalidInput(f"input {CODES!r}: {exc.message}") from None
+
+
+def requested_outputs(request: Any) -> list[str]:
+    """The outputs a ModelInferRequest asks for, in its order; none asked for is every output."""
+    names: list[str] = []
+    for output in request.outputs:
+        if output.name not in OUTPUTS:
+            raise InvalidInput(f"unknown output {output.name!r}; the outputs are {LABEL!r} and {PROBABILITIES!r}")
+        if output.name in names:
+            raise InvalidInput(f"output {output.name!r} is requested twice")
+        if output.parameters:
+            raise InvalidInput(f"output {output.name!r}: parameters are not supported "
+                               f"({', '.join(sorted(output.parameters))})")
+        names.append(output.name)
+    return names or list(OUTPUTS)
+
+
+def write_outputs(response: Any, names: list[str], classes: tuple[str, ...], proba: np.ndarray) -> None:
+    """Add the named outputs to a ModelInferResponse, their data in raw_output_contents."""
+    for name in names:
+        if name == LABEL:
+            winners = np.argmax(proba, axis=1)
+            response.outputs.add(name=LABEL, datatype=BYTES, shape=[len(proba)])
+            response.raw_output_contents.append(join_bytes([classes[w].encode("utf-8") for w in winners]))
+        else:
+            response.outputs.add(name=PROBABILITIES, datatype="FP32", shape=[len(proba), len(classes)])
+            response.raw_output_contents.append(np.asarray(proba, dtype="<f4").tobytes())
