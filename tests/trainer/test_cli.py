@@ -6,18 +6,10 @@ from importlib import resources
 
 import pytest
 
-from trainer.cli import main
+from tests.trainer.conftest import run
 
 
-@pytest.fixture
-def store(tmp_path):
-    return f"sqlite:///{tmp_path / 'models.db'}"
 
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_fit_list_show_alias_round_trip(capsys, store):

@@ -7,20 +7,12 @@ import pytest
 
 from store.inference import compile_model
 from store.sql import ModelStore
-from trainer.cli import main
+from tests.trainer.conftest import run
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
-@pytest.fixture
-def store(tmp_path):
-    return f"sqlite:///{tmp_path / 'models.db'}"
 
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_import_export_reimport_and_show_dot(capsys, tmp_path, store):
