@@ -9,9 +9,6 @@ import pytest
 from tests.trainer.conftest import run
 
 
-
-
-
 def test_fit_list_show_alias_round_trip(capsys, store):
     code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", "builtin:chess",
                          "--name", "chess", "--store", store, "--alias", "production", "staging")

@@ -12,9 +12,6 @@ from tests.trainer.conftest import run
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
-
-
-
 def test_import_export_reimport_and_show_dot(capsys, tmp_path, store):
     code, out, err = run(capsys, "import", str(FIXTURES / "pgmpy-car.xml"), "--class", "class", "--name", "car",
                          "--store", store, "--alias", "production")
