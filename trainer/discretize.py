@@ -1,8 +1,10 @@
 """Cut points for numeric columns: supervised MDL (Fayyad & Irani 1993), equal frequency,
 equal width. Applying cut points is ``store.discretization``, shared with the server.
 
-Every method sees one column's present values (NaN = missing is left out) and returns
-ascending cut points; no cut means one interval, ``(-inf-inf)``.
+Every method sees one column as its value table: the distinct present values (NaN =
+missing is left out), ascending, with the class counts of each. The table is additive, so
+a file streamed in chunks gives the same cut points as the whole file in memory. Each
+returns ascending cut points; no cut means one interval, ``(-inf-inf)``.
 """
 
 from __future__ import annotations
@@ -42,27 +44,52 @@ class Method:
         return self.name if self.name == MDL else f"{self.name}:{self.bins}"
 
     def cuts(self, values: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[float, ...]:
-        present = ~np.isnan(values)
-        x = values[present]
-        if x.size == 0:
+        """Cut points for one column's raw values (NaN = missing) and the rows' classes."""
+        return self.cuts_from_table(*value_table(values, y, n_classes))
+
+    def cuts_from_table(self, values: np.ndarray, counts: np.ndarray) -> tuple[float, ...]:
+        """Cut points from a value table: distinct values ascending, counts (values, classes)."""
+        if values.size == 0:
             return ()
         if self.name == MDL:
-            return mdl_cuts(x, y[present], n_classes)
+            return mdl_cuts_from_table(values, counts)
         if self.name == EQUAL_FREQUENCY:
-            return equal_frequency_cuts(x, self.bins)
-        return equal_width_cuts(x, self.bins)
+            return equal_frequency_cuts_from_table(values, counts.sum(axis=1), self.bins)
+        return equal_width_cuts(values, self.bins)
+
+
+def value_table(values: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct present values of a column, ascending, and N(value, class) as (d, c) int64."""
+    present = ~np.isnan(values)
+    distinct, inverse = np.unique(values[present], return_inverse=True)
+    flat = inverse * n_classes + y[present]
+    return distinct, np.bincount(flat, minlength=distinct.size * n_classes).reshape(distinct.size, n_classes)
+
+
+def merge_value_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """One value table from several (e.g. one per chunk of rows): the union of the values,
+    counts added."""
+    values = np.concatenate([v for v, _ in tables])
+    counts = np.concatenate([c for _, c in tables])
+    distinct, inverse = np.unique(values, return_inverse=True)
+    merged = np.zeros((distinct.size, counts.shape[1]), dtype=np.int64)
+    np.add.at(merged, inverse, counts)
+    return distinct, merged
 
 
 def mdl_cuts(x: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[float, ...]:
+    """Fayyad & Irani's MDL cut points of present values ``x`` with classes ``y``."""
+    return mdl_cuts_from_table(*value_table(x, y, n_classes))
+
+
+def mdl_cuts_from_table(values: np.ndarray, counts: np.ndarray) -> tuple[float, ...]:
     """Fayyad & Irani's recursive minimum-entropy splits with the MDL stopping rule.
 
-    O(m log m) for the sort, then O(d·c) per interval split over the d distinct values.
-    A split of S into S1, S2 is kept when
+    O(d·c) per interval split over the d distinct values (after the O(m log m) sort that
+    made the table). A split of S into S1, S2 is kept when
     Gain > (log2(N - 1) + log2(3^k - 2) - [k·H(S) - k1·H(S1) - k2·H(S2)]) / N,
     with k, k1, k2 the numbers of classes present; cuts are midpoints between neighbours.
     """
-    values, inverse = np.unique(x, return_inverse=True)
-    counts = np.bincount(inverse * n_classes + y, minlength=values.size * n_classes).reshape(values.size, n_classes)
     cuts: list[float] = []
     stack = [(0, values.size)]
     while stack:
@@ -101,13 +128,21 @@ def _best_mdl_split(block: np.ndarray) -> int | None:
 def equal_frequency_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:
     """Cuts between the sorted values at ranks m·i/bins, so each interval holds about m/bins
     rows; ties are never split, so there may be fewer intervals."""
-    xs = np.sort(x)
-    m = xs.size
+    values, counts = np.unique(x, return_counts=True)
+    return equal_frequency_cuts_from_table(values, counts, bins)
+
+
+def equal_frequency_cuts_from_table(values: np.ndarray, counts: np.ndarray, bins: int) -> tuple[float, ...]:
+    """``equal_frequency_cuts`` from distinct values and how often each occurs."""
+    ends = np.cumsum(counts)  # the sorted column's value at rank r is values[#(ends <= r)]
+    m = int(ends[-1])
     cuts = []
     for i in range(1, bins):
         r = int(round(m * i / bins))
-        if 0 < r < m and xs[r - 1] < xs[r]:
-            cuts.append(_midpoint(xs[r - 1], xs[r]))
+        if 0 < r < m:
+            below, at = (int(np.searchsorted(ends, q, side="right")) for q in (r - 1, r))
+            if below < at:
+                cuts.append(_midpoint(values[below], values[at]))
     return tuple(sorted(set(cuts)))
 
 

@@ -168,3 +168,20 @@ def test_a_declared_numeric_column_with_no_value_is_one_interval_and_an_empty_cs
     assert data.features[0].cuts == () and data.X[:, 0].tolist() == [-1, -1]
     with pytest.raises(InvalidInput, match="column 'x': every value is empty"):
         load(write(tmp_path, "x,f,c\n,a,n\n,b,y\n"))
+
+
+@pytest.mark.parametrize("method", ["mdl", "equal-frequency:5", "equal-width:4"])
+def test_value_tables_of_chunks_merge_to_the_same_cut_points(method):
+    from trainer.discretize import merge_value_tables, value_table
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, size=3000)
+    x = np.round(rng.normal(y, 1.0), 2)
+    x[rng.random(3000) < 0.05] = np.nan
+    chunks = [value_table(x[i:i + 700], y[i:i + 700], 3) for i in range(0, 3000, 700)]
+    values, counts = merge_value_tables(chunks)
+    whole = value_table(x, y, 3)
+    np.testing.assert_array_equal(values, whole[0])
+    np.testing.assert_array_equal(counts, whole[1])
+    m = Method.parse(method)
+    assert m.cuts_from_table(values, counts) == m.cuts(x, y, 3) and len(m.cuts(x, y, 3)) >= 2
