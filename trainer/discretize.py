@@ -126,24 +126,31 @@ def _best_mdl_split(block: np.ndarray) -> int | None:
 
 
 def equal_frequency_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:
-    """Cuts between the sorted values at ranks m·i/bins, so each interval holds about m/bins
-    rows; ties are never split, so there may be fewer intervals."""
+    """Cuts near the sorted values' ranks m·i/bins, so each interval holds about m/bins rows."""
     values, counts = np.unique(x, return_counts=True)
     return equal_frequency_cuts_from_table(values, counts, bins)
 
 
 def equal_frequency_cuts_from_table(values: np.ndarray, counts: np.ndarray, bins: int) -> tuple[float, ...]:
-    """``equal_frequency_cuts`` from distinct values and how often each occurs."""
-    ends = np.cumsum(counts)  # the sorted column's value at rank r is values[#(ends <= r)]
+    """``equal_frequency_cuts`` from distinct values and how often each occurs. Ties are never
+    split: a rank that falls inside a run of equal values moves to the nearer end of the run
+    (the lower one on a draw), so there may be fewer intervals."""
+    ends = np.cumsum(counts)  # the run of values[g] holds ranks ends[g-1] .. ends[g]-1
     m = int(ends[-1])
-    cuts = []
+    cuts = set()
     for i in range(1, bins):
         r = int(round(m * i / bins))
-        if 0 < r < m:
-            below, at = (int(np.searchsorted(ends, q, side="right")) for q in (r - 1, r))
-            if below < at:
-                cuts.append(_midpoint(values[below], values[at]))
-    return tuple(sorted(set(cuts)))
+        g = int(np.searchsorted(ends, r, side="right"))  # the run holding rank r
+        start = int(ends[g - 1]) if g else 0
+        if g >= values.size:
+            continue
+        below = r - start if g > 0 else None          # cut between runs g-1 and g
+        above = int(ends[g]) - r if g + 1 < values.size else None  # cut between runs g and g+1
+        if below is not None and (above is None or below <= above):
+            cuts.add(_midpoint(values[g - 1], values[g]))
+        elif above is not None:
+            cuts.add(_midpoint(values[g], values[g + 1]))
+    return tuple(sorted(cuts))
 
 
 def equal_width_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:

@@ -52,7 +52,8 @@ def test_equal_frequency_and_equal_width():
     assert equal_frequency_cuts(x, 4) == (25.5, 50.5, 75.5)
     assert equal_width_cuts(np.array([0.0, 10.0, 3.0]), 5) == (2.0, 4.0, 6.0, 8.0)
     assert equal_width_cuts(np.array([3.0, 3.0]), 5) == ()
-    assert equal_frequency_cuts(np.array([1.0] * 9 + [2.0]), 3) == ()  # ties are not split
+    assert equal_frequency_cuts(np.array([1.0] * 9 + [2.0]), 3) == (1.5,)  # a run of ties moves the cut to its end
+    assert equal_frequency_cuts(np.array([1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 3.0]), 2) == (2.5,)  # rank 4: the nearer end of the run
 
 
 @pytest.mark.parametrize("text, method", [
