@@ -318,10 +318,13 @@ def _codes(values: list[str], states: Sequence[str]) -> np.ndarray:
 
 
 def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
-    """Learn cut points (and, with impute, modes and means) from these rows and code them."""
-    X = columns.codes.copy()
-    variables: list[Variable] = []
+    """Learn cut points (and, with impute, modes and means) from these rows and code them.
+
+    ``X`` is ``columns.codes`` itself when nothing is learned (all nominal, available-case),
+    so a large nominal file is held once; else a copy."""
     impute = preprocessing.missing == IMPUTE
+    X = columns.codes.copy() if impute or columns.numeric_columns else columns.codes
+    variables: list[Variable] = []
     for j, (name, states) in enumerate(zip(columns.names, columns.states)):
         if states is None:
             values = columns.values(j)
