@@ -152,9 +152,10 @@ class CompiledModel:
     ``classes`` is the output column order; ``features`` (and ``feature_index``) the input
     column order, ``model.features``. ``nbytes`` counts the compiled arrays; missing-value
     plans are built lazily per missing component and cached (``PLAN_CACHE_SIZE`` per network).
+    ``dtype`` is the fast-path table's (``compile_model``).
     """
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Model, dtype: np.dtype | type = np.float64):
         class_var = model.class_variable
         self.classes: tuple[str, ...] = class_var.states
         self.features: tuple[Variable, ...] = tuple(model.features)
@@ -165,7 +166,9 @@ class CompiledModel:
         exact = model.combination == MEAN_JOINT
         self.networks = tuple(CompiledNetwork(net, class_var.name, cards, self.feature_index, exact)
                               for net in model.networks)
-        self._gather = LogGather([net.fast for net in self.networks], [class_var.name], cards, self.feature_index)
+        self.dtype = np.dtype(dtype)
+        self._gather = LogGather([net.fast for net in self.networks], [class_var.name], cards, self.feature_index,
+                                 self.dtype)
         self.nbytes = self._gather.nbytes + self.cardinalities.nbytes + sum(net.nbytes for net in self.networks)
 
     def network_log_joints(self, codes: np.ndarray) -> np.ndarray:
@@ -201,9 +204,17 @@ class CompiledModel:
         return _normalise(self.predict_log_joint(codes))
 
 
-def compile_model(model: Model) -> CompiledModel:
-    """Compile a (validated) model once; the result is immutable apart from its plan caches."""
-    return CompiledModel(model)
+def compile_model(model: Model, *, dtype: np.dtype | type = np.float64) -> CompiledModel:
+    """Compile a (validated) model once; the result is immutable apart from its plan caches.
+
+    ``dtype``: the fast-path log table's, float64 by default. ``np.float32`` is opt-in: it halves
+    the table, and rounds each log entry to about 6e-8 relative (sums are still accumulated in
+    float64, and missing values are still eliminated in float64); ``bench/memory.py`` measures
+    the error on the posterior.
+    """
+    if np.dtype(dtype) not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise InvalidInput(f"compiled tables are float64 or float32, not {np.dtype(dtype)}")
+    return CompiledModel(model, dtype)
 
 
 def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:
