@@ -174,9 +174,9 @@ class CompiledModel:
     def network_log_joints(self, codes: np.ndarray) -> np.ndarray:
         """(rows, networks, n_classes): each network's log P(c, x_obs); exact for mean_joint,
         otherwise up to a constant per row and network."""
-        missing = codes < 0
-        if not missing.any():
+        if codes.size == 0 or codes.min() >= 0:  # one call, no mask, on the fast path
             return self._gather(codes)
+        missing = codes < 0
         log = self._gather(np.maximum(codes, 0), skip=self._gather.nodes_reading(missing))
         for j, net in enumerate(self.networks):
             net.add_missing(log[:, j], codes, missing)
@@ -251,7 +251,7 @@ def _logsumexp(log: np.ndarray, axis: int) -> np.ndarray:
 def _normalise(log: np.ndarray) -> np.ndarray:
     """Softmax over the last axis; uniform where every entry is -inf."""
     peak = log.max(axis=-1, keepdims=True)
-    if not np.isfinite(peak).all():
+    if not math.isfinite(peak.sum()):  # one reduction; a finite sum means every peak is finite
         impossible = ~np.isfinite(peak)
         log = np.where(impossible, 0.0, log)
         peak = np.where(impossible, 0.0, peak)
