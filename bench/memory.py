@@ -1,15 +1,15 @@
 """Suite item 6: bytes of the compiled tables, RSS of a process holding 100 compiled models,
 and the opt-in float32 tables' error.
 
-- ``CompiledModel.nbytes`` of the kdb k = 2 model of the prediction item (n = 50, c = 3),
-  beside the bytes of CategoricalNB's fitted arrays on the same rows.
-- A fresh worker process (``--worker``) imports, takes its RSS as the baseline, builds
-  100 models of n = 50, k = 2 (the synthetic generator's true networks, seeds 0..99:
-  the same shape as a fitted kdb k = 2) and compiles them, keeping both as the server
-  does; the peer worker fits 100 CategoricalNB models on 2,000 rows each. RSS is read
-  from /proc/self/statm.
-- ``compile_model(model, dtype=np.float32)``: table bytes, the largest difference of a
-  posterior from float64's on the test rows, how often the argmax differs, and its speed.
+``CompiledModel.nbytes`` of the kdb k = 2 model of the prediction item (n = 50, c = 3)
+is set beside the bytes of CategoricalNB's fitted arrays on the same rows. For the RSS, a
+fresh worker process (``--worker``) imports, takes its RSS (from /proc/self/statm) as the
+baseline, builds 100 models of n = 50, k = 2 (the synthetic generator's true networks,
+seeds 0..99: the shape of a fitted kdb k = 2) and compiles them, keeping both as the
+server does; the peer worker fits 100 CategoricalNB models on 2,000 rows each. The
+opt-in ``compile_model(model, dtype=np.float32)`` is measured for its bytes, the largest
+difference of a posterior from float64's on the test rows, how often the argmax
+changes, and its speed.
 """
 
 from __future__ import annotations
