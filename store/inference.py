@@ -152,9 +152,10 @@ class CompiledModel:
     ``classes`` is the output column order; ``features`` (and ``feature_index``) the input
     column order, ``model.features``. ``nbytes`` counts the compiled arrays; missing-value
     plans are built lazily per missing component and cached (``PLAN_CACHE_SIZE`` per network).
+    ``dtype`` is the fast-path table's (``compile_model``).
     """
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Model, dtype: np.dtype | type = np.float64):
         class_var = model.class_variable
         self.classes: tuple[str, ...] = class_var.states
         self.features: tuple[Variable, ...] = tuple(model.features)
@@ -165,15 +166,17 @@ class CompiledModel:
         exact = model.combination == MEAN_JOINT
         self.networks = tuple(CompiledNetwork(net, class_var.name, cards, self.feature_index, exact)
                               for net in model.networks)
-        self._gather = LogGather([net.fast for net in self.networks], [class_var.name], cards, self.feature_index)
+        self.dtype = np.dtype(dtype)
+        self._gather = LogGather([net.fast for net in self.networks], [class_var.name], cards, self.feature_index,
+                                 self.dtype)
         self.nbytes = self._gather.nbytes + self.cardinalities.nbytes + sum(net.nbytes for net in self.networks)
 
     def network_log_joints(self, codes: np.ndarray) -> np.ndarray:
         """(rows, networks, n_classes): each network's log P(c, x_obs); exact for mean_joint,
         otherwise up to a constant per row and network."""
-        missing = codes < 0
-        if not missing.any():
+        if codes.size == 0 or codes.min() >= 0:  # one call, no mask, on the fast path
             return self._gather(codes)
+        missing = codes < 0
         log = self._gather(np.maximum(codes, 0), skip=self._gather.nodes_reading(missing))
         for j, net in enumerate(self.networks):
             net.add_missing(log[:, j], codes, missing)
@@ -201,9 +204,17 @@ class CompiledModel:
         return _normalise(self.predict_log_joint(codes))
 
 
-def compile_model(model: Model) -> CompiledModel:
-    """Compile a (validated) model once; the result is immutable apart from its plan caches."""
-    return CompiledModel(model)
+def compile_model(model: Model, *, dtype: np.dtype | type = np.float64) -> CompiledModel:
+    """Compile a (validated) model once; the result is immutable apart from its plan caches.
+
+    ``dtype``: the fast-path log table's, float64 by default. ``np.float32`` is opt-in: it halves
+    the table, and rounds each log entry to about 6e-8 relative (sums are still accumulated in
+    float64, and missing values are still eliminated in float64); ``bench/memory.py`` measures
+    the error on the posterior.
+    """
+    if np.dtype(dtype) not in (np.dtype(np.float64), np.dtype(np.float32)):
+        raise InvalidInput(f"compiled tables are float64 or float32, not {np.dtype(dtype)}")
+    return CompiledModel(model, dtype)
 
 
 def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:
@@ -240,7 +251,7 @@ def _logsumexp(log: np.ndarray, axis: int) -> np.ndarray:
 def _normalise(log: np.ndarray) -> np.ndarray:
     """Softmax over the last axis; uniform where every entry is -inf."""
     peak = log.max(axis=-1, keepdims=True)
-    if not np.isfinite(peak).all():
+    if not math.isfinite(peak.sum()):  # one reduction; a finite sum means every peak is finite
         impossible = ~np.isfinite(peak)
         log = np.where(impossible, 0.0, log)
         peak = np.where(impossible, 0.0, peak)

@@ -159,9 +159,9 @@ class EncodedData:
         """sha256 over the variables (canonical JSON) and the little-endian code arrays."""
         h = hashlib.sha256()
         h.update(json.dumps([v.to_dict() for v in self.variables], sort_keys=True, separators=(",", ":")).encode())
-        for name, arr in (("X", self.X.astype("<i4")), ("y", self.y.astype("<i8"))):
+        for name, arr in (("X", self.X.astype("<i4", copy=False)), ("y", self.y.astype("<i8", copy=False))):
             h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
-            h.update(np.ascontiguousarray(arr).tobytes())
+            h.update(np.ascontiguousarray(arr))  # the buffer itself: no copy of the data when it is C-ordered
         return h.hexdigest()
 
 

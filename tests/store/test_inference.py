@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store.errors import InvalidInput
+from store import gather
 from store.elimination import FamilyGraph
 from store.inference import check_codes, compile_model
 from store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
@@ -351,3 +352,37 @@ def test_check_codes_rejects(compiled, codes, match):
 def test_predict_log_joint_is_undefined_for_mean_posterior():
     with pytest.raises(InvalidInput, match="mean_posterior"):
         compile_model(_blanket_model(MEAN_POSTERIOR)).predict_log_joint(np.array([[0, 0, 0, 0, 0, 0]]))
+
+
+# ------------------------------------------------------------ large batches and float32 tables
+
+@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR])
+def test_a_batch_larger_than_a_gather_chunk_equals_small_batches(combination):
+    """Batches beyond GATHER_ROWS go in chunks (missing values too); every row's answer is the
+    one it gets in a batch of 7, and the reference's."""
+    rng = np.random.default_rng(11)
+    model = random_model(rng, n_features=6, n_networks=1 if combination == SINGLE else 3, combination=combination)
+    rows = gather.GATHER_ROWS * 2 + 5
+    codes = np.column_stack([rng.integers(0, v.cardinality, size=rows) for v in model.features])
+    codes[rng.random(codes.shape) < 0.05] = -1
+    compiled = compile_model(model)
+    batch = compiled.predict_proba(codes)
+    pieces = np.vstack([compiled.predict_proba(codes[i:i + 7]) for i in range(0, rows, 7)])
+    np.testing.assert_allclose(batch, pieces, rtol=0, atol=1e-12)
+    some = rng.choice(rows, size=40, replace=False)
+    np.testing.assert_allclose(batch[some], reference_proba(model, codes[some]), rtol=0, atol=TOL)
+
+
+def test_float32_tables_are_opt_in_smaller_and_close():
+    rng = np.random.default_rng(12)
+    model = random_model(rng, n_features=8, max_parents=3, class_has_parents=False)
+    codes = np.column_stack([rng.integers(-1, v.cardinality, size=500) for v in model.features])
+    double, single = compile_model(model), compile_model(model, dtype=np.float32)
+    assert double.dtype == np.float64 and single.dtype == np.float32
+    assert single.nbytes < double.nbytes
+    got, want = single.predict_proba(codes), double.predict_proba(codes)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    with pytest.raises(InvalidInput, match="float64 or float32"):
+        compile_model(model, dtype=np.float16)

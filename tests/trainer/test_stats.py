@@ -123,3 +123,52 @@ def test_laplace_class_prior_and_two_parents_sum_to_one():
     assert cpt.shape == (3, 2, 4)
     assert np.allclose(cpt.sum(axis=0), 1.0)
     assert np.all(cpt > 0)
+
+
+def _per_pair_counts(X, y, cards, n_classes):
+    """The plain way: one available-case joint_counts per pair (i < j)."""
+    n = X.shape[1]
+    return {(i, j): stats.joint_counts([X[:, i], X[:, j], y], [cards[i], cards[j], n_classes])
+            for j in range(n) for i in range(j)}
+
+
+@pytest.mark.parametrize("table_cells, row_chunk", [(1 << 16, 1 << 15), (64, 7), (1, 1 << 15)])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells, row_chunk, order):
+    """Grouped counting (several columns per bincount, rows in chunks) gives every pair's table
+    exactly, for groups of one and of several columns, missing features and classes included."""
+    monkeypatch.setattr(stats, "PAIR_TABLE_CELLS", table_cells)
+    monkeypatch.setattr(stats, "ROW_CHUNK", row_chunk)
+    rng = np.random.default_rng(7)
+    cards = [2, 3, 2, 4, 1, 9, 2, 3, 2, 2, 5]
+    m, n_classes = 500, 3
+    X = np.column_stack([rng.integers(0, c, m) for c in cards]).astype(np.int32)
+    X[rng.random(X.shape) < 0.15] = -1
+    y = rng.integers(0, n_classes, m)
+    y[:5] = -1
+    X = np.asarray(X, order=order)
+    want = _per_pair_counts(X, y, cards, n_classes)
+    got = {(i, j): table for i, j, table in stats.pairwise_class_counts(X, y, cards, n_classes)}
+    assert got.keys() == want.keys()
+    for pair, table in got.items():
+        assert table.shape == (cards[pair[0]] + 1, cards[pair[1]] + 1, n_classes + 1)
+        assert np.array_equal(table[1:, 1:, 1:], want[pair]), pair
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_pairwise_class_counts_few_columns(n):
+    rng = np.random.default_rng(n)
+    X = rng.integers(-1, 3, (40, n)).astype(np.int32)
+    y = rng.integers(0, 2, 40)
+    got = {(i, j): t[1:, 1:, 1:] for i, j, t in stats.pairwise_class_counts(X, y, [3] * n, 2)}
+    want = _per_pair_counts(X, y, [3] * n, 2)
+    assert got.keys() == want.keys()
+    assert all(np.array_equal(got[p], want[p]) for p in want)
+
+
+def test_feature_columns_is_the_transpose():
+    X = np.random.default_rng(3).integers(-1, 5, (stats.TRANSPOSE_ROWS * 2 + 3, 6)).astype(np.int32)
+    for arr in (X, np.asfortranarray(X)):
+        cols = stats.feature_columns(arr)
+        assert cols.flags.c_contiguous
+        assert np.array_equal(cols, X.T)

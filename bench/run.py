@@ -1,0 +1,160 @@
+"""The benchmark suite: one table of our figures beside peers measured in the same run.
+
+    python bench/run.py [--quick] [--json docs/performance.json] [--md docs/performance.md]
+
+Prepares the workload (``bench/workload.py``: a calibrated synthetic k = 2 network and
+its samples, in a temporary directory), then runs each module of ``MODULES`` in turn
+(``run(workload, quick, log)`` returning a ``bench.report.Section``): training (item 1),
+in-process prediction (item 3), memory (item 6). Further items (over the wire, workers,
+out of core, a peer server) are further modules in that list. Prints the table, and
+writes the JSON and the Markdown report with the machine, the date, the command, the
+workload, and for each missed goal what bounds it. Every ratio compares figures taken
+in this run, interleaved, since the machine's other load moves absolute times.
+``--quick`` runs small sizes in under a minute, as a smoke check; its figures are not
+the report's (it writes under /tmp unless --json/--md are given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import pathlib
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench import workload  # noqa: E402
+from bench.report import Section, fmt, machine, render_markdown, render_table  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MODULES = ("bench.training", "bench.prediction", "bench.memory")
+TRAIN_ROWS, QUICK_TRAIN_ROWS = 1_000_000, 40_000
+TEST_ROWS, QUICK_TEST_ROWS = 100_000, 10_000
+
+
+def git_commit() -> str:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return head + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for package in ("numpy", "scipy", "scikit-learn"):
+        try:
+            out[package] = md.version(package)
+        except md.PackageNotFoundError:
+            out[package] = "absent"
+    return out
+
+
+def markdown(report: dict, sections: list[Section]) -> str:
+    rows = [r for s in sections for r in s.rows]
+    m = report["machine"]
+    lines = [
+        "# Performance",
+        "",
+        f"Written by `{report['command']}` on {report['date']} (commit {report['commit']}), "
+        f"in {report['seconds']:.0f} s. Do not edit by hand: run the command again.",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, {m['system']}, Python {m['python']}; "
+        + ", ".join(f"{k} {v}" for k, v in report["versions"].items())
+        + f". Load average {m['load_average']} at the start and {report['load_average_end']} at the end: "
+        "other processes share the cores, so absolute times drift; every ratio compares figures taken in the "
+        "same run, interleaved (medians of repeats).",
+        "",
+        f"Workload: {report['workload']}.",
+        "",
+        "Ratios are ours / peer's (for rows/s too: above 1 is faster); `met?` is empty where there is no goal.",
+        "",
+        render_markdown(rows),
+        "",
+        "## How each figure is taken",
+        "",
+    ]
+    for s in sections:
+        doc = importlib.import_module(f"bench.{s.name}").__doc__ or ""
+        lines += [f"- `bench/{s.name}.py`: " + " ".join(doc.split("\n\n")[0].split()), ""]
+        body = " ".join(" ".join(doc.split("\n\n")[1:]).split())
+        if body:
+            lines += [f"  {body}", ""]
+    missed = [(s, r) for s in sections for r in s.rows if r.met is False]
+    lines += ["## Missed goals: what bounds them", ""]
+    if not missed:
+        lines += ["Every goal was met in this run.", ""]
+    for s, r in missed:
+        lines += [f"### {r.item}: {r.measurement}", "", f"Goal {r.goal}; measured {fmt(r.ours, r.unit)}.", "",
+                  s.bounds.get(r.measurement, "(no analysis recorded)"), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, a smoke check in under a minute")
+    parser.add_argument("--json", type=pathlib.Path, default=None, help="default docs/performance.json")
+    parser.add_argument("--md", type=pathlib.Path, default=None, help="default docs/performance.md")
+    args = parser.parse_args()
+    out_dir = pathlib.Path(tempfile.gettempdir()) / "bnserve-bench-quick" if args.quick else ROOT / "docs"
+    json_path = args.json or out_dir / "performance.json"
+    md_path = args.md or out_dir / "performance.md"
+    command = "python bench/run.py" + (" --quick" if args.quick else "")
+    if args.json or args.md:
+        command = "python " + " ".join(shlex.quote(a) for a in ["bench/run.py", *sys.argv[1:]])
+    t0 = time.perf_counter()
+    start = machine()
+    sections: list[Section] = []
+    with tempfile.TemporaryDirectory(prefix="bnserve-bench-") as tmp:
+        work = workload.prepare(pathlib.Path(tmp), QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS,
+                                QUICK_TEST_ROWS if args.quick else TEST_ROWS)
+        print(f"workload ({work.seconds:.1f} s): {work.describe()}", flush=True)
+        for name in MODULES:
+            module = importlib.import_module(name)
+            t = time.perf_counter()
+            print(f"{name} …", flush=True)
+            section = module.run(work, quick=args.quick, log=lambda *a: print(*a, flush=True))
+            print(f"{name}: {time.perf_counter() - t:.0f} s", flush=True)
+            sections.append(section)
+    seconds = time.perf_counter() - t0
+    rows = [r for s in sections for r in s.rows]
+    print()
+    print(render_table(rows))
+    report = {
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "seconds": seconds,
+        "machine": start,
+        "load_average_end": machine()["load_average"],
+        "versions": versions(),
+        "workload": work.describe(),
+        "quick": args.quick,
+        "rows": [r.to_dict() for r in rows],
+        "bounds": {f"{r.item}: {m}": text for s in sections for m, text in s.bounds.items() for r in s.rows
+                   if r.measurement == m},
+        "details": {s.name: s.details for s in sections},
+    }
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    md_path.write_text(markdown(report, sections))
+    missed = [r for r in rows if r.met is False]
+    print(f"\n{len(missed)} goal(s) missed; wrote {json_path} and {md_path} in {seconds:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

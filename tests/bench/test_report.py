@@ -1,0 +1,79 @@
+"""Helpers of the benchmark suite (bench/report.py, bench/workload.py): no scikit-learn needed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench import workload
+from bench.report import Row, Section, fit_exponent, fmt, median, ratio, render_markdown, render_table
+
+
+def test_fit_exponent_recovers_a_power_law():
+    sizes = [1e4, 1e5, 1e6]
+    assert fit_exponent(sizes, [2e-3 * m ** 1.0 for m in sizes]) == pytest.approx(1.0)
+    assert fit_exponent(sizes, [5.0 * m ** 0.5 for m in sizes]) == pytest.approx(0.5)
+    # least squares over noisy points: the slope of the best line, not of the end points
+    noisy = [1.0, 12.0, 100.0]
+    want = np.polyfit(np.log(sizes), np.log(noisy), 1)[0]
+    assert fit_exponent(sizes, noisy) == pytest.approx(want)
+    with pytest.raises(ValueError):
+        fit_exponent([10, 10], [1, 2])
+
+
+def test_ratio_median_and_fmt():
+    assert ratio(3.0, 1.5) == 2.0
+    assert ratio(1.0, None) is None and ratio(1.0, 0.0) is None
+    assert median([3, 1, 2, 10]) == 2.5
+    assert fmt(None) == "—"
+    assert fmt(0.012345, "s") == "0.0123 s"
+    assert fmt(1.5, "µs") == "1.50 µs"
+    assert fmt(123.4) == "123"
+    assert fmt(1_234_567.8, "rows/s") == "1,234,568 rows/s"
+    assert fmt(0.0) == "0"
+
+
+ROWS = [
+    Row("1 training", "fkdb k=2 fit, m=1M", 2.0, 1.0, "s", "CategoricalNB.fit", 2.0, "ratio ≤ 5", True),
+    Row("3 prediction", "one row", 25.0, 280.0, "µs", "CategoricalNB.predict_proba", 25 / 280, "≤ 20 µs", False),
+    Row("6 memory", "a|b bytes", 10.0, None, "KiB"),
+]
+
+
+def test_render_table_aligns_columns_and_marks_goals():
+    text = render_table(ROWS)
+    lines = text.splitlines()
+    assert lines[0].split() == ["item", "measurement", "ours", "peer", "ratio", "goal", "met?"]
+    assert set(lines[1]) <= {"-", " "}
+    assert len(lines) == 2 + len(ROWS)
+    starts = [line.index("2.00 s") for line in lines if "2.00 s" in line]
+    assert starts and "1.00 s (CategoricalNB.fit)" in lines[2] and lines[2].endswith("yes")
+    assert lines[3].endswith("MISSED") and "0.09×" in lines[3]
+    assert "—" in lines[4] and not lines[4].endswith(("yes", "MISSED"))
+    # columns line up: every row's ratio column starts where the header's does
+    column = lines[0].index("ratio")
+    assert all(line[column - 2:column] == "  " for line in lines[2:])
+
+
+def test_render_markdown_is_a_table_with_escaped_pipes():
+    text = render_markdown(ROWS)
+    lines = text.splitlines()
+    assert lines[0].startswith("| item | measurement |") and lines[1].startswith("| --- |")
+    assert "a\\|b bytes" in lines[4]
+    assert all(line.count(" | ") >= 6 for line in lines)
+
+
+def test_section_lists_missed_goals():
+    section = Section("x", list(ROWS))
+    assert [r.measurement for r in section.missed] == ["one row"]
+    assert ROWS[0].to_dict()["met"] is True
+
+
+def test_workload_reads_a_prefix_of_the_saved_sample(tmp_path):
+    work = workload.prepare(tmp_path, train_rows=3000, test_rows=2000)
+    assert 0.7 < work.bayes_accuracy < 0.9
+    full, head = work.train(3000), work.train(1000)
+    assert full.X.shape == (3000, workload.SHAPE["n_features"]) and full.X.flags.c_contiguous
+    assert np.array_equal(head.X, full.X[:1000]) and np.array_equal(head.y, full.y[:1000])
+    assert work.test().n_rows == 2000 and work.train(10**9).n_rows == 3000
+    assert head.variables == full.variables and head.class_variable.cardinality == 3
