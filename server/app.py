@@ -1,7 +1,8 @@
 """Wiring: store -> repository -> gRPC server with health, reflection and metrics.
 
-One port serves bnserve.v1.Predictor and the Open Inference Protocol's
-inference.GRPCInferenceService, whose readiness is the health status.
+One port serves bnserve.v1.Predictor, bnserve.v1.Diagnostics (Echo, the no-work floor)
+and the Open Inference Protocol's inference.GRPCInferenceService, whose readiness is
+the health status.
 
 Health reports NOT_SERVING until the store has been read once, and again from the
 moment a graceful shutdown starts (SIGTERM/SIGINT), so probes and load balancers
@@ -23,7 +24,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
-from server.api import grpc_service_pb2, grpc_service_pb2_grpc, predictor_pb2, predictor_pb2_grpc
+from server.api import (
+    diagnostics_pb2,
+    diagnostics_pb2_grpc,
+    grpc_service_pb2,
+    grpc_service_pb2_grpc,
+    predictor_pb2,
+    predictor_pb2_grpc,
+)
+from server.diagnostics import DiagnosticsServicer
 from server.inference_servicer import InferenceServicer
 from server.interceptors import ServerInterceptor
 from server.repository import ModelRepository, Poller
@@ -33,6 +42,7 @@ from store.sql import ModelStore
 log = logging.getLogger(__name__)
 
 PREDICTOR = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"]
+DIAGNOSTICS = diagnostics_pb2.DESCRIPTOR.services_by_name["Diagnostics"]
 INFERENCE = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
 HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
 REFLECTION = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
@@ -70,11 +80,12 @@ class App:
             ],
         )
         predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(self.repository), self.grpc_server)
+        diagnostics_pb2_grpc.add_DiagnosticsServicer_to_server(DiagnosticsServicer(), self.grpc_server)
         grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
             InferenceServicer(self.repository, ready=self.serving.is_set), self.grpc_server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
-        services = (PREDICTOR, INFERENCE, HEALTH, REFLECTION)
+        services = (PREDICTOR, DIAGNOSTICS, INFERENCE, HEALTH, REFLECTION)
         reflection.enable_server_reflection(
             [s.full_name for s in services], self.grpc_server, pool=reflection_pool(services)
         )
@@ -87,7 +98,7 @@ class App:
         self._stopped = threading.Event()
 
     def _set_health(self, status: int) -> None:
-        for service in ("", PREDICTOR.full_name, INFERENCE.full_name):
+        for service in ("", PREDICTOR.full_name, DIAGNOSTICS.full_name, INFERENCE.full_name):
             self.health.set(service, status)
         if status == health_pb2.HealthCheckResponse.SERVING:
             self.serving.set()
