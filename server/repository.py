@@ -166,7 +166,7 @@ class ModelRepository:
 
         before, after = series(old), series(new)
         for labels in before - after:
-            metrics.MODEL_INFO.remove(*labels)
+            metrics.drop_model_info(*labels)
         for labels in after:
             metrics.MODEL_INFO.labels(*labels).set(1)
 
@@ -228,7 +228,8 @@ class Poller:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started: a server stopped before its first read never was
+            self._thread.join(timeout=5)
 
     def poll_once(self) -> bool:
         try:
