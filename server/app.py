@@ -106,6 +106,7 @@ class App:
         self.poller = Poller(self.repository, config.poll_seconds)
         self.metrics_port = config.metrics_port
         self._stopped = threading.Event()
+        self._lifecycle = threading.Lock()  # a worker's late start vs stop
         self.failure: BaseException | None = None  # why a worker could not start listening
 
     def _bind(self) -> None:
@@ -156,25 +157,29 @@ class App:
         """A worker: read the store, go SERVING, and only then bind the shared port and start."""
         if not self._read_store_once():
             return
-        self._set_health(health_pb2.HealthCheckResponse.SERVING)
-        try:
-            self._bind()
-            self.grpc_server.start()
-        except Exception as exc:  # e.g. the port is held by a process that does not share it
-            self.failure = exc
-            log.error("cannot serve: %s", exc)
-            if on_failure is not None:
-                on_failure()
-            return
-        self.poller.start()
+        with self._lifecycle:
+            if self._stopped.is_set():
+                return
+            self._set_health(health_pb2.HealthCheckResponse.SERVING)
+            try:
+                self._bind()
+                self.grpc_server.start()
+            except Exception as exc:  # e.g. the port is held by a process that does not share it
+                self.failure = exc
+                log.error("cannot serve: %s", exc)
+                if on_failure is not None:
+                    on_failure()
+                return
+            self.poller.start()
         n = len(self.repository.snapshot.models)
         log.info("store read: %d model(s); serving gRPC on %s:%d", n, self.config.host, self.port)
 
     def stop(self) -> None:
         """Graceful: NOT_SERVING, refuse new calls, let in-flight ones finish within the grace."""
-        if self._stopped.is_set():
-            return
-        self._stopped.set()
+        with self._lifecycle:
+            if self._stopped.is_set():
+                return
+            self._stopped.set()
         self.serving.clear()
         self.health.enter_graceful_shutdown()
         self.grpc_server.stop(self.config.grace_seconds).wait()
