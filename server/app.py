@@ -1,20 +1,28 @@
 """Wiring: store -> repository -> gRPC server with health, reflection and metrics.
 
-One port serves bnserve.v1.Predictor and the Open Inference Protocol's
-inference.GRPCInferenceService, whose readiness is the health status.
+One port serves bnserve.v1.Predictor, bnserve.v1.Diagnostics (Echo, the no-work floor)
+and the Open Inference Protocol's inference.GRPCInferenceService, whose readiness is
+the health status.
 
 Health reports NOT_SERVING until the store has been read once, and again from the
 moment a graceful shutdown starts (SIGTERM/SIGINT), so probes and load balancers
 stop sending before in-flight calls are drained.
+
+A worker of ``server serve --workers N`` (``server.workers`` starts them) differs in
+two ways: it binds its port with SO_REUSEPORT, shared with its sibling workers, and
+only once it has read the store, so the kernel never hands a connection to a worker
+that cannot answer yet; and it stops when its parent is gone.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Callable
 
 import grpc
 from google.protobuf import descriptor_pool
@@ -23,7 +31,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
-from server.api import grpc_service_pb2, grpc_service_pb2_grpc, predictor_pb2, predictor_pb2_grpc
+from server.api import (
+    diagnostics_pb2,
+    diagnostics_pb2_grpc,
+    grpc_service_pb2,
+    grpc_service_pb2_grpc,
+    predictor_pb2,
+    predictor_pb2_grpc,
+)
+from server.diagnostics import DiagnosticsServicer
 from server.inference_servicer import InferenceServicer
 from server.interceptors import ServerInterceptor
 from server.repository import ModelRepository, Poller
@@ -33,6 +49,7 @@ from store.sql import ModelStore
 log = logging.getLogger(__name__)
 
 PREDICTOR = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"]
+DIAGNOSTICS = diagnostics_pb2.DESCRIPTOR.services_by_name["Diagnostics"]
 INFERENCE = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
 HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
 REFLECTION = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
@@ -49,6 +66,7 @@ class ServeConfig:
     grace_seconds: float = 5.0
     threads: int = 16
     max_message_bytes: int = 64 * MiB
+    worker: bool = False  # one of several processes on the port (see the module docstring)
 
 
 class App:
@@ -66,60 +84,102 @@ class App:
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
-                ("grpc.so_reuseport", 0),
+                # grpc sets SO_REUSEPORT by default on Linux: a lone server turns it off so
+                # that a port another process holds is an error, not a silent share.
+                ("grpc.so_reuseport", 1 if config.worker else 0),
             ],
         )
         predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(self.repository), self.grpc_server)
+        diagnostics_pb2_grpc.add_DiagnosticsServicer_to_server(DiagnosticsServicer(), self.grpc_server)
         grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
             InferenceServicer(self.repository, ready=self.serving.is_set), self.grpc_server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
-        services = (PREDICTOR, INFERENCE, HEALTH, REFLECTION)
+        services = (PREDICTOR, DIAGNOSTICS, INFERENCE, HEALTH, REFLECTION)
         reflection.enable_server_reflection(
             [s.full_name for s in services], self.grpc_server, pool=reflection_pool(services)
         )
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.port = self.grpc_server.add_insecure_port(f"{config.host}:{config.port}")
-        if self.port == 0:
-            raise OSError(f"cannot bind gRPC port {config.host}:{config.port}")
+        self.port = config.port
+        if not config.worker:
+            self._bind()
         self.poller = Poller(self.repository, config.poll_seconds)
         self.metrics_port = config.metrics_port
         self._stopped = threading.Event()
+        self._lifecycle = threading.Lock()  # a worker's late start vs stop
+        self.failure: BaseException | None = None  # why a worker could not start listening
+
+    def _bind(self) -> None:
+        self.port = self.grpc_server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC port {self.config.host}:{self.config.port}")
 
     def _set_health(self, status: int) -> None:
-        for service in ("", PREDICTOR.full_name, INFERENCE.full_name):
+        for service in ("", PREDICTOR.full_name, DIAGNOSTICS.full_name, INFERENCE.full_name):
             self.health.set(service, status)
         if status == health_pb2.HealthCheckResponse.SERVING:
             self.serving.set()
         else:
             self.serving.clear()
 
-    def start(self) -> "App":
+    def start(self, on_failure: Callable[[], None] | None = None) -> "App":
+        """Start serving. A worker listens from a background thread once the store is read;
+        should that fail, ``failure`` says why and ``on_failure`` is called."""
         if self.metrics_port >= 0:
             http_server, _ = start_http_server(self.metrics_port, addr=self.config.host)
             self.metrics_port = http_server.server_address[1]
             self._http_server = http_server
+        if self.config.worker:
+            threading.Thread(target=self._listen_when_ready, args=(on_failure,), name="first-load",
+                             daemon=True).start()
+            return self
         self.grpc_server.start()
         log.info("gRPC on %s:%d, metrics on :%d", self.config.host, self.port, self.metrics_port)
         threading.Thread(target=self._become_ready, name="first-load", daemon=True).start()
         return self
 
-    def _become_ready(self) -> None:
-        """Poll until the store is read once, then go SERVING; the poller keeps it fresh."""
+    def _read_store_once(self) -> bool:
+        """Poll until the store is read once (True), or until stopped (False)."""
         while not self._stopped.is_set() and not self.poller.poll_once():
             self._stopped.wait(min(self.config.poll_seconds, 1.0))
-        if self._stopped.is_set():
+        return not self._stopped.is_set()
+
+    def _become_ready(self) -> None:
+        """Poll until the store is read once, then go SERVING; the poller keeps it fresh."""
+        if not self._read_store_once():
             return
         self._set_health(health_pb2.HealthCheckResponse.SERVING)
         n = len(self.repository.snapshot.models)
         log.info("store read: %d model(s); serving", n)
         self.poller.start()
 
+    def _listen_when_ready(self, on_failure: Callable[[], None] | None) -> None:
+        """A worker: read the store, go SERVING, and only then bind the shared port and start."""
+        if not self._read_store_once():
+            return
+        with self._lifecycle:
+            if self._stopped.is_set():
+                return
+            self._set_health(health_pb2.HealthCheckResponse.SERVING)
+            try:
+                self._bind()
+                self.grpc_server.start()
+            except Exception as exc:  # e.g. the port is held by a process that does not share it
+                self.failure = exc
+                log.error("cannot serve: %s", exc)
+                if on_failure is not None:
+                    on_failure()
+                return
+            self.poller.start()
+        n = len(self.repository.snapshot.models)
+        log.info("store read: %d model(s); serving gRPC on %s:%d", n, self.config.host, self.port)
+
     def stop(self) -> None:
         """Graceful: NOT_SERVING, refuse new calls, let in-flight ones finish within the grace."""
-        if self._stopped.is_set():
-            return
-        self._stopped.set()
+        with self._lifecycle:
+            if self._stopped.is_set():
+                return
+            self._stopped.set()
         self.serving.clear()
         self.health.enter_graceful_shutdown()
         self.grpc_server.stop(self.config.grace_seconds).wait()
@@ -152,9 +212,13 @@ def reflection_pool(services: tuple[ServiceDescriptor, ...]) -> descriptor_pool.
     return pool
 
 
-def serve(config: ServeConfig) -> int:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
-    app = App(config).start()
+def serve(config: ServeConfig, parent_pid: int | None = None) -> int:
+    """Run until SIGTERM or SIGINT, then shut down gracefully.
+
+    ``parent_pid``: this is a worker of that process (``config.worker``); it also shuts
+    down when that process is gone. Returns 1 when a worker could not start listening.
+    """
+    app = App(config)
     done = threading.Event()
 
     def on_signal(signum, _frame):
@@ -163,6 +227,18 @@ def serve(config: ServeConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    app.start(on_failure=done.set)
+    if parent_pid is not None:
+        threading.Thread(target=_watch_parent, args=(parent_pid, done), name="parent-watch", daemon=True).start()
     done.wait()
     app.stop()
-    return 0
+    return 1 if app.failure is not None else 0
+
+
+def _watch_parent(parent_pid: int, done: threading.Event) -> None:
+    """Set ``done`` once this process's parent is no longer ``parent_pid`` (it died; we were
+    re-parented), so an orphaned worker does not serve on alone."""
+    while not done.wait(1.0):
+        if os.getppid() != parent_pid:
+            log.warning("parent %d is gone, shutting down", parent_pid)
+            done.set()

@@ -29,6 +29,16 @@ def _parse_instance(text: str) -> dict[str, str]:
     return pairs
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="server", description="Serve Bayesian network classifiers over gRPC.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -40,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--metrics-port", type=int, default=9464, help="Prometheus /metrics port (default 9464; -1 disables)")
     serve.add_argument("--poll-seconds", type=float, default=10.0, help="how often to look for new versions and alias moves (default 10)")
     serve.add_argument("--grace-seconds", type=float, default=5.0, help="drain time for in-flight calls on SIGTERM (default 5)")
-    serve.add_argument("--threads", type=int, default=16, help="RPC worker threads (default 16)")
+    serve.add_argument("--threads", type=int, default=16, help="RPC worker threads (default 16; per worker process)")
+    serve.add_argument("--workers", type=_positive_int, default=1,
+                       help="worker processes sharing the port, one core each (default 1: this process serves)")
+    serve.add_argument("--worker-of", type=int, metavar="PID", help=argparse.SUPPRESS)  # set by --workers
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
 
     predict = sub.add_parser("predict", help="send one Predict call and print the answer as JSON")
@@ -102,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "predict":
         return _predict(args)
+    worker = args.worker_of is not None
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)s " + ("[worker %(process)d] " if worker else "") + "%(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from server.app import ServeConfig, serve
@@ -117,9 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         poll_seconds=args.poll_seconds,
         grace_seconds=args.grace_seconds,
         threads=args.threads,
+        worker=worker,
     )
     try:
-        return serve(config)
+        if args.workers > 1 and not worker:
+            from server.workers import serve_workers
+
+            return serve_workers(config, args.workers, args.log_level)
+        return serve(config, parent_pid=args.worker_of)
     except BnServeError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1

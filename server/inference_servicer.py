@@ -11,7 +11,6 @@ from typing import Callable
 
 import grpc
 
-from server import metrics
 from server.api import grpc_service_pb2 as pb
 from server.api import grpc_service_pb2_grpc
 from server.repository import ModelRepository
@@ -74,9 +73,9 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         served, _ = self._repository.get(request.model_name, version=parse_version(request.model_version))
         compiled = served.compiled
         outputs = requested_outputs(request)
-        codes = codes_from_inputs(compiled, served.model.class_variable.name, read_inputs(request))
+        codes = codes_from_inputs(compiled, served.class_name, read_inputs(request))
         proba = compiled.predict_proba(codes)
-        metrics.PREDICTION_ROWS.labels(served.name).inc(len(codes))
+        served.rows_predicted.inc(len(codes))
         response = pb.ModelInferResponse(model_name=served.name, model_version=str(served.version), id=request.id)
         write_outputs(response, outputs, compiled.classes, proba)
         return response

@@ -38,14 +38,42 @@ def _context_code(context: grpc.ServicerContext) -> str:
     return code.name if isinstance(code, grpc.StatusCode) else "OK"
 
 
+class _HandledCounters(dict):
+    """status code name -> the grpc_server_handled_total child of one method, looked up once."""
+
+    def __init__(self, labels: tuple[str, str, str]):
+        super().__init__()
+        self._labels = labels
+
+    def __missing__(self, code: str) -> Any:
+        child = self[code] = metrics.GRPC_HANDLED.labels(*self._labels, code)
+        return child
+
+
 class ServerInterceptor(grpc.ServerInterceptor):
-    """Prometheus grpc_server_* metrics and error-to-status mapping."""
+    """Prometheus grpc_server_* metrics and error-to-status mapping.
+
+    grpc calls ``intercept_service`` for every RPC; the wrapped handler of a method (with
+    its metric children looked up) is built once and reused while grpc hands out the
+    same handler for that method.
+    """
+
+    def __init__(self) -> None:
+        self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (grpc's handler, ours)
 
     def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        service, method = _split(handler_call_details.method)
+        cached = self._wrapped.get(handler_call_details.method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(handler, handler_call_details.method)
+        self._wrapped[handler_call_details.method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, handler: Any, full_method: str) -> Any:
+        service, method = _split(full_method)
         if handler.unary_unary:
             labels = ("UNARY", service, method)
             return handler._replace(unary_unary=self._wrap_unary(handler.unary_unary, labels))
@@ -61,6 +89,7 @@ class ServerInterceptor(grpc.ServerInterceptor):
     def _wrap_unary(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
         started = metrics.GRPC_STARTED.labels(*labels)
         seconds = metrics.GRPC_HANDLING_SECONDS.labels(*labels)
+        handled = _HandledCounters(labels)
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             started.inc()
@@ -83,14 +112,18 @@ class ServerInterceptor(grpc.ServerInterceptor):
                 context.abort(grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE)
             finally:
                 seconds.observe(time.perf_counter() - t0)
-                metrics.GRPC_HANDLED.labels(*labels, code).inc()
+                handled[code].inc()
 
         return wrapped
 
     @staticmethod
     def _wrap_stream(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
+        started = metrics.GRPC_STARTED.labels(*labels)
+        seconds = metrics.GRPC_HANDLING_SECONDS.labels(*labels)
+        handled = _HandledCounters(labels)
+
         def wrapped(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
-            metrics.GRPC_STARTED.labels(*labels).inc()
+            started.inc()
             t0 = time.perf_counter()
             code = "OK"
             try:
@@ -103,7 +136,7 @@ class ServerInterceptor(grpc.ServerInterceptor):
                 code = _context_code(context) if _context_code(context) != "OK" else "UNKNOWN"
                 raise
             finally:
-                metrics.GRPC_HANDLING_SECONDS.labels(*labels).observe(time.perf_counter() - t0)
-                metrics.GRPC_HANDLED.labels(*labels, code).inc()
+                seconds.observe(time.perf_counter() - t0)
+                handled[code].inc()
 
         return wrapped

@@ -2,11 +2,33 @@
 
 The grpc_server_* names and labels follow the go-grpc-prometheus convention that
 dashboards already expect. Per-model labels are bounded by the models in the store.
+
+With ``server serve --workers N`` each worker records into prometheus-client's
+multiprocess files (``PROMETHEUS_MULTIPROC_DIR``, set by the parent before the worker
+starts) and the parent serves their merge (``server.workers``). Counters and histograms
+are summed over every worker that ever ran in this server's life, so they never go back
+when a worker is replaced. Gauges say how to merge (``multiprocess_mode``, ignored in a
+single process):
+
+- ``bnserve_model_info``: ``livemax``, 1 when at least one live worker holds the
+  version. Not ``liveall``, which adds a ``pid`` label and one series per worker, so the
+  series would no longer be one per version held as in a single process; not ``max``,
+  which also counts the files of dead workers, so a version a dead worker held would
+  read 1 for ever. A multiprocess gauge cannot drop a series, so a version no longer
+  held reads 0 there instead of disappearing.
+- ``bnserve_store_last_success_timestamp_seconds``: ``livemin``, the stalest live
+  worker's last successful poll (every worker polls the store itself), which is what a
+  staleness alert must see.
 """
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import Counter, Gauge, Histogram
+
+# prometheus-client's own test for multiprocess mode (prometheus_client.values).
+MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
 
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -33,6 +55,7 @@ MODEL_INFO = Gauge(
     "bnserve_model_info",
     "1 for each model version the server holds compiled; aliases comma-separated.",
     ("model", "version", "algorithm", "aliases"),
+    multiprocess_mode="livemax",
 )
 MODEL_LOAD_SECONDS = Histogram(
     "bnserve_model_load_seconds",
@@ -50,4 +73,14 @@ STORE_POLL_ERRORS = Counter(
 STORE_LAST_SUCCESS = Gauge(
     "bnserve_store_last_success_timestamp_seconds",
     "Unix time of the last successful poll of the model store.",
+    multiprocess_mode="livemin",
 )
+
+
+def drop_model_info(*labels: str) -> None:
+    """A version is no longer held: remove its series, or in multiprocess mode (which
+    cannot remove one) set it to 0."""
+    if MULTIPROCESS:
+        MODEL_INFO.labels(*labels).set(0)
+    else:
+        MODEL_INFO.remove(*labels)

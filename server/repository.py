@@ -13,7 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from server import metrics
 from store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
@@ -29,7 +29,11 @@ ON_DEMAND_CAPACITY = 16
 
 @dataclass(frozen=True)
 class ServedModel:
-    """One compiled model version, ready to answer."""
+    """One compiled model version, ready to answer.
+
+    ``class_name`` and ``rows_predicted`` (this model's child of
+    ``bnserve_prediction_rows_total``) are looked up once here rather than per request.
+    """
 
     name: str
     version: int
@@ -37,6 +41,12 @@ class ServedModel:
     checksum: str
     model: Model
     compiled: CompiledModel
+    class_name: str = field(init=False)
+    rows_predicted: Any = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "class_name", self.model.class_variable.name)
+        object.__setattr__(self, "rows_predicted", metrics.PREDICTION_ROWS.labels(self.name))
 
 
 @dataclass(frozen=True)
@@ -156,7 +166,7 @@ class ModelRepository:
 
         before, after = series(old), series(new)
         for labels in before - after:
-            metrics.MODEL_INFO.remove(*labels)
+            metrics.drop_model_info(*labels)
         for labels in after:
             metrics.MODEL_INFO.labels(*labels).set(1)
 
@@ -218,7 +228,8 @@ class Poller:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.ident is not None:  # started: a server stopped before its first read never was
+            self._thread.join(timeout=5)
 
     def poll_once(self) -> bool:
         try:

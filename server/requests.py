@@ -18,6 +18,8 @@ from store.inference import CompiledModel, check_codes
 from store.model import NOMINAL, NUMERIC, Variable
 
 MISSING = -1
+_NO_CODES = np.empty(0, dtype=np.int64)
+_NO_VALUES = np.empty(0, dtype=np.float64)
 MAX_LABELS_IN_MESSAGE = 20
 
 
@@ -121,26 +123,37 @@ def _numeric_feature(compiled: CompiledModel, name: str, class_name: str, where:
 def codes_from_dense(
     compiled: CompiledModel,
     class_name: str,
-    features: list[str],
-    flat_codes: Iterable[int],
-    flat_values: Iterable[float] = (),
+    features: Sequence[str],
+    flat_codes: Sequence[int] | np.ndarray,
+    flat_values: Sequence[float] | np.ndarray = (),
 ) -> np.ndarray:
     """(rows, n_features) codes from a row-major DenseBatch (state codes, or raw values);
-    unlisted features are missing."""
-    flat = np.fromiter(flat_codes, dtype=np.int64)
-    raw = np.fromiter(flat_values, dtype=np.float64)
+    unlisted features are missing.
+
+    The flat sequences may be protobuf repeated fields: numpy copies those in one step
+    (``np.asarray``), where iterating them element by element costs a Python object each.
+    A batch listing every feature in the model's order (the bulk caller's usual form) is
+    used as it is, without a scatter into a matrix of missing codes.
+    """
+    flat = np.asarray(flat_codes, dtype=np.int64) if len(flat_codes) else _NO_CODES
+    raw = np.asarray(flat_values, dtype=np.float64) if len(flat_values) else _NO_VALUES
     if flat.size and raw.size:
         raise InvalidInput("dense batch has both codes and values; send one of them")
     size = max(flat.size, raw.size)
+    features = list(features)
     if not features:
         if size:
             raise InvalidInput("dense batch has codes but no features")
         return np.empty((0, len(compiled.features)), dtype=np.int64)
-    columns = [_feature_column(compiled, name, class_name) for name in features]
-    if len(set(columns)) != len(columns):
-        seen: set[str] = set()
-        dup = next(n for n in features if n in seen or seen.add(n))
-        raise InvalidInput(f"dense batch lists feature {dup!r} twice")
+    in_model_order = features == list(compiled.feature_index)
+    if in_model_order:
+        columns = list(range(len(features)))
+    else:
+        columns = [_feature_column(compiled, name, class_name) for name in features]
+        if len(set(columns)) != len(columns):
+            seen: set[str] = set()
+            dup = next(n for n in features if n in seen or seen.add(n))
+            raise InvalidInput(f"dense batch lists feature {dup!r} twice")
     if size % len(features):
         what = "values" if raw.size else "codes"
         raise InvalidInput(
@@ -150,6 +163,8 @@ def codes_from_dense(
         given = _codes_from_values(compiled, columns, raw.reshape(-1, len(features)))
     else:
         given = flat.reshape(-1, len(features))
+    if in_model_order:
+        return check_codes(compiled, given)
     codes = np.full((given.shape[0], len(compiled.features)), MISSING, dtype=np.int64)
     codes[:, columns] = given
     return check_codes(compiled, codes)

@@ -11,7 +11,6 @@ import json
 import grpc
 import numpy as np
 
-from server import metrics
 from server.api import predictor_pb2 as pb
 from server.api import predictor_pb2_grpc
 from server.repository import ModelRepository, ServedModel
@@ -37,27 +36,24 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
         served, _ = self._repository.get(request.model, **_selector(request))
         compiled = served.compiled
-        class_name = served.model.class_variable.name
+        class_name = served.class_name
         if request.instances and request.HasField("dense"):
             raise InvalidInput("set either instances or dense, not both")
         if request.HasField("dense"):
             dense = request.dense
-            codes = codes_from_dense(compiled, class_name, list(dense.features), dense.codes, dense.values)
+            codes = codes_from_dense(compiled, class_name, dense.features, dense.codes, dense.values)
         else:
             codes = codes_from_instances(compiled, class_name, ((i.values, i.numbers) for i in request.instances),
                                          request.unseen_as_missing)
         proba = compiled.predict_proba(codes)
-        metrics.PREDICTION_ROWS.labels(served.name).inc(len(codes))
+        served.rows_predicted.inc(len(codes))
         classes = compiled.classes
         winners = np.argmax(proba, axis=1)
-        return pb.PredictResponse(
-            model=served.name,
-            version=served.version,
-            classes=classes,
-            predictions=[
-                pb.Prediction(label=classes[w], probabilities=row) for w, row in zip(winners.tolist(), proba.tolist())
-            ],
-        )
+        response = pb.PredictResponse(model=served.name, version=served.version, classes=classes)
+        add = response.predictions.add  # adding in place: no temporary message per row
+        for w, row in zip(winners.tolist(), proba.tolist()):
+            add(label=classes[w], probabilities=row)
+        return response
 
     def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: grpc.ServicerContext) -> pb.ModelMetadata:
         served, entry = self._repository.get(request.model, **_selector(request))

@@ -1,0 +1,128 @@
+"""Predict over the wire: the real server process on loopback, this process the client.
+
+    python bench/over_the_wire.py [--quick]
+
+The model: KDB (k = 2) fitted on random rows of n = 50 features with 4 states and c = 3
+classes (``bench.serving.kdb_on_random_data``), published to a temporary SQLite store and
+served by ``server serve`` in its own process.
+
+- Single row: ``bnserve.v1.Predictor/Predict`` with one dense row of all 50 codes (and,
+  reported beside it, the friendly ``instances`` form), timed call by call and
+  interleaved with ``bnserve.v1.Diagnostics/Echo`` on the same channel, whose payload
+  is as many bytes as the Predict request: the floor, the same server and interceptor
+  doing no work. p50 and p99, each as a ratio to Echo's. Goal: p50 <= 1.3x the floor.
+- Batch: a dense Predict of 1,000 rows, rows per second, against the same rows through
+  ``store.inference.compile_model(model).predict_proba`` in this process, interleaved
+  round by round; medians. Goal: >= 0.25 of the in-process rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import time
+
+import grpc
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench.serving import (  # noqa: E402
+    MODEL_NAME, Server, kdb_on_random_data, p50_p99, print_table, result, temporary_store,
+)
+from server.api import diagnostics_pb2, diagnostics_pb2_grpc, predictor_pb2, predictor_pb2_grpc  # noqa: E402
+from store.inference import compile_model  # noqa: E402
+
+ITEM = "4 over the wire"
+LATENCY_GOAL = 1.3
+THROUGHPUT_GOAL = 0.25
+BATCH = 1000
+
+
+def _single_row(channel: grpc.Channel, data, calls: int) -> dict[str, np.ndarray]:
+    """Seconds per call, interleaved: Echo, dense Predict, instances Predict."""
+    predictor = predictor_pb2_grpc.PredictorStub(channel)
+    echo = diagnostics_pb2_grpc.DiagnosticsStub(channel)
+    names = [v.name for v in data.features]
+    rows = data.X[: min(1000, len(data.X))]
+    dense = [predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names, codes=r.tolist()))
+             for r in rows]
+    instances = [predictor_pb2.PredictRequest(model=MODEL_NAME, instances=[predictor_pb2.Instance(
+        values={v.name: v.states[c] for v, c in zip(data.features, r)})]) for r in rows]
+    floor = diagnostics_pb2.EchoRequest(payload=bytes(dense[0].ByteSize()))
+    kinds = {
+        "Echo": lambda i: echo.Echo(floor),
+        "dense": lambda i: predictor.Predict(dense[i % len(dense)]),
+        "instances": lambda i: predictor.Predict(instances[i % len(instances)]),
+    }
+    for call in kinds.values():  # warm up: connections, code paths
+        for i in range(100):
+            call(i)
+    times = {k: np.empty(calls) for k in kinds}
+    clock = time.perf_counter
+    for i in range(calls):
+        for kind, call in kinds.items():
+            t0 = clock()
+            call(i)
+            times[kind][i] = clock() - t0
+    return times
+
+
+def _batch(channel: grpc.Channel, data, model, rounds: int) -> tuple[float, float]:
+    """(rows/s over the wire, rows/s in process), medians of interleaved rounds."""
+    predictor = predictor_pb2_grpc.PredictorStub(channel)
+    names = [v.name for v in data.features]
+    rows = np.ascontiguousarray(data.X[:BATCH], dtype=np.int64)
+    request = predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(
+        features=names, codes=rows.ravel().tolist()))
+    compiled = compile_model(model)
+    reply = predictor.Predict(request)  # warm up, and the answers agree
+    np.testing.assert_allclose([p.probabilities for p in reply.predictions], compiled.predict_proba(rows), atol=1e-12)
+    wire, local = np.empty(rounds), np.empty(rounds)
+    clock = time.perf_counter
+    for r in range(rounds):
+        t0 = clock()
+        predictor.Predict(request)
+        wire[r] = clock() - t0
+        t0 = clock()
+        compiled.predict_proba(rows)
+        local[r] = clock() - t0
+    return BATCH / float(np.median(wire)), BATCH / float(np.median(local))
+
+
+def run(quick: bool = False) -> list[dict]:
+    calls, rounds = (400, 10) if quick else (3000, 60)
+    data, model = kdb_on_random_data()
+    with temporary_store(model) as url, Server(url) as server:
+        with grpc.insecure_channel(server.target) as channel:
+            times = _single_row(channel, data, calls)
+            wire_rate, local_rate = _batch(channel, data, model, rounds)
+    f50, f99 = p50_p99(times["Echo"])
+    out = []
+    for kind, label in (("dense", "dense"), ("instances", "instances")):
+        p50, p99 = p50_p99(times[kind])
+        goal = kind == "dense"
+        out.append(result(ITEM, f"single-row Predict ({label}) p50 µs vs Echo", p50 * 1e6, f50 * 1e6,
+                          f"≤ {LATENCY_GOAL}" if goal else "—", p50 / f50 <= LATENCY_GOAL if goal else None))
+        out.append(result(ITEM, f"single-row Predict ({label}) p99 µs vs Echo", p99 * 1e6, f99 * 1e6, "—", None))
+    out.append(result(ITEM, f"{BATCH}-row dense Predict rows/s vs in-process predict_proba", wire_rate, local_rate,
+                      f"≥ {THROUGHPUT_GOAL}", wire_rate / local_rate >= THROUGHPUT_GOAL))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer calls (under 30 s)")
+    args = parser.parse_args()
+    t0 = time.monotonic()
+    results = run(quick=args.quick)
+    print("KDB k=2, 50 features x 4 states, 3 classes; server on loopback, one client process; "
+          f"{time.monotonic() - t0:.0f} s")
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Shared by the serving benchmarks: the model they serve, the real server process, figures.
+
+- ``kdb_on_random_data``: the benchmark model, KDB (k = 2) fitted on random rows of n = 50
+  features and c = 3 classes, with the rows. The generator here is deliberately minimal and
+  private (``bench/synthetic.py`` is the suite's real one).
+- ``Server``: ``server serve`` as a subprocess on free loopback ports, SERVING before it is
+  handed out, stopped with SIGTERM (a graceful drain) on exit.
+- ``p50_p99``, ``result``, ``print_table``: what every module reports, as the suite runner
+  takes it: dicts with ``item``, ``measurement``, ``ours``, ``peer``, ``ratio``, ``goal``, ``met``.
+
+Every figure is a ratio to a peer timed in the same run, interleaved with ours, because
+other processes share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from store.model import Model
+from store.sql import ModelStore
+from trainer.data import EncodedData
+
+BIN = pathlib.Path(sys.executable).parent
+MODEL_NAME = "bench"
+# Channels that must not share a TCP connection (grpc pools subchannels per target and
+# arguments across channels of a process otherwise): one connection per channel.
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+# --------------------------------------------------------------------------- model
+
+
+def _random_data(n_features: int, n_classes: int, n_states: int, rows: int, seed: int) -> EncodedData:
+    """Rows of a chain x1 -> x2 -> ... with the class a parent of every feature, Dirichlet CPTs:
+    enough dependence for KDB to find arcs, nothing more."""
+    from store.model import CLASS, Variable
+
+    rng = np.random.default_rng(seed)
+    y = rng.choice(n_classes, size=rows, p=rng.dirichlet(np.full(n_classes, 10.0)))
+    X = np.empty((rows, n_features), dtype=np.int32)
+    previous = np.zeros(rows, dtype=np.int64)
+    for j in range(n_features):
+        cpt = rng.dirichlet(np.full(n_states, 0.5), size=(n_classes, n_states))  # P(x_j | y, x_{j-1})
+        cumulative = cpt.cumsum(axis=-1)[y, previous]
+        X[:, j] = (rng.random((rows, 1)) > cumulative).sum(axis=1).clip(max=n_states - 1)
+        previous = X[:, j]
+    states = tuple(f"s{i}" for i in range(n_states))
+    variables = tuple(Variable(f"x{j}", states) for j in range(n_features))
+    variables += (Variable("class", tuple(f"c{i}" for i in range(n_classes)), role=CLASS),)
+    return EncodedData(variables, X, y.astype(np.int64), source="bench/serving.py random rows")
+
+
+def kdb_on_random_data(n_features: int = 50, n_classes: int = 3, k: int = 2, rows: int = 5000,
+                       n_states: int = 4, seed: int = 0) -> tuple[EncodedData, Model]:
+    """The benchmark model (KDB, ``k`` feature parents) and the random rows it was fitted on."""
+    from trainer.fit import fit
+
+    data = _random_data(n_features, n_classes, n_states, rows, seed)
+    return data, fit("kdb", data, k=k)
+
+
+def publish(model: Model, directory: str | os.PathLike) -> str:
+    """A SQLite store in ``directory`` holding ``model`` as ``MODEL_NAME`` version 1; its URL."""
+    url = f"sqlite:///{pathlib.Path(directory) / 'bench.db'}"
+    with ModelStore(url) as store:
+        store.publish(MODEL_NAME, model, aliases=("production",))
+    return url
+
+
+# --------------------------------------------------------------------------- server process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_serving(target: str, timeout: float = 60.0, process: subprocess.Popen | None = None) -> None:
+    """Until grpc.health.v1 says SERVING at ``target``; fails early if ``process`` exits."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(target, options=OWN_CONNECTION) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"the server at {target} exited with code {process.returncode}")
+            try:
+                if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.1)
+    raise RuntimeError(f"the server at {target} did not report SERVING within {timeout} s")
+
+
+@dataclass
+class Server:
+    """``server serve`` on loopback: ``target`` is host:port, ``metrics_port`` -1 when off."""
+
+    store_url: str
+    workers: int = 1
+    threads: int | None = None
+    metrics: bool = False
+    extra: tuple[str, ...] = ()
+    port: int = 0
+    metrics_port: int = -1
+    process: subprocess.Popen | None = field(default=None, repr=False)
+    _log: object = field(default=None, repr=False)
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 120.0) -> "Server":
+        self.port = free_port()
+        self.metrics_port = free_port() if self.metrics else -1
+        command = [str(BIN / "server"), "serve", "--store", self.store_url, "--host", "127.0.0.1",
+                   "--port", str(self.port), "--metrics-port", str(self.metrics_port), "--log-level", "WARNING"]
+        if self.workers != 1:
+            command += ["--workers", str(self.workers)]
+        if self.threads is not None:
+            command += ["--threads", str(self.threads)]
+        self._log = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(command + list(self.extra), stdout=self._log, stderr=subprocess.STDOUT)
+        try:
+            wait_serving(self.target, timeout, self.process)
+        except RuntimeError as exc:
+            self.stop()
+            raise RuntimeError(f"{exc}; its output:\n{self.output()}") from None
+        return self
+
+    def pids(self) -> list[int]:
+        """The serving processes: the workers when there are several, else the server."""
+        if self.workers == 1:
+            return [self.process.pid]
+        children = pathlib.Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(p) for p in children.read_text().split()]
+
+    def output(self) -> str:
+        self._log.seek(0)
+        return self._log.read()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        if self._log is not None:
+            self._log.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process so far (Linux /proc)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def temporary_store(model: Model) -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="bnserve-bench-") as tmp:
+        yield publish(model, tmp)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def p50_p99(seconds: np.ndarray | list[float]) -> tuple[float, float]:
+    a = np.asarray(seconds, dtype=float)
+    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
+
+
+def result(item: str, measurement: str, ours: float, peer: float, goal: str,
+           met: bool | None, ratio: float | None = None) -> dict:
+    """One reported figure. ``ratio`` defaults to ours / peer; ``goal`` says which way is good."""
+    if ratio is None:
+        ratio = ours / peer if peer else float("nan")
+    return {"item": item, "measurement": measurement, "ours": ours, "peer": peer, "ratio": ratio,
+            "goal": goal, "met": met}
+
+
+def print_table(results: list[dict], file=sys.stdout) -> None:
+    def number(x) -> str:
+        if isinstance(x, float):
+            return f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+        return str(x)
+
+    print("| item | measurement | ours | peer | ratio | goal | met |", file=file)
+    print("|---|---|---|---|---|---|---|", file=file)
+    for r in results:
+        met = {True: "yes", False: "**no**", None: "—"}[r["met"]]
+        print(f"| {r['item']} | {r['measurement']} | {number(r['ours'])} | {number(r['peer'])} | "
+              f"{r['ratio']:.2f} | {r['goal']} | {met} |", file=file)

@@ -1,0 +1,34 @@
+"""The serving benchmarks run end to end and report in the suite's shape.
+
+Only the shape and the sanity of the figures are checked, never their size: timings
+on a shared machine are not a test.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bench import over_the_wire
+from bench.serving import kdb_on_random_data, result
+
+KEYS = {"item", "measurement", "ours", "peer", "ratio", "goal", "met"}
+
+
+def test_the_benchmark_model_has_the_asked_shape():
+    data, model = kdb_on_random_data(rows=500)
+    assert len(data.features) == 50 and data.n_classes == 3
+    assert model.algorithm == "kdb" and model.params["k"] == 2
+    assert max(len(n.parents) for n in model.networks[0].nodes) == 3  # the class and 2 features
+
+
+def test_result_is_ours_over_peer():
+    r = result("x", "y", 3.0, 2.0, "≤ 2", True)
+    assert set(r) == KEYS and r["ratio"] == 1.5
+
+
+def test_over_the_wire_quick_run_reports_every_figure():
+    results = over_the_wire.run(quick=True)
+    assert results and all(set(r) == KEYS for r in results)
+    for r in results:
+        assert r["ours"] > 0 and r["peer"] > 0 and math.isclose(r["ratio"], r["ours"] / r["peer"])
+        assert (r["met"] is None) == (r["goal"] == "—")
