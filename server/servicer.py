@@ -50,6 +50,10 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
         classes = compiled.classes
         winners = np.argmax(proba, axis=1)
         response = pb.PredictResponse(model=served.name, version=served.version, classes=classes)
+        if request.dense_response:  # two flat arrays: no message per row
+            response.dense.labels.extend(winners.tolist())
+            response.dense.probabilities.extend(proba.ravel().tolist())
+            return response
         add = response.predictions.add  # adding in place: no temporary message per row
         for w, row in zip(winners.tolist(), proba.tolist()):
             add(label=classes[w], probabilities=row)

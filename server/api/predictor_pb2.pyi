@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PredictRequest(_message.Message):
-    __slots__ = ("model", "version", "alias", "instances", "dense", "unseen_as_missing")
+    __slots__ = ("model", "version", "alias", "instances", "dense", "unseen_as_missing", "dense_response")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ALIAS_FIELD_NUMBER: _ClassVar[int]
     INSTANCES_FIELD_NUMBER: _ClassVar[int]
     DENSE_FIELD_NUMBER: _ClassVar[int]
     UNSEEN_AS_MISSING_FIELD_NUMBER: _ClassVar[int]
+    DENSE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     alias: str
     instances: _containers.RepeatedCompositeFieldContainer[Instance]
     dense: DenseBatch
     unseen_as_missing: bool
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., dense: _Optional[_Union[DenseBatch, _Mapping]] = ..., unseen_as_missing: _Optional[bool] = ...) -> None: ...
+    dense_response: bool
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., dense: _Optional[_Union[DenseBatch, _Mapping]] = ..., unseen_as_missing: _Optional[bool] = ..., dense_response: _Optional[bool] = ...) -> None: ...
 
 class Instance(_message.Message):
     __slots__ = ("values", "numbers")
@@ -56,16 +58,26 @@ class DenseBatch(_message.Message):
     def __init__(self, features: _Optional[_Iterable[str]] = ..., codes: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class PredictResponse(_message.Message):
-    __slots__ = ("model", "version", "classes", "predictions")
+    __slots__ = ("model", "version", "classes", "predictions", "dense")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CLASSES_FIELD_NUMBER: _ClassVar[int]
     PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     classes: _containers.RepeatedScalarFieldContainer[str]
     predictions: _containers.RepeatedCompositeFieldContainer[Prediction]
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., predictions: _Optional[_Iterable[_Union[Prediction, _Mapping]]] = ...) -> None: ...
+    dense: DensePredictions
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., classes: _Optional[_Iterable[str]] = ..., predictions: _Optional[_Iterable[_Union[Prediction, _Mapping]]] = ..., dense: _Optional[_Union[DensePredictions, _Mapping]] = ...) -> None: ...
+
+class DensePredictions(_message.Message):
+    __slots__ = ("labels", "probabilities")
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[int]
+    probabilities: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, labels: _Optional[_Iterable[int]] = ..., probabilities: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Prediction(_message.Message):
     __slots__ = ("label", "probabilities")

@@ -103,6 +103,12 @@ def test_every_wire_form_equals_the_reference(server, data):
     np.testing.assert_allclose([p.probabilities for p in answer.predictions], expected, rtol=0, atol=1e-9)
     assert [p.label for p in answer.predictions] == [model.class_variable.states[i] for i in expected.argmax(axis=1)]
 
+    # the same, answered as two flat arrays
+    flat = stub.Predict(pb.PredictRequest(model=name, dense=dense, dense_response=True))
+    assert len(flat.predictions) == 0 and list(flat.classes) == list(model.class_variable.states)
+    np.testing.assert_allclose(np.reshape(flat.dense.probabilities, expected.shape), expected, rtol=0, atol=1e-9)
+    assert [flat.classes[i] for i in flat.dense.labels] == [p.label for p in answer.predictions]
+
     # dense raw values: numbers for numeric features, codes for nominal ones, NaN missing
     values = [
         math.nan if c < 0 else _number_in(v, c, data.draw) if v.kind == NUMERIC else float(c)
