@@ -5,8 +5,10 @@
 Prepares the workload (``bench/workload.py``: a calibrated synthetic k = 2 network and
 its samples, in a temporary directory), then runs each module of ``MODULES`` in turn
 (``run(workload, quick, log)`` returning a ``bench.report.Section``): training (item 1),
-in-process prediction (item 3), memory (item 6). Further items (over the wire, workers,
-out of core, a peer server) are further modules in that list. Prints the table, and
+in-process prediction (item 3), memory (item 6); then the serving modules of
+``SERVING_MODULES`` (``run(quick)`` returning result dicts, also runnable alone): over
+the wire (item 4), worker processes (item 5), the KServe peer (item 7). Out-of-core
+training (item 2) is not there yet. Prints the table, and
 writes the JSON and the Markdown report with the machine, the date, the command, the
 workload, and for each missed goal what bounds it. Every ratio compares figures taken
 in this run, interleaved, since the machine's other load moves absolute times.
@@ -31,10 +33,11 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench import workload  # noqa: E402
-from bench.report import Section, fmt, machine, render_markdown, render_table  # noqa: E402
+from bench.report import Row, Section, fmt, machine, render_markdown, render_table  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULES = ("bench.training", "bench.prediction", "bench.memory")
+SERVING_MODULES = ("bench.over_the_wire", "bench.workers", "bench.peer_kserve")
 TRAIN_ROWS, QUICK_TRAIN_ROWS = 1_000_000, 40_000
 TEST_ROWS, QUICK_TEST_ROWS = 100_000, 10_000
 
@@ -102,6 +105,28 @@ def markdown(report: dict, sections: list[Section]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def serving_section(name: str, quick: bool) -> Section:
+    """A serving module's result dicts as a Section (its ``BOUNDS`` explain missed goals); a
+    module that cannot run here (e.g. the peer cannot be installed) becomes a row saying why."""
+    module = importlib.import_module(name)
+    short = name.removeprefix("bench.")
+    try:
+        results = module.run(quick=quick)
+    except Exception as exc:  # a bench reports what it could not measure and goes on
+        return Section(short, [Row(getattr(module, "ITEM", short), "could not run", None, None, "",
+                                   goal=f"{type(exc).__name__}: {exc}"[:200])])
+    rows = [Row(r["item"], r["measurement"], r["ours"], r["peer"], _unit(r["measurement"]),
+                ratio=r["ratio"], goal="" if r["goal"] == "—" else r["goal"], met=r["met"]) for r in results]
+    return Section(short, rows, dict(getattr(module, "BOUNDS", {})))
+
+
+def _unit(measurement: str) -> str:
+    for unit in ("µs", "rows/s", "calls/s"):
+        if unit in measurement:
+            return unit
+    return ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke check in under a minute")
@@ -128,6 +153,11 @@ def main() -> int:
             section = module.run(work, quick=args.quick, log=lambda *a: print(*a, flush=True))
             print(f"{name}: {time.perf_counter() - t:.0f} s", flush=True)
             sections.append(section)
+    for name in SERVING_MODULES:
+        t = time.perf_counter()
+        print(f"{name} …", flush=True)
+        sections.append(serving_section(name, args.quick))
+        print(f"{name}: {time.perf_counter() - t:.0f} s", flush=True)
     seconds = time.perf_counter() - t0
     rows = [r for s in sections for r in s.rows]
     print()

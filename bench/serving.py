@@ -44,32 +44,15 @@ OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 # --------------------------------------------------------------------------- model
 
 
-def _random_data(n_features: int, n_classes: int, n_states: int, rows: int, seed: int) -> EncodedData:
-    """Rows of a chain x1 -> x2 -> ... with the class a parent of every feature, Dirichlet CPTs:
-    enough dependence for KDB to find arcs, nothing more."""
-    from store.model import CLASS, Variable
-
-    rng = np.random.default_rng(seed)
-    y = rng.choice(n_classes, size=rows, p=rng.dirichlet(np.full(n_classes, 10.0)))
-    X = np.empty((rows, n_features), dtype=np.int32)
-    previous = np.zeros(rows, dtype=np.int64)
-    for j in range(n_features):
-        cpt = rng.dirichlet(np.full(n_states, 0.5), size=(n_classes, n_states))  # P(x_j | y, x_{j-1})
-        cumulative = cpt.cumsum(axis=-1)[y, previous]
-        X[:, j] = (rng.random((rows, 1)) > cumulative).sum(axis=1).clip(max=n_states - 1)
-        previous = X[:, j]
-    states = tuple(f"s{i}" for i in range(n_states))
-    variables = tuple(Variable(f"x{j}", states) for j in range(n_features))
-    variables += (Variable("class", tuple(f"c{i}" for i in range(n_classes)), role=CLASS),)
-    return EncodedData(variables, X, y.astype(np.int64), source="bench/serving.py random rows")
-
-
 def kdb_on_random_data(n_features: int = 50, n_classes: int = 3, k: int = 2, rows: int = 5000,
                        n_states: int = 4, seed: int = 0) -> tuple[EncodedData, Model]:
-    """The benchmark model (KDB, ``k`` feature parents) and the random rows it was fitted on."""
+    """The benchmark model (KDB, ``k`` feature parents) and the rows it was fitted on: a sample
+    of ``bench.synthetic``'s random k-dependence network, the suite's one data generator."""
+    from bench.synthetic import random_network, sample
     from trainer.fit import fit
 
-    data = _random_data(n_features, n_classes, n_states, rows, seed)
+    network = random_network(seed, n_features=n_features, max_states=n_states, n_classes=n_classes, k=k)
+    data = sample(network, rows, seed + 1)
     return data, fit("kdb", data, k=k)
 
 

@@ -219,12 +219,12 @@ def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
         f"before it. Where a true child comes before one of its parents in that order the arc is reversed or "
         f"replaced, and a reversed arc into a node with two parents (a v-structure) is not the same "
         f"distribution. True arcs found (as pairs, either direction) at {label(largest)} rows:\n\n"
-        f"| learner | test accuracy | true arcs found | arcs learned |\n|---|---|---|---|\n"
+        "| learner | test accuracy | true arcs found | arcs learned |\n|---|---|---|---|\n"
         + "\n".join(lines) + "\n\n"
-        f"What limits it is the order the learners impose, not the precision of the statistics: closing the "
-        f"gap would take a search that also orders the features (K2-style scores over orders, or a learner "
-        f"that may reverse arcs), which is outside the k-dependence learners this goal names. The goal "
-        f"stays as stated.\n")
+        "What limits it is the order the learners impose, not the precision of the statistics: closing the "
+        "gap would take a search that also orders the features (K2-style scores over orders, or a learner "
+        "that may reverse arcs), which is outside the k-dependence learners this goal names. The goal "
+        "stays as stated.\n")
 
 
 def bounds_paragraph(row: Row, work, largest: int) -> str:
