@@ -119,7 +119,8 @@ def test_two_workers_answer_and_count_into_one_metrics_endpoint(workers):
     text = scrape(metrics_port)
     assert sample_value(text, "grpc_server_handled_total", grpc_method="Predict", grpc_code="OK") == calls
     assert sample_value(text, "grpc_server_started_total", grpc_method="Predict") == calls
-    assert sample_value(text, "grpc_server_handling_seconds_count", grpc_method="Predict") == calls
+    latency_observations = sample_value(text, "grpc_server_handling_seconds_count", grpc_method="Predict")
+    assert latency_observations == calls  # one histogram observation per call, summed over the workers
     assert sample_value(text, "bnserve_prediction_rows_total", model="chess") == calls
     assert sample_value(text, "bnserve_model_info", model="chess", version="1", algorithm="nb") == 1
     assert 'pid="' not in text  # every gauge merges across workers, none is per process
