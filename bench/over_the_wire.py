@@ -18,7 +18,6 @@ served by ``server serve`` in its own process.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 import time
@@ -30,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.serving import (  # noqa: E402
-    MODEL_NAME, Server, kdb_on_random_data, p50_p99, print_table, result, temporary_store,
+    MODEL_NAME, Server, kdb_on_random_data, p50_p99, result, main_of, temporary_store,
 )
 from server.api import diagnostics_pb2, diagnostics_pb2_grpc, predictor_pb2, predictor_pb2_grpc  # noqa: E402
 from store.inference import compile_model  # noqa: E402
@@ -123,15 +122,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls (under 30 s)")
-    args = parser.parse_args()
-    t0 = time.monotonic()
-    results = run(quick=args.quick)
-    print("KDB k=2, 50 features x 4 states, 3 classes; server on loopback, one client process; "
-          f"{time.monotonic() - t0:.0f} s")
-    print_table(results)
-    return 0
+    return main_of(run, __doc__, "KDB k=2, 50 features x 4 states, 3 classes; server on loopback, one client process", "fewer calls (under 30 s)")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ or the server does not start, ``run`` raises with the error.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import subprocess
 import sys
@@ -40,7 +39,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.serving import (  # noqa: E402
-    MODEL_NAME, Server, free_port, kdb_on_random_data, p50_p99, print_table, result, temporary_store,
+    MODEL_NAME, Server, free_port, kdb_on_random_data, p50_p99, result, main_of, temporary_store,
 )
 from store.inference import compile_model  # noqa: E402
 
@@ -182,14 +181,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls (under 30 s once the peer is installed)")
-    args = parser.parse_args()
-    t0 = time.monotonic()
-    results = run(quick=args.quick)
-    print(f"one tritonclient client, both servers on loopback; {time.monotonic() - t0:.0f} s")
-    print_table(results)
-    return 0
+    return main_of(run, __doc__, "one tritonclient client, both servers on loopback", "fewer calls (under 30 s once the peer is installed)")
 
 
 if __name__ == "__main__":

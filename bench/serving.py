@@ -196,3 +196,17 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         met = {True: "yes", False: "**no**", None: "—"}[r["met"]]
         print(f"| {r['item']} | {r['measurement']} | {number(r['ours'])} | {number(r['peer'])} | "
               f"{r['ratio']:.2f} | {r['goal']} | {met} |", file=file)
+
+
+def main_of(run, doc: str, heading: str, quick_help: str) -> int:
+    """The command line of a serving bench run alone: ``--quick``, then its table."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    args = parser.parse_args()
+    t0 = time.monotonic()
+    results = run(quick=args.quick)
+    print(f"{heading}; {time.monotonic() - t0:.0f} s")
+    print_table(results)
+    return 0

@@ -19,7 +19,6 @@ core busy would give at the CPU per call (server + clients) measured with 2 work
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import pathlib
@@ -33,7 +32,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.serving import (  # noqa: E402
-    MODEL_NAME, OWN_CONNECTION, Server, cpu_seconds, kdb_on_random_data, print_table, result, temporary_store,
+    MODEL_NAME, OWN_CONNECTION, Server, cpu_seconds, kdb_on_random_data, result, main_of, temporary_store,
 )
 
 ITEM = "5 all cores"
@@ -185,14 +184,7 @@ def run(quick: bool = False) -> list[dict]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="shorter rounds (under 30 s)")
-    args = parser.parse_args()
-    t0 = time.monotonic()
-    results = run(quick=args.quick)
-    print(f"{os.cpu_count()} cores; clients and servers share them; {time.monotonic() - t0:.0f} s")
-    print_table(results)
-    return 0
+    return main_of(run, __doc__, f"{os.cpu_count()} cores; clients and servers share them", "shorter rounds (under 30 s)")
 
 
 if __name__ == "__main__":
