@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from itertools import repeat
 from typing import Mapping, Sequence
 
@@ -29,6 +30,7 @@ from store.errors import InvalidInput
 from store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from trainer.discretize import Method
 from trainer.readers import RawTable, read_table
+from trainer.stats import PairStatistics, joint_counts
 
 MISSING = -1
 UNKNOWN = -2  # transient code of a label that is not a state; never leaves this module
@@ -150,6 +152,21 @@ class EncodedData:
             return self.subset(train), self.subset(test)
         fitted = prepare(self.columns.subset(train), self.preprocessing)
         return fitted, encode_like(self.columns.subset(test), fitted.variables)
+
+    @cached_property
+    def statistics(self) -> PairStatistics:
+        """The pairwise counts the nb/tan/kdb/fkdb learners use, counted once."""
+        return PairStatistics.of(self.X, self.y, self.cards, self.n_classes)
+
+    def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Available-case N(family) per family of column indices (-1: the class), axes in order."""
+        def column(j: int) -> np.ndarray:
+            return self.y if j < 0 else self.X[:, j]
+
+        def card(j: int) -> int:
+            return self.n_classes if j < 0 else self.cards[j]
+
+        return [joint_counts([column(j) for j in f], [card(j) for j in f]) for f in families]
 
     def class_counts(self) -> dict[str, int]:
         counts = np.bincount(self.y, minlength=self.n_classes)

@@ -14,14 +14,12 @@ def estimate(structure: Structure, data: EncodedData) -> Network:
 
     O(n (m + v^(k+2))) for n nodes, m rows, v states, k+1 parents.
     """
-    columns = {v.name: data.X[:, i] for i, v in enumerate(data.features)}
-    columns[data.class_variable.name] = data.y
-    cards = {v.name: v.cardinality for v in data.variables}
-    nodes = []
-    for var in data.variables:
-        if var.name not in structure.parents:
-            continue
-        family = (var.name, *structure.parents[var.name])
-        cpt = stats.laplace_cpt([columns[f] for f in family], [cards[f] for f in family])
-        nodes.append(Node(var.name, tuple(structure.parents[var.name]), cpt.astype(CPT_DTYPE, copy=False)))
-    return Network(tuple(nodes))
+    index = {v.name: i for i, v in enumerate(data.features)}
+    index[data.class_variable.name] = -1
+    names = [v.name for v in data.variables if v.name in structure.parents]
+    families = [[index[f] for f in (name, *structure.parents[name])] for name in names]
+    counts = data.family_counts(families)  # one pass for every family when the rows are streamed
+    return Network(tuple(
+        Node(name, tuple(structure.parents[name]), stats.laplace_cpt_from_counts(c).astype(CPT_DTYPE, copy=False))
+        for name, c in zip(names, counts)
+    ))

@@ -11,7 +11,7 @@ from store.model import NUMERIC, Model, Network
 from store.version import code_version
 from trainer.data import EncodedData
 from trainer.estimate import estimate
-from trainer.stats import conditional_mutual_information, feature_columns
+from trainer.stats import feature_columns
 from trainer.learners.registry import LEARNERS
 
 
@@ -66,13 +66,11 @@ def column_major(data: EncodedData) -> EncodedData:
 
 def arc_cmi(networks: tuple[Network, ...], data: EncodedData) -> list[list]:
     """[parent, child, I(child; parent | C) in nats] for every arc between two features, once
-    per pair: how strong the dependence each arc models is (drawn on ``trainer export --format dot``)."""
+    per pair: how strong the dependence each arc models is (drawn on ``trainer export --format dot``).
+    From the data's pairwise statistics (counted only when there is such an arc)."""
     index = {v.name: j for j, v in enumerate(data.features)}
-    seen: dict[tuple[str, str], float] = {}
-    for net in networks:
-        for parent, child in net.arcs:
-            if parent in index and child in index and (parent, child) not in seen:
-                i, j = index[child], index[parent]
-                seen[parent, child] = round(conditional_mutual_information(
-                    data.X[:, i], data.X[:, j], data.y, data.cards[i], data.cards[j], data.n_classes), 6)
-    return [[p, c, value] for (p, c), value in seen.items()]
+    arcs = list(dict.fromkeys((p, c) for net in networks for p, c in net.arcs if p in index and c in index))
+    if not arcs:
+        return []
+    cmi = data.statistics.cmi_matrix()
+    return [[p, c, round(float(cmi[index[c], index[p]]), 6)] for p, c in arcs]

@@ -129,7 +129,8 @@ def conditional_mutual_information(
 
 
 def class_mutual_information(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> np.ndarray:
-    """I(Xi;C) for every feature column of ``X`` (rows, n): shape (n,), in nats."""
+    """I(Xi;C) for every feature column of ``X`` (rows, n): shape (n,), in nats (as
+    ``PairStatistics.class_mi``, without the pairs)."""
     cols = feature_columns(X)
     return np.array(
         [mutual_information(cols[i], y, cards[i], n_classes) for i in range(cols.shape[0])], dtype=np.float64
@@ -154,8 +155,13 @@ def laplace_cpt(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarr
     over all of them, so N(pa) is the sum of N(x, pa) over x. With no parents this is the
     prior (N(x) + 1) / (M + |X|). Returns float64.
     """
-    counts = joint_counts(columns, cards).astype(np.float64)
-    return (counts + 1.0) / (counts.sum(axis=0, keepdims=True) + cards[0])
+    return laplace_cpt_from_counts(joint_counts(columns, cards))
+
+
+def laplace_cpt_from_counts(counts: np.ndarray) -> np.ndarray:
+    """``laplace_cpt`` from the family's table of counts, axes (node, *parents)."""
+    counts = counts.astype(np.float64)
+    return (counts + 1.0) / (counts.sum(axis=0, keepdims=True) + counts.shape[0])
 
 
 # ---------------------------------------------------------------- tests of independence
@@ -264,11 +270,51 @@ def _pairwise_class_statistic(
     X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, statistic: Callable[[np.ndarray], float]
 ) -> np.ndarray:
     """Symmetric (n, n) matrix of ``statistic(N(xi, xj, c))`` over available-case tables, zero diagonal."""
-    n = X.shape[1]
-    out = np.zeros((n, n), dtype=np.float64)
-    for i, j, table in pairwise_class_counts(X, y, cards, n_classes):
-        out[i, j] = out[j, i] = statistic(table[1:, 1:, 1:])
-    return out
+    return PairStatistics.of(X, y, cards, n_classes).pair_matrix(statistic)
+
+
+@dataclass
+class PairStatistics:
+    """What the pairwise learners (nb, tan, kdb, fkdb) need from the rows: N(xi, c) per
+    feature (available-case) and N(xi, xj, c) per pair i < j (``pairwise_class_counts``'s
+    tables, with each axis's missing state first). Counts add up, so a file read in chunks
+    (``add``) gives exactly the tables, and so the figures, of the whole file in memory."""
+
+    cards: tuple[int, ...]
+    n_classes: int
+    class_feature: list[np.ndarray]
+    pairs: dict[tuple[int, int], np.ndarray]
+
+    @staticmethod
+    def of(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> "PairStatistics":
+        cols = feature_columns(X)
+        cards = tuple(int(c) for c in cards)
+        class_feature = [joint_counts([cols[i], y], [cards[i], n_classes]) for i in range(len(cards))]
+        pairs = {(i, j): table for i, j, table in pairwise_class_counts(X, y, cards, n_classes)}
+        return PairStatistics(cards, n_classes, class_feature, pairs)
+
+    def add(self, other: "PairStatistics") -> None:
+        """Add the counts of other rows, in place."""
+        for mine, theirs in zip(self.class_feature, other.class_feature):
+            mine += theirs
+        for key, table in other.pairs.items():
+            self.pairs[key] += table
+
+    def class_mi(self) -> np.ndarray:
+        """I(Xi;C) for every feature, in nats."""
+        return np.array([mutual_information_from_counts(t) for t in self.class_feature], dtype=np.float64)
+
+    def pair_matrix(self, statistic: Callable[[np.ndarray], float]) -> np.ndarray:
+        """Symmetric (n, n) matrix of ``statistic`` over each pair's available-case N(xi, xj, c)."""
+        n = len(self.cards)
+        out = np.zeros((n, n), dtype=np.float64)
+        for (i, j), table in self.pairs.items():
+            out[i, j] = out[j, i] = statistic(table[1:, 1:, 1:])
+        return out
+
+    def cmi_matrix(self) -> np.ndarray:
+        """I(Xi;Xj|C), symmetric, zero diagonal, in nats."""
+        return self.pair_matrix(conditional_mutual_information_from_counts)
 
 
 PAIR_TABLE_CELLS = 1 << 16  # cells of one joint table of two feature groups and the class (int64: 512 KiB)

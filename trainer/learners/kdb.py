@@ -152,9 +152,7 @@ def _fkdb_learned(data: EncodedData, k: int, fd_min_count: int | None = None) ->
 
 
 def _statistics(data: EncodedData) -> tuple[np.ndarray, np.ndarray]:
-    mi = stats.class_mutual_information(data.X, data.y, data.cards, data.n_classes)
-    cmi = stats.conditional_mutual_information_matrix(data.X, data.y, data.cards, data.n_classes)
-    return mi, cmi
+    return data.statistics.class_mi(), data.statistics.cmi_matrix()
 
 
 K = Param("k", int_or_range, 2, "maximum number of feature parents per feature (default 2; a range A..B with auto)",

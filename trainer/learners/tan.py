@@ -52,7 +52,7 @@ def tan(data: EncodedData) -> Structure:
 
     O(n^2 m) for the CMI matrix (one bincount per pair), O(n^2) for the tree.
     """
-    return tree_augmented(data, stats.conditional_mutual_information_matrix)
+    return tree_augmented(data, stats.conditional_mutual_information_from_counts)
 
 
 def tan_ddr(data: EncodedData) -> Structure:
@@ -61,17 +61,17 @@ def tan_ddr(data: EncodedData) -> Structure:
     I(Xi;Xj|C). The paper leaves the root open; it is TAN's. ``scores`` as for ``tan``, the
     edge weights being I_D. O(n^2 (m + v^2 c)) for the weights, O(n^2) for the tree.
     """
-    return tree_augmented(data, stats.dependence_derivative_information_matrix)
+    return tree_augmented(data, stats.dependence_derivative_information_from_counts)
 
 
-def tree_augmented(data: EncodedData, weight_matrix: Callable[..., np.ndarray]) -> Structure:
-    """The class over every feature plus a maximum spanning tree of ``weight_matrix(X, y, cards,
-    n_classes)`` (symmetric (n, n)), rooted at the feature with the largest I(X;C)."""
+def tree_augmented(data: EncodedData, edge_weight: Callable[[np.ndarray], float]) -> Structure:
+    """The class over every feature plus a maximum spanning tree whose edge weights are
+    ``edge_weight(N(xi, xj, c))``, rooted at the feature with the largest I(X;C)."""
     n = len(data.features)
     if n == 0:
         return Structure.augmented(data, [], [])
-    mi = stats.class_mutual_information(data.X, data.y, data.cards, data.n_classes)
-    weights = weight_matrix(data.X, data.y, data.cards, data.n_classes)
+    mi = data.statistics.class_mi()
+    weights = data.statistics.pair_matrix(edge_weight)
     root = int(ranked(mi, range(n))[0])
     order, parent, gains = maximum_spanning_tree(weights, root)
     gains[0] = float(mi[root])
