@@ -20,6 +20,7 @@ from trainer import data as data_io
 from trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
 from trainer.discretize import Method
 from trainer.readers import FORMATS
+from trainer.streaming import STREAMABLE, load_streamed
 from trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
 from trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
 from trainer.fit import fit
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="model name in the store")
     p.add_argument("--store", metavar="URL", help="store URL (default from the environment)")
     p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
+    p.add_argument("--chunk-rows", type=_positive, metavar="N",
+                   help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; "
+                        "CSV or TSV)")
     p.add_argument("--candidates", type=_algorithms, metavar="ALGO[,ALGO…]",
                    help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)")
     p.set_defaults(run=_fit)
@@ -232,7 +236,13 @@ def _fit(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
-    data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
+    if args.chunk_rows:
+        if args.algo not in STREAMABLE or args.fd_min_count is not None:
+            raise UsageError(f"--chunk-rows trains {', '.join(STREAMABLE)} (fkdb without --fd-min-count), "
+                             f"not --algo {args.algo}")
+        data = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, args.chunk_rows)
+    else:
+        data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
     model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
     with _open_store(args.store) as store:  # opened only now: bad input never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))

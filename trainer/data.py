@@ -200,25 +200,8 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     """Type every column and code the nominal ones (states: the declared domain, else the
     sorted distinct labels). The class is nominal; rows without a class are dropped."""
     src = table.source
-    if class_column is None:
-        class_column = table.header[-1]
-    if class_column not in table.header:
-        raise InvalidInput(f"{src}: line 1: no class column {class_column!r}; columns are {', '.join(table.header)}")
-    for flag, names in (("--nominal", preprocessing.nominal), ("--numeric", preprocessing.numeric),
-                        ("--ignore", preprocessing.ignore), ("--discretize", preprocessing.per_column)):
-        unknown = [n for n in names if n not in table.header]
-        if unknown:
-            raise InvalidInput(f"{src}: {flag}: no column {unknown[0]!r}; columns are {', '.join(table.header)}")
-        if class_column in names and flag != "--nominal":
-            raise InvalidInput(f"{src}: {flag}: {class_column!r} is the class column, which is always nominal")
-    both = set(preprocessing.nominal) & set(preprocessing.numeric)
-    if both:
-        raise InvalidInput(f"{src}: column {sorted(both)[0]!r} is forced both --nominal and --numeric")
-    class_index = table.header.index(class_column)
-    feature_indices = [j for j in range(len(table.header))
-                       if j != class_index and table.header[j] not in preprocessing.ignore]
-    if not feature_indices:
-        raise InvalidInput(f"{src}: line 1: the file has only the class column {class_column!r}, no feature")
+    class_index, feature_indices = check_columns(src, table.header, class_column, preprocessing)
+    class_column = table.header[class_index]
     if table.cells.shape[0] == 0:
         raise InvalidInput(f"{src}: line 2: the file has a header but no data rows")
     declared = table.declared or (None,) * len(table.header)
@@ -260,6 +243,31 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     numbers_array = np.stack(numbers, axis=1) if numbers else np.empty((rows, 0))
     return Columns(src, tuple(table.header[j] for j in feature_indices), tuple(states), codes, numbers_array,
                    Variable(class_column, class_states, CLASS), y.astype(np.int64), int(np.count_nonzero(~keep)))
+
+
+def check_columns(src: str, header: Sequence[str], class_column: str | None,
+                  preprocessing: Preprocessing) -> tuple[int, list[int]]:
+    """The class column's index (default: the last) and the feature columns', after checking
+    that every column the flags name exists and the class is not forced numeric or ignored."""
+    if class_column is None:
+        class_column = header[-1]
+    if class_column not in header:
+        raise InvalidInput(f"{src}: line 1: no class column {class_column!r}; columns are {', '.join(header)}")
+    for flag, names in (("--nominal", preprocessing.nominal), ("--numeric", preprocessing.numeric),
+                        ("--ignore", preprocessing.ignore), ("--discretize", preprocessing.per_column)):
+        unknown = [n for n in names if n not in header]
+        if unknown:
+            raise InvalidInput(f"{src}: {flag}: no column {unknown[0]!r}; columns are {', '.join(header)}")
+        if class_column in names and flag != "--nominal":
+            raise InvalidInput(f"{src}: {flag}: {class_column!r} is the class column, which is always nominal")
+    both = set(preprocessing.nominal) & set(preprocessing.numeric)
+    if both:
+        raise InvalidInput(f"{src}: column {sorted(both)[0]!r} is forced both --nominal and --numeric")
+    class_index = list(header).index(class_column)
+    features = [j for j in range(len(header)) if j != class_index and header[j] not in preprocessing.ignore]
+    if not features:
+        raise InvalidInput(f"{src}: line 1: the file has only the class column {class_column!r}, no feature")
+    return class_index, features
 
 
 def _is_numeric(name: str, declared, numbers: np.ndarray | None, preprocessing: Preprocessing) -> bool:

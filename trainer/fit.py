@@ -59,7 +59,7 @@ def column_major(data: EncodedData) -> EncodedData:
     value costs a cache line from memory; once the data outgrow the cache that made fits
     superlinear in the rows. The values, and so every result, are the same.
     """
-    if data.X.flags.f_contiguous:
+    if not isinstance(data, EncodedData) or data.X.flags.f_contiguous:  # streamed data hold no rows
         return data
     return replace(data, X=feature_columns(data.X).T)
 

@@ -15,7 +15,7 @@ import gzip
 import io
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import IO, Sequence
+from typing import Iterator, IO, Sequence
 
 import numpy as np
 
@@ -89,6 +89,21 @@ def format_of(source: str) -> str:
 
 def _read_delimited(source: str, delimiter: str) -> RawTable:
     """CSV (or TSV with ``delimiter="\\t"``): a header row, standard quoting, blank lines skipped."""
+    return next(_delimited_chunks(source, delimiter, None))
+
+
+def iter_tables(source: str, fmt: str | None, chunk_rows: int) -> Iterator[RawTable]:
+    """The file as consecutive ``RawTable``s of at most ``chunk_rows`` data rows each (the
+    header repeated on each), for training on a file larger than memory: CSV and TSV only."""
+    fmt = fmt or format_of(source)
+    if fmt not in ("csv", "tsv"):
+        raise InvalidInput(f"{source}: reading in chunks takes CSV or TSV files, not {fmt}")
+    return _delimited_chunks(source, "\t" if fmt == "tsv" else ",", chunk_rows)
+
+
+def _delimited_chunks(source: str, delimiter: str, chunk_rows: int | None) -> Iterator[RawTable]:
+    """CSV or TSV rows in tables of ``chunk_rows`` (None: one table); always at least one table."""
+    kind = "TSV" if delimiter == "\t" else "CSV"
     text = open_text(source)
     try:
         with text:
@@ -99,20 +114,28 @@ def _read_delimited(source: str, delimiter: str) -> RawTable:
                     raise InvalidInput(f"{source}: line 1: the file is empty")
                 if not header:
                     raise InvalidInput(f"{source}: line 1: the header line is blank")
+                check_header(source, header)
                 rows: list[list[str]] = []
                 lines: list[int] = []
+                sent = False
                 for row in reader:  # the parser is row by row anyway; keep only line numbers here
                     if row:  # csv yields [] for a blank line
                         rows.append(row)
                         lines.append(reader.line_num)
+                        if chunk_rows is not None and len(rows) == chunk_rows:
+                            yield _table(source, header, rows, lines)
+                            rows, lines, sent = [], [], True
+                if rows or not sent:
+                    yield _table(source, header, rows, lines)
             except csv.Error as exc:
-                kind = "TSV" if delimiter == "\t" else "CSV"
                 raise InvalidInput(f"{source}: line {reader.line_num}: malformed {kind}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{source}: not UTF-8 text: {exc.reason}") from None
     except (OSError, EOFError) as exc:
         raise InvalidInput(f"{source}: cannot read: {exc}") from None
-    check_header(source, header)
+
+
+def _table(source: str, header: list[str], rows: list[list[str]], lines: list[int]) -> RawTable:
     line_numbers = np.asarray(lines, dtype=np.int64)
     return RawTable(source, tuple(header), cells_array(source, rows, line_numbers, len(header)), line_numbers)
 

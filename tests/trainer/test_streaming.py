@@ -1,0 +1,97 @@
+"""Training in chunks (``--chunk-rows``) gives the in-memory model, bit for bit."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from store.errors import InvalidInput
+from trainer.data import IMPUTE, Preprocessing, load
+from trainer.discretize import Method
+from trainer.fit import fit
+from trainer.streaming import STREAMABLE, load_streamed
+from tests.data_helpers import dataset_path, write
+from tests.trainer.conftest import run
+
+
+def _mixed_csv(rng: np.random.Generator, rows: int = 300) -> str:
+    """Nominal, integer-code and real columns with missing values, a class that depends on them."""
+    y = rng.integers(0, 3, size=rows)
+    lines = ["colour,level,size,weight,class"]
+    for c in y:
+        colour = "" if rng.random() < 0.05 else "rgb"[(c + rng.integers(0, 2)) % 3]
+        level = "" if rng.random() < 0.05 else str(int(c + rng.integers(0, 3)))
+        size = "" if rng.random() < 0.05 else f"{rng.normal(c, 1.0):.2f}"
+        weight = f"{rng.normal(2 * c, 3.0):.1f}"
+        lines.append(f'{colour},{level},{size},{weight},{"ABC"[c] if rng.random() > 0.02 else ""}')
+    return "\n".join(lines) + "\n"
+
+
+def assert_same_model(streamed, in_memory) -> None:
+    assert streamed.variables == in_memory.variables
+    assert (streamed.algorithm, streamed.params, streamed.combination) == (
+        in_memory.algorithm, in_memory.params, in_memory.combination)
+    for a, b in zip(streamed.networks, in_memory.networks, strict=True):
+        assert [(n.name, n.parents) for n in a.nodes] == [(n.name, n.parents) for n in b.nodes]
+        for x, y in zip(a.nodes, b.nodes):
+            assert x.cpt.tobytes() == y.cpt.tobytes(), x.name
+    meta = lambda m: {k: v for k, v in m.metadata.items() if k != "created_at"}  # noqa: E731
+    assert meta(streamed) == meta(in_memory)
+
+
+@pytest.mark.parametrize("algo", STREAMABLE)
+@pytest.mark.parametrize("chunk_rows", [1, 7, 64, 10_000])
+def test_a_streamed_fit_equals_the_in_memory_fit(tmp_path, algo, chunk_rows):
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(len(algo) + chunk_rows)))
+    prep = Preprocessing(per_column={"weight": Method("equal-frequency", 4)})
+    streamed = fit(algo, load_streamed(path, None, prep, None, chunk_rows))
+    assert_same_model(streamed, fit(algo, load(path, preprocessing=prep)))
+
+
+@pytest.mark.parametrize("algo, params", [("kdb", {"k": 2}), ("tan", {})])
+def test_a_shared_data_set_with_numeric_columns_and_missing_values(algo, params):
+    path = str(dataset_path("hepatitis"))
+    streamed = fit(algo, load_streamed(path, None, Preprocessing(), None, 23), **params)
+    assert_same_model(streamed, fit(algo, load(path), **params))
+
+
+def test_gzip_and_tsv_stream(tmp_path):
+    text = _mixed_csv(np.random.default_rng(5)).replace(",", "\t")
+    path = tmp_path / "d.tsv.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    assert_same_model(fit("nb", load_streamed(str(path), None, Preprocessing(), None, 50)),
+                      fit("nb", load(str(path))))
+
+
+@pytest.mark.parametrize("text, prep, message", [
+    ("a,c\n", Preprocessing(), "no data rows"),
+    ("a,c\nx,\ny,\n", Preprocessing(), "every row has an empty class"),
+    ("a,c\nx,1\ny,1\n", Preprocessing(), "at least two states"),
+    ("a,c\nx,1\ny,2\n", Preprocessing(numeric=("a",)), "column 'a' is numeric, but has the value"),
+    ("a,c\nx,1\ny,2\n", Preprocessing(missing=IMPUTE), "needs the rows in memory"),
+    ("a,c\nx,1\ny,2\n", Preprocessing(ignore=("zz",)), "--ignore: no column 'zz'"),
+])
+def test_bad_input_is_refused_as_in_memory(tmp_path, text, prep, message):
+    with pytest.raises(InvalidInput, match=message):
+        load_streamed(write(tmp_path, text), None, prep, None, 10)
+
+
+def test_arff_is_not_streamed(tmp_path):
+    path = write(tmp_path, "@relation r\n@attribute a {x,y}\n@attribute c {1,2}\n@data\nx,1\ny,2\n", "d.arff")
+    with pytest.raises(InvalidInput, match="CSV or TSV"):
+        load_streamed(path, None, Preprocessing(), None, 10)
+
+
+def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(9)))
+    code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", path, "--name", "m",
+                         "--store", store, "--chunk-rows", "50")
+    assert (code, err) == (0, "") and "version 1 (fkdb, k=2)" in out
+    code, _, err = run(capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store,
+                       "--chunk-rows", "50")
+    assert code == 2 and "--chunk-rows trains nb, tan, tan-ddr, kdb, fkdb" in err
+    code, _, err = run(capsys, "fit", "--algo", "fkdb", "--fd-min-count", "5", "--data", path, "--name", "m",
+                       "--store", store, "--chunk-rows", "50")
+    assert code == 2

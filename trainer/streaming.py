@@ -1,0 +1,223 @@
+"""Training on a file larger than memory: ``trainer fit --chunk-rows N``.
+
+The file is read in chunks of ``N`` rows, and only counts are kept:
+
+1. each column's distinct labels with their class counts, from which the columns are
+   typed and their states or cut points learned by ``trainer.data``'s rules, from the
+   same value tables it builds in memory;
+2. the coded rows' ``PairStatistics`` (N(xi, c), N(xi, xj, c)) summed over the chunks,
+   and the data fingerprint;
+3. once the structure is learned, the counts of every CPT's family.
+
+Counts add up, so the model equals, bit for bit, the one learned from the whole file in
+memory. What is held is the counts, the class column and one chunk. The learners that
+need nothing else stream: ``STREAMABLE``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from store.discretization import interval_codes, interval_labels
+from store.errors import InvalidInput
+from store.model import CLASS, FEATURE, NUMERIC, Variable
+from trainer.data import AVAILABLE_CASE, Preprocessing, _codes, _is_numeric, _number, _number_or_empty, check_columns
+from trainer.readers import iter_tables
+from trainer.stats import PairStatistics, joint_counts
+
+STREAMABLE = ("nb", "tan", "tan-ddr", "kdb", "fkdb")
+
+
+@dataclass
+class _Tally:
+    """A column's distinct labels (numbered in order of first sight) and N(label, class),
+    classes numbered in order of first sight too."""
+
+    labels: dict[str, int] = field(default_factory=dict)
+    counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+
+    def add(self, values: list[str], y: np.ndarray, n_classes: int) -> None:
+        codes = np.fromiter(map(self.labels.get, values, repeat(-1)), dtype=np.int64, count=len(values))
+        for r in np.flatnonzero(codes < 0):  # labels not seen before
+            codes[r] = self.labels.setdefault(values[r], len(self.labels))
+        grown = np.zeros((len(self.labels), n_classes), dtype=np.int64)
+        grown[: self.counts.shape[0], : self.counts.shape[1]] = self.counts
+        grown += np.bincount(codes * n_classes + y, minlength=grown.size).reshape(grown.shape)
+        self.counts = grown
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """The file read again chunk by chunk, coded with the learned variables."""
+
+    source: str
+    fmt: str | None
+    chunk_rows: int
+    columns: tuple[int, ...]  # the file column of each feature
+    class_index: int
+    variables: tuple[Variable, ...]
+
+    def coded(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(X int32 (rows, n features), y int64) of each chunk's rows that have a class."""
+        for table in iter_tables(self.source, self.fmt, self.chunk_rows):
+            y = _codes(table.cells[:, self.class_index].tolist(), self.variables[-1].states).astype(np.int64)
+            keep = y >= 0
+            cells = table.cells[keep] if not keep.all() else table.cells
+            X = np.empty((cells.shape[0], len(self.columns)), dtype=np.int32)
+            for out, (j, v) in enumerate(zip(self.columns, self.variables[:-1])):
+                values = cells[:, j].tolist()
+                if v.kind == NUMERIC:
+                    numbers = np.fromiter(map(_number_or_empty, values), dtype=np.float64, count=len(values))
+                    X[:, out] = interval_codes(v.cuts, numbers)
+                else:
+                    X[:, out] = _codes(values, v.states)
+            yield X, y[keep]
+
+
+@dataclass(frozen=True)
+class StreamedData:
+    """What the streaming learners see of a file they never hold: its variables, class
+    column, pairwise statistics and fingerprint, with ``EncodedData``'s names for them;
+    ``family_counts`` reads the file once more."""
+
+    variables: tuple[Variable, ...]
+    y: np.ndarray
+    statistics: PairStatistics
+    digest: str
+    n_rows_dropped: int
+    source: str
+    preprocessing: Preprocessing
+    reader: _Reader
+
+    @property
+    def features(self) -> tuple[Variable, ...]:
+        return self.variables[:-1]
+
+    @property
+    def class_variable(self) -> Variable:
+        return self.variables[-1]
+
+    @property
+    def cards(self) -> tuple[int, ...]:
+        return tuple(v.cardinality for v in self.features)
+
+    @property
+    def n_classes(self) -> int:
+        return self.class_variable.cardinality
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.y.shape[0])
+
+    def class_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.y, minlength=self.n_classes)
+        return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
+
+    def fingerprint(self) -> str:
+        return self.digest
+
+    def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """``EncodedData.family_counts``, summed over one more pass through the file."""
+        cards = [[self.n_classes if j < 0 else self.cards[j] for j in f] for f in families]
+        totals = [np.zeros(c, dtype=np.int64) for c in cards]
+        for X, y in self.reader.coded():
+            for total, f, c in zip(totals, families, cards):
+                total += joint_counts([y if j < 0 else X[:, j] for j in f], c)
+        return totals
+
+
+def load_streamed(source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None,
+                  chunk_rows: int) -> StreamedData:
+    """Passes 1 and 2 over ``source``: the variables, then the pairwise statistics."""
+    if chunk_rows < 1:
+        raise InvalidInput(f"--chunk-rows must be positive, got {chunk_rows}")
+    if preprocessing.missing != AVAILABLE_CASE:
+        raise InvalidInput("--chunk-rows counts available cases; --missing impute needs the rows in memory")
+    reader, n_rows, dropped = _learn_variables(source, class_column, preprocessing, fmt, chunk_rows)
+    variables = reader.variables
+    cards = tuple(v.cardinality for v in variables[:-1])
+    n_classes = variables[-1].cardinality
+    statistics = PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
+    digest = hashlib.sha256()  # as EncodedData.fingerprint: the variables, then X and y as little-endian bytes
+    digest.update(json.dumps([v.to_dict() for v in variables], sort_keys=True, separators=(",", ":")).encode())
+    digest.update(f"|X|<i4|({n_rows}, {len(cards)})|".encode())
+    ys: list[np.ndarray] = []
+    for X, y in reader.coded():
+        part = PairStatistics.of(X, y, cards, n_classes)
+        if not statistics.pairs:
+            statistics.pairs.update({key: np.zeros_like(t) for key, t in part.pairs.items()})
+        statistics.add(part)
+        digest.update(np.ascontiguousarray(X, dtype="<i4"))
+        ys.append(y)
+    y_all = np.concatenate(ys)
+    digest.update(f"|y|<i8|{y_all.shape}|".encode())
+    digest.update(np.ascontiguousarray(y_all, dtype="<i8"))
+    return StreamedData(variables, y_all, statistics, digest.hexdigest(), dropped, source, preprocessing, reader)
+
+
+def _learn_variables(source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None,
+                     chunk_rows: int) -> tuple[_Reader, int, int]:
+    """Pass 1: tally every column, then type it and learn its states or cut points by
+    ``trainer.data``'s rules. Returns the reader for the next passes, the rows with a class
+    and the rows without."""
+    header: tuple[str, ...] = ()
+    class_labels: dict[str, int] = {}
+    tallies: list[_Tally] = []
+    columns: list[int] = []
+    class_index = -1
+    rows = dropped = 0
+    for table in iter_tables(source, fmt, chunk_rows):
+        if not header:
+            header = table.header
+            class_index, columns = check_columns(source, header, class_column, preprocessing)
+            tallies = [_Tally() for _ in columns]
+        labels = table.cells[:, class_index].tolist()
+        for label in set(labels) - set(class_labels) - {""}:
+            class_labels[label] = len(class_labels)
+        y = np.fromiter(map(class_labels.get, labels, repeat(-1)), dtype=np.int64, count=len(labels))
+        keep = y >= 0
+        rows += int(np.count_nonzero(keep))
+        dropped += int(np.count_nonzero(~keep))
+        cells = table.cells[keep]
+        for tally, j in zip(tallies, columns):
+            tally.add(cells[:, j].tolist(), y[keep], len(class_labels))
+    class_name = header[class_index]
+    if rows == 0:
+        if dropped == 0:
+            raise InvalidInput(f"{source}: line 2: the file has a header but no data rows")
+        raise InvalidInput(f"{source}: column {class_name!r}: every row has an empty class")
+    class_states = tuple(sorted(class_labels))
+    if len(class_states) < 2:
+        raise InvalidInput(f"{source}: column {class_name!r}: the class needs at least two states, "
+                           f"found only {class_states!r}")
+    by_state = [class_labels[s] for s in class_states]  # class axis: first sight -> state order
+    variables = [_variable(source, header[j], tally, by_state, preprocessing) for j, tally in zip(columns, tallies)]
+    variables.append(Variable(class_name, class_states, CLASS))
+    return _Reader(source, fmt, chunk_rows, tuple(columns), class_index, tuple(variables)), rows, dropped
+
+
+def _variable(source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing) -> Variable:
+    """A column's variable from its tally, as ``trainer.data.columns_of`` and ``prepare`` make it."""
+    labels = [label for label in tally.labels if label != ""]
+    parsed = [_number(label) for label in labels]
+    numbers = (np.array(parsed, dtype=np.float64) if labels else np.array([np.nan])) if None not in parsed else None
+    if not _is_numeric(name, None, numbers if name not in preprocessing.nominal else None, preprocessing):
+        if not labels:
+            raise InvalidInput(f"{source}: column {name!r}: every value is empty")
+        return Variable(name, tuple(sorted(labels)), FEATURE)
+    if numbers is None:
+        bad = labels[parsed.index(None)]
+        raise InvalidInput(f"{source}: column {name!r} is numeric, but has the value {bad!r}")
+    rows = [tally.labels[label] for label in labels]
+    counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)
+    values, inverse = np.unique(numbers[: len(rows)], return_inverse=True)
+    table = np.zeros((values.size, len(by_state)), dtype=np.int64)
+    np.add.at(table, inverse, counts)
+    cuts = preprocessing.method(name).cuts_from_table(values, table)
+    return Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts)
