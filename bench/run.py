@@ -5,10 +5,11 @@
 Prepares the workload (``bench/workload.py``: a calibrated synthetic k = 2 network and
 its samples, in a temporary directory), then runs each module of ``MODULES`` in turn
 (``run(workload, quick, log)`` returning a ``bench.report.Section``): training (item 1),
-in-process prediction (item 3), memory (item 6); then the serving modules of
-``SERVING_MODULES`` (``run(quick)`` returning result dicts, also runnable alone): over
-the wire (item 4), worker processes (item 5), the KServe peer (item 7). Out-of-core
-training (item 2) is not there yet. Prints the table, and
+in-process prediction (item 3), memory (item 6); then the modules of
+``SERVING_MODULES`` (``run(quick)`` returning result dicts, each runnable alone, with
+their own data): out-of-core training (item 2, at 1M rows; `python bench/out_of_core.py
+--rows 10000000 --no-peer` for the 10M-row figure), over the wire (item 4), worker
+processes (item 5), the KServe peer (item 7). Prints the table, and
 writes the JSON and the Markdown report with the machine, the date, the command, the
 workload, and for each missed goal what bounds it. Every ratio compares figures taken
 in this run, interleaved, since the machine's other load moves absolute times.
@@ -37,7 +38,7 @@ from bench.report import Row, Section, fmt, machine, render_markdown, render_tab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULES = ("bench.training", "bench.prediction", "bench.memory")
-SERVING_MODULES = ("bench.over_the_wire", "bench.workers", "bench.peer_kserve")
+SERVING_MODULES = ("bench.out_of_core", "bench.over_the_wire", "bench.workers", "bench.peer_kserve")
 TRAIN_ROWS, QUICK_TRAIN_ROWS = 1_000_000, 40_000
 TEST_ROWS, QUICK_TEST_ROWS = 100_000, 10_000
 

@@ -1,0 +1,115 @@
+"""Out-of-core training: `trainer fit --chunk-rows` on a CSV of m rows, beside the in-memory fit.
+
+    python bench/out_of_core.py [--rows 1000000] [--chunk-rows 100000] [--no-peer]
+
+Writes a CSV of ``rows`` rows sampled from the suite's synthetic network (n = 50 features
+with 2..4 states, c = 3; ``bench.synthetic``), written in blocks so the generator itself
+stays small, then runs ``trainer fit --algo fkdb --k 2 --chunk-rows N`` in a child
+process and reads its peak RSS (``ru_maxrss`` of the waited-for child). The peer is the
+same fit without ``--chunk-rows`` (the whole file in memory), on the same file; both
+publish into one SQLite store, and the two versions must be the same model (CPT bytes,
+structure, variables). Goal: peak RSS under 1.5 GiB for a 10-million-row file; in the
+suite (1M rows, so that it fits in its time) the goal is checked on the streamed RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench.serving import print_table, result  # noqa: E402
+from bench.synthetic import random_network, sample  # noqa: E402
+
+ITEM = "2 out of core"
+RSS_GOAL_GIB = 1.5
+BLOCK_ROWS = 200_000
+BIN = pathlib.Path(sys.executable).parent
+
+
+def write_csv(path: pathlib.Path, rows: int, seed: int = 0) -> None:
+    """``rows`` rows of the synthetic network as CSV, written ``BLOCK_ROWS`` at a time."""
+    network = random_network(seed)
+    with open(path, "w") as out:
+        for start in range(0, rows, BLOCK_ROWS):
+            data = sample(network, min(BLOCK_ROWS, rows - start), seed + 1 + start)
+            if start == 0:
+                out.write(",".join([v.name for v in data.features] + ["class"]) + "\n")
+            np.savetxt(out, np.column_stack([data.X, data.y]), fmt="%d", delimiter=",")
+
+
+def fit_child(csv: pathlib.Path, store: str, chunk_rows: int | None) -> tuple[float, float]:
+    """(seconds, peak RSS in bytes) of one `trainer fit` process; each is measured in its own
+    fresh runner process, so ``ru_maxrss`` of its children is this fit's alone."""
+    argv = [str(BIN / "trainer"), "fit", "--algo", "fkdb", "--k", "2", "--data", str(csv), "--name", "ooc",
+            "--store", store] + (["--chunk-rows", str(chunk_rows)] if chunk_rows else [])
+    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+            f"r = subprocess.run({argv!r}, capture_output=True, text=True); "
+            "sys.stderr.write(r.stderr); "
+            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, r.returncode)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    seconds, rss, returncode = done.stdout.split()
+    if int(returncode) != 0:
+        raise RuntimeError(f"trainer fit failed: {done.stderr[-2000:]}")
+    return float(seconds), float(rss)
+
+
+def same_model(store: str) -> bool:
+    from store.sql import ModelStore
+
+    with ModelStore(store) as models:
+        a, b = (models.load("ooc", version=v).model for v in (1, 2))
+    return a.variables == b.variables and all(
+        x.parents == y.parents and x.cpt.tobytes() == y.cpt.tobytes()
+        for na, nb in zip(a.networks, b.networks, strict=True) for x, y in zip(na.nodes, nb.nodes, strict=True))
+
+
+def run(quick: bool = False, rows: int | None = None, chunk_rows: int = 100_000, peer: bool = True) -> list[dict]:
+    rows = rows or (100_000 if quick else 1_000_000)
+    with tempfile.TemporaryDirectory(prefix="bnserve-ooc-") as tmp:
+        csv = pathlib.Path(tmp) / "rows.csv"
+        t0 = time.perf_counter()
+        write_csv(csv, rows)
+        size = os.path.getsize(csv)
+        print(f"wrote {rows:,} rows ({size / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        store = f"sqlite:///{tmp}/ooc.db"
+        seconds, rss = fit_child(csv, store, chunk_rows)
+        out = []
+        if peer:
+            whole_seconds, whole_rss = fit_child(csv, store, None)
+            out.append(result(ITEM, f"fkdb k=2 fit peak RSS, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
+                              rss / 2**20, whole_rss / 2**20, "—", None))
+            out.append(result(ITEM, f"fkdb k=2 fit seconds, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
+                              seconds, whole_seconds, "—", None))
+            equal = same_model(store)
+            out.append(result(ITEM, "streamed model equals the in-memory one, bit for bit", float(equal), 1.0,
+                              "equal", equal))
+        out.append(result(ITEM, f"fkdb k=2 --chunk-rows fit peak RSS MiB, {rows:,} rows, vs the 1.5 GiB goal",
+                          rss / 2**20, RSS_GOAL_GIB * 1024, f"< {RSS_GOAL_GIB} GiB", rss < RSS_GOAL_GIB * 2**30))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--chunk-rows", type=int, default=100_000)
+    parser.add_argument("--no-peer", action="store_true", help="skip the in-memory fit (for files beyond memory)")
+    args = parser.parse_args()
+    t0 = time.monotonic()
+    results = run(False, args.rows, args.chunk_rows, not args.no_peer)
+    print(f"{args.rows:,} rows, chunks of {args.chunk_rows:,}; {time.monotonic() - t0:.0f} s")
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
