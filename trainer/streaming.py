@@ -27,7 +27,9 @@ import numpy as np
 from store.discretization import interval_codes, interval_labels
 from store.errors import InvalidInput
 from store.model import CLASS, FEATURE, NUMERIC, Variable
-from trainer.data import AVAILABLE_CASE, Preprocessing, _codes, _is_numeric, _number, _number_or_empty, check_columns
+from trainer.data import (
+    AVAILABLE_CASE, Preprocessing, check_columns, is_numeric_column, label_codes, number_or_nan, number_or_none,
+)
 from trainer.readers import iter_tables
 from trainer.stats import PairStatistics, joint_counts
 
@@ -66,17 +68,17 @@ class _Reader:
     def coded(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(X int32 (rows, n features), y int64) of each chunk's rows that have a class."""
         for table in iter_tables(self.source, self.fmt, self.chunk_rows):
-            y = _codes(table.cells[:, self.class_index].tolist(), self.variables[-1].states).astype(np.int64)
+            y = label_codes(table.cells[:, self.class_index].tolist(), self.variables[-1].states).astype(np.int64)
             keep = y >= 0
             cells = table.cells[keep] if not keep.all() else table.cells
             X = np.empty((cells.shape[0], len(self.columns)), dtype=np.int32)
             for out, (j, v) in enumerate(zip(self.columns, self.variables[:-1])):
                 values = cells[:, j].tolist()
                 if v.kind == NUMERIC:
-                    numbers = np.fromiter(map(_number_or_empty, values), dtype=np.float64, count=len(values))
+                    numbers = np.fromiter(map(number_or_nan, values), dtype=np.float64, count=len(values))
                     X[:, out] = interval_codes(v.cuts, numbers)
                 else:
-                    X[:, out] = _codes(values, v.states)
+                    X[:, out] = label_codes(values, v.states)
             yield X, y[keep]
 
 
@@ -205,9 +207,9 @@ def _learn_variables(source: str, class_column: str | None, preprocessing: Prepr
 def _variable(source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing) -> Variable:
     """A column's variable from its tally, as ``trainer.data.columns_of`` and ``prepare`` make it."""
     labels = [label for label in tally.labels if label != ""]
-    parsed = [_number(label) for label in labels]
+    parsed = [number_or_none(label) for label in labels]
     numbers = (np.array(parsed, dtype=np.float64) if labels else np.array([np.nan])) if None not in parsed else None
-    if not _is_numeric(name, None, numbers if name not in preprocessing.nominal else None, preprocessing):
+    if not is_numeric_column(name, None, numbers if name not in preprocessing.nominal else None, preprocessing):
         if not labels:
             raise InvalidInput(f"{source}: column {name!r}: every value is empty")
         return Variable(name, tuple(sorted(labels)), FEATURE)
