@@ -102,22 +102,13 @@ class Columns:
         return replace(self, codes=self.codes[rows], numbers=self.numbers[rows], y=self.y[rows], n_rows_dropped=0)
 
 
-@dataclass(frozen=True)
-class EncodedData:
-    """Coded training data. ``X``: int32 (rows, n_features), -1 = missing; ``y``: int64 (rows,).
-
-    ``variables`` lists the features in file order, then the class (role "class").
-    ``columns`` and ``preprocessing``, when set, are where ``X`` came from and how, so a
-    subset of rows can learn its own cut points (``split``).
-    """
+class TrainingView:
+    """What every learner reads of its training data, whether it holds the rows
+    (``EncodedData``) or only their counts (``trainer.streaming.StreamedData``): the
+    variables (features in column order, then the class) and the class column ``y``."""
 
     variables: tuple[Variable, ...]
-    X: np.ndarray
     y: np.ndarray
-    n_rows_dropped: int = 0
-    source: str = ""
-    columns: Columns | None = field(default=None, repr=False, compare=False)
-    preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
 
     @property
     def features(self) -> tuple[Variable, ...]:
@@ -139,6 +130,28 @@ class EncodedData:
     @property
     def n_rows(self) -> int:
         return int(self.y.shape[0])
+
+    def class_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.y, minlength=self.n_classes)
+        return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
+
+
+@dataclass(frozen=True)
+class EncodedData(TrainingView):
+    """Coded training data. ``X``: int32 (rows, n_features), -1 = missing; ``y``: int64 (rows,).
+
+    ``variables`` lists the features in file order, then the class (role "class").
+    ``columns`` and ``preprocessing``, when set, are where ``X`` came from and how, so a
+    subset of rows can learn its own cut points (``split``).
+    """
+
+    variables: tuple[Variable, ...]
+    X: np.ndarray
+    y: np.ndarray
+    n_rows_dropped: int = 0
+    source: str = ""
+    columns: Columns | None = field(default=None, repr=False, compare=False)
+    preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
 
     def subset(self, rows: np.ndarray) -> "EncodedData":
         """The same variables over a selection of rows (index or boolean array)."""
@@ -167,10 +180,6 @@ class EncodedData:
             return self.n_classes if j < 0 else self.cards[j]
 
         return [joint_counts([column(j) for j in f], [card(j) for j in f]) for f in families]
-
-    def class_counts(self) -> dict[str, int]:
-        counts = np.bincount(self.y, minlength=self.n_classes)
-        return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
 
     def fingerprint(self) -> str:
         """sha256 over the variables (canonical JSON) and the little-endian code arrays."""

@@ -28,7 +28,7 @@ from store.discretization import interval_codes, interval_labels
 from store.errors import InvalidInput
 from store.model import CLASS, FEATURE, NUMERIC, Variable
 from trainer.data import (
-    AVAILABLE_CASE, Preprocessing, check_columns, is_numeric_column, label_codes, number_or_nan, number_or_none,
+    AVAILABLE_CASE, Preprocessing, TrainingView, check_columns, is_numeric_column, label_codes, number_or_nan, number_or_none,
 )
 from trainer.readers import iter_tables
 from trainer.stats import PairStatistics, joint_counts
@@ -83,7 +83,7 @@ class _Reader:
 
 
 @dataclass(frozen=True)
-class StreamedData:
+class StreamedData(TrainingView):
     """What the streaming learners see of a file they never hold: its variables, class
     column, pairwise statistics and fingerprint, with ``EncodedData``'s names for them;
     ``family_counts`` reads the file once more."""
@@ -96,30 +96,6 @@ class StreamedData:
     source: str
     preprocessing: Preprocessing
     reader: _Reader
-
-    @property
-    def features(self) -> tuple[Variable, ...]:
-        return self.variables[:-1]
-
-    @property
-    def class_variable(self) -> Variable:
-        return self.variables[-1]
-
-    @property
-    def cards(self) -> tuple[int, ...]:
-        return tuple(v.cardinality for v in self.features)
-
-    @property
-    def n_classes(self) -> int:
-        return self.class_variable.cardinality
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.y.shape[0])
-
-    def class_counts(self) -> dict[str, int]:
-        counts = np.bincount(self.y, minlength=self.n_classes)
-        return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
 
     def fingerprint(self) -> str:
         return self.digest
