@@ -11,9 +11,8 @@ import pytest
 
 from server.api import predictor_pb2 as pb
 from server.api import predictor_pb2_grpc
-from server.app import App, ServeConfig
 from store.inference import compile_model
-from store.sql import ModelStore
+from tests.in_process_server import running_app
 from trainer.data import load
 from trainer.fit import fit
 from trainer.learners.registry import LEARNERS
@@ -32,18 +31,10 @@ def car():
 @pytest.fixture(scope="module")
 def served(car, tmp_path_factory):
     """Every learner's model on car, published and served by one in-process server."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    models = {}
-    with ModelStore(url) as store:
-        for algo in LEARNERS:
-            models[algo] = fit(algo, car)
-            assert store.publish(algo, models[algo]) == 1
-    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60)).start()
-    assert app.repository.wait_ready(60)
-    channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
-    yield models, predictor_pb2_grpc.PredictorStub(channel)
-    channel.close()
-    app.stop()
+    models = {algo: fit(algo, car) for algo in LEARNERS}
+    with running_app(tmp_path_factory.mktemp("store"), models, ready_seconds=60) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            yield models, predictor_pb2_grpc.PredictorStub(channel)
 
 
 @pytest.mark.parametrize("algo", sorted(LEARNERS))

@@ -11,19 +11,16 @@ from prometheus_client import REGISTRY
 
 from server.api import diagnostics_pb2 as pb
 from server.api import diagnostics_pb2_grpc
-from server.app import App, ServeConfig
+from tests.in_process_server import running_app
 
 SERVICE = "bnserve.v1.Diagnostics"
 
 
 @pytest.fixture(scope="module")
 def channel(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60)).start()
-    assert app.repository.wait_ready(30)
-    with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
-        yield channel
-    app.stop()
+    with running_app(tmp_path_factory.mktemp("store")) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            yield channel
 
 
 def _handled(code: str) -> float:

@@ -34,6 +34,7 @@ from store.model import MEAN_JOINT, MEAN_POSTERIOR, NOMINAL, NUMERIC
 from store.sql import ModelStore
 from tests.model_factory import random_model
 from tests.reference import reference_proba
+from tests.in_process_server import running_app
 
 SERVICE = "inference.GRPCInferenceService"
 CONTENTS_FIELD = {"BYTES": "bytes_contents", "FP32": "fp32_contents", "FP64": "fp64_contents",
@@ -65,22 +66,17 @@ VERSIONS = [random_model(np.random.default_rng(seed), n_features=2, numeric=0.5)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    with ModelStore(url) as store:
-        for name, model in MODELS.items():
-            store.publish(name, model)
+    directory = tmp_path_factory.mktemp("store")
+    with ModelStore(f"sqlite:///{directory / 'store.db'}") as store:  # the alias first; running_app adds the rest
         for model in VERSIONS:
             store.publish("multi", model)
         store.set_alias("multi", "production", 2)
-    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60)).start()
-    assert app.repository.wait_ready(30)
-    client = tc.InferenceServerClient(f"127.0.0.1:{app.port}")
-    channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
-    _wait_ready(client)
-    yield client, triton_grpc.GRPCInferenceServiceStub(channel), channel
-    channel.close()
-    client.close()
-    app.stop()
+    with running_app(directory, MODELS) as app:
+        client = tc.InferenceServerClient(f"127.0.0.1:{app.port}")
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            _wait_ready(client)
+            yield client, triton_grpc.GRPCInferenceServiceStub(channel), channel
+        client.close()
 
 
 def _wait_ready(client: tc.InferenceServerClient, timeout: float = 30.0) -> None:

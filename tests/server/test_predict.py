@@ -17,11 +17,10 @@ from hypothesis import strategies as st
 
 from server.api import predictor_pb2 as pb
 from server.api import predictor_pb2_grpc
-from server.app import App, ServeConfig
 from store.model import MEAN_JOINT, MEAN_POSTERIOR, NUMERIC
-from store.sql import ModelStore
 from tests.model_factory import random_model
 from tests.reference import reference_proba
+from tests.in_process_server import running_app
 
 N_MODELS = 12
 
@@ -44,16 +43,9 @@ MODELS = _models()
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    with ModelStore(url) as store:
-        for name, model in MODELS.items():
-            store.publish(name, model)
-    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60)).start()
-    assert app.repository.wait_ready(30)
-    channel = grpc.insecure_channel(f"127.0.0.1:{app.port}")
-    yield predictor_pb2_grpc.PredictorStub(channel), app
-    channel.close()
-    app.stop()
+    with running_app(tmp_path_factory.mktemp("store"), MODELS) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            yield predictor_pb2_grpc.PredictorStub(channel), app
 
 
 def _rows(draw, model, n):
