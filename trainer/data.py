@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from store.discretization import interval_codes, interval_labels
+from store.discretization import interval_codes, interval_labels, parse_number
 from store.errors import InvalidInput
 from store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from trainer.discretize import Method
@@ -313,11 +313,8 @@ def _numbers(column: np.ndarray) -> np.ndarray | None:
 
 def number_or_none(text: str) -> float | None:
     """The number a text cell holds, or None (also for "nan": NaN is no value here)."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return None if math.isnan(value) else value
+    value = parse_number(text)
+    return None if value is None or math.isnan(value) else value
 
 
 def number_or_nan(text: str) -> float:

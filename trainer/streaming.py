@@ -30,6 +30,7 @@ from store.model import CLASS, FEATURE, NUMERIC, Variable
 from trainer.data import (
     AVAILABLE_CASE, Preprocessing, TrainingView, check_columns, is_numeric_column, label_codes, number_or_nan, number_or_none,
 )
+from trainer.discretize import merge_value_tables
 from trainer.readers import iter_tables
 from trainer.stats import PairStatistics, joint_counts
 
@@ -194,8 +195,6 @@ def _variable(source: str, name: str, tally: _Tally, by_state: list[int], prepro
         raise InvalidInput(f"{source}: column {name!r} is numeric, but has the value {bad!r}")
     rows = [tally.labels[label] for label in labels]
     counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)
-    values, inverse = np.unique(numbers[: len(rows)], return_inverse=True)
-    table = np.zeros((values.size, len(by_state)), dtype=np.int64)
-    np.add.at(table, inverse, counts)
+    values, table = merge_value_tables([(numbers[: len(rows)], counts)])  # labels "1" and "1.0" are one value
     cuts = preprocessing.method(name).cuts_from_table(values, table)
     return Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts)

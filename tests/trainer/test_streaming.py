@@ -95,3 +95,12 @@ def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
     code, _, err = run(capsys, "fit", "--algo", "fkdb", "--fd-min-count", "5", "--data", path, "--name", "m",
                        "--store", store, "--chunk-rows", "50")
     assert code == 2
+
+
+def test_one_number_written_two_ways_is_one_value(tmp_path):
+    rows = "".join(f"{['1', '1.0', '2.50', '2.5', '7'][i % 5]}{i % 3},{'xy'[i % 2]}\n" for i in range(200))
+    path = write(tmp_path, "v,c\n" + rows)
+    prep = Preprocessing(numeric=("v",), discretize=Method("equal-width", 3))
+    streamed = load_streamed(path, None, prep, None, 13)
+    assert streamed.features[0].kind == "numeric"
+    assert_same_model(fit("nb", streamed), fit("nb", load(path, preprocessing=prep)))
