@@ -519,3 +519,61 @@ def conditional_information_metrics(counts: np.ndarray) -> tuple[float, float, f
     if gain <= GAIN_FLOOR:
         return 0.0, 0.0, 0.0
     return gain, (gain / h_a if h_a > 0 else 0.0), (gain / h_cell if h_cell > 0 else 0.0)
+
+
+# ---------------------------------------------------------------- decomposable family scores
+
+
+def family_log_likelihood(counts: np.ndarray) -> float:
+    """Maximised log-likelihood Σ N(x, u) log(N(x, u) / N(u)) of a family from its counts,
+    the child on the last axis and every parent configuration u on the others. Nats."""
+    n = np.asarray(counts, dtype=np.float64)
+    return _xlogx(n) - _xlogx(n.sum(axis=-1))
+
+
+def bic_penalty(rows: int, child_states: int, parent_configurations: int) -> float:
+    """BIC's (log m / 2) per free parameter: (r - 1) free probabilities per parent configuration."""
+    return 0.5 * math.log(max(rows, 1)) * (child_states - 1) * parent_configurations
+
+
+class ColumnGroups:
+    """The feature columns joined into consecutive groups (``_feature_groups``), each as one
+    shifted joint code, so that one bincount counts a context against several columns.
+
+    ``counts(context, size)`` gives N(context, x_j) for every column j, each column's
+    missing state first: the structure searches count a family's configurations (the
+    context, ``size`` values) against every candidate parent this way, a pass over the rows
+    per group instead of per column. A group whose table would exceed ``cells`` (or one
+    cell per ``TABLE_ROWS_PER_CELL`` rows) is counted column by column.
+    """
+
+    def __init__(self, X: np.ndarray, cards: Sequence[int], group_cells: int = 1 << 7) -> None:
+        cols = feature_columns(X)
+        self.rows = int(X.shape[0])
+        self.ext = [int(c) + 1 for c in cards]
+        self.groups = _feature_groups(self.ext, 1, group_cells * group_cells)
+        self.sizes = [math.prod(self.ext[i] for i in g) for g in self.groups]
+        self.columns = [_narrow(cols[i].astype(np.int64) + 1, e) for i, e in enumerate(self.ext)]
+        self.codes = [self.columns[g[0]] if len(g) == 1 else
+                      _narrow(_shifted_codes([cols[i] for i in g], [self.ext[i] - 1 for i in g]), size)
+                      for g, size in zip(self.groups, self.sizes)]
+
+    def counts(self, context: np.ndarray, size: int, skip: Sequence[int] = ()) -> Iterator[tuple[int, np.ndarray]]:
+        """(j, N) for every column j not in ``skip``: N int64 (size, card_j + 1), N[u, s + 1] the rows
+        with context u and x_j = s, N[u, 0] those with x_j missing. ``context`` int64 in [0, size)."""
+        limit = max(PAIR_TABLE_CELLS, self.rows // TABLE_ROWS_PER_CELL)
+        skipped = set(skip)
+        for group, code, group_size in zip(self.groups, self.codes, self.sizes):
+            wanted = [p for p, j in enumerate(group) if j not in skipped]
+            if not wanted:
+                continue
+            if len(wanted) == 1 or size * group_size > limit:
+                for p in wanted:
+                    j = group[p]
+                    joined = context * self.ext[j] + self.columns[j]
+                    yield j, np.bincount(joined, minlength=size * self.ext[j]).reshape(size, self.ext[j])
+                continue
+            table = np.bincount(context * group_size + code, minlength=size * group_size)
+            table = table.reshape(size, *(self.ext[j] for j in group))
+            for p in wanted:
+                yield group[p], table.sum(axis=tuple(1 + a for a in range(len(group)) if a != p))

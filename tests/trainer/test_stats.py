@@ -172,3 +172,28 @@ def test_feature_columns_is_the_transpose():
         cols = stats.feature_columns(arr)
         assert cols.flags.c_contiguous
         assert np.array_equal(cols, X.T)
+
+
+@settings(max_examples=60, deadline=None)
+@given(coded_table(max_features=7), st.sampled_from([1, 4, 16, 128]), st.integers(1, 6))
+def test_column_groups_count_a_context_against_every_column(table, group_cells, size):
+    """N(context, x_j) per column from grouped bincounts equals a direct count, missing as state 0,
+    for groups of one and of several columns; skipped columns are not yielded."""
+    X, y, cards, _ = table
+    m = X.shape[0]
+    context = np.random.default_rng(m).integers(0, size, m).astype(np.int64)
+    groups = stats.ColumnGroups(X, cards, group_cells)
+    skip = [0] if X.shape[1] > 2 else []
+    got = dict(groups.counts(context, size, skip))
+    assert sorted(got) == [j for j in range(X.shape[1]) if j not in skip]
+    for j, table_j in got.items():
+        want = np.zeros((size, cards[j] + 1), dtype=np.int64)
+        for u, x in zip(context, X[:, j]):
+            want[u, x + 1] += 1
+        assert np.array_equal(table_j, want), j
+
+
+def test_family_log_likelihood_and_bic_penalty_by_hand():
+    counts = np.array([[3, 1], [0, 4]])  # parent configuration on axis 0, child on the last axis
+    assert stats.family_log_likelihood(counts) == pytest.approx(3 * math.log(3 / 4) + math.log(1 / 4))
+    assert stats.bic_penalty(100, 3, 6) == pytest.approx(0.5 * math.log(100) * 2 * 6)
