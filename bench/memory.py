@@ -1,5 +1,5 @@
 """Suite item 6: bytes of the compiled tables, RSS of a process holding 100 compiled models,
-and the opt-in float32 tables' error.
+and the float32 tables' error.
 
 ``CompiledModel.nbytes`` of the kdb k = 2 model of the prediction item (n = 50, c = 3)
 is set beside the bytes of CategoricalNB's fitted arrays on the same rows. For the RSS, a
@@ -7,9 +7,10 @@ fresh worker process (``--worker``) imports, takes its RSS (from /proc/self/stat
 baseline, builds 100 models of n = 50, k = 2 (the synthetic generator's true networks,
 seeds 0..99: the shape of a fitted kdb k = 2) and compiles them, keeping both as the
 server does; the peer worker fits 100 CategoricalNB models on 2,000 rows each. The
-opt-in ``compile_model(model, dtype=np.float32)`` is measured for its bytes, the largest
-difference of a posterior from float64's on the test rows, how often the argmax
-changes, and its speed.
+float32 tables (``trainer fit --precision float32|auto``, recorded in the model's metadata)
+are measured for their bytes, the largest difference of a posterior from float64's on the
+test rows, how often the argmax changes, and their speed; and what ``--precision auto``
+chooses for the model, by its own check on random instances.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ MODELS, QUICK_MODELS = 100, 20
 PEER_ROWS = 2000
 FIT_ROWS, QUICK_FIT_ROWS = 100_000, 20_000
 STRENGTH = 0.3
-FLOAT32_ERROR_BOUND = 1e-5  # what "precision suffices" means here: |ΔP| well below any decision margin
 
 
 def peer_nbytes(estimator) -> int:
@@ -90,12 +90,13 @@ def run_worker(kind: str, count: int, directory: pathlib.Path) -> dict:
 def run(work, quick: bool = False, log=print) -> Section:
     from sklearn.naive_bayes import CategoricalNB
 
-    from store.inference import compile_model
-    from trainer.fit import fit
+    from store.inference import FLOAT32_ERROR_BOUND, TABLE_PRECISION, compile_model
+    from trainer.fit import fit, with_table_precision
 
     train = work.train(QUICK_FIT_ROWS if quick else FIT_ROWS)
     test = work.test()
     model = fit("kdb", train, k=2)
+    chosen = with_table_precision(model, "auto").metadata[TABLE_PRECISION]
     double, single = compile_model(model), compile_model(model, dtype=np.float32)
     peer = CategoricalNB().fit(train.X, train.y)
 
@@ -127,21 +128,24 @@ def run(work, quick: bool = False, log=print) -> Section:
     section.rows += [
         Row(item, f"{name}: compiled tables (nbytes), float64", double.nbytes / 1024, peer_nbytes(peer) / 1024,
             "KiB", f"{PEER} fitted arrays", ratio(double.nbytes, peer_nbytes(peer))),
-        Row(item, f"{name}: compiled tables (nbytes), float32 (opt-in)", single.nbytes / 1024,
+        Row(item, f"{name}: compiled tables (nbytes), float32 (--precision float32|auto)", single.nbytes / 1024,
             double.nbytes / 1024, "KiB", "float64", ratio(single.nbytes, double.nbytes)),
         Row(item, f"{count} compiled models (n=50, k=2) held: RSS above baseline", ours["held"] / mb,
             theirs["held"] / mb, "MB", f"{count} {PEER}", ratio(ours["held"], theirs["held"])),
         Row(item, f"{count} compiled models: RSS of the compiling alone, per model", ours["compiled"] / count / 1024,
             ours["nbytes"] / count / 1024, "KiB", "nbytes", ratio(ours["compiled"], ours["nbytes"])),
         Row(item, f"float32 tables: max |P32 − P64| over {rows // 1000}k test rows", error, None, "", "",
-            None, f"opt-in; ≤ {FLOAT32_ERROR_BOUND:g}", error <= FLOAT32_ERROR_BOUND),
+            None, f"≤ {FLOAT32_ERROR_BOUND:g}", error <= FLOAT32_ERROR_BOUND),
+        Row(item, f"trainer --precision auto: max |P32 − P64| over {chosen['random_instances_checked']:,} random "
+            f"instances → serves {chosen['dtype']} (metadata table_precision)", chosen["float32_max_abs_error"],
+            None, "", "", None, f"float32 where ≤ {FLOAT32_ERROR_BOUND:g}", chosen["dtype"] == "float32"),
         Row(item, f"float32 tables: argmax changed, share of {rows // 1000}k test rows", 100 * flips, None, "%"),
         Row(item, f"float32 tables: predict_proba rows/s, batch of {rows // 1000}k", rows / median(t32),
             rows / median(t64), "rows/s", "float64", ratio(median(t64), median(t32))),
     ]
     section.details = {"nbytes": {"float64": double.nbytes, "float32": single.nbytes, "peer": peer_nbytes(peer)},
                        "held_models": {"ours": ours, "peer": theirs}, "float32_max_abs_error": error,
-                       "float32_argmax_changed": flips, "batch_seconds": {"float64": t64, "float32": t32}}
+                       "float32_argmax_changed": flips, "precision_auto": chosen, "batch_seconds": {"float64": t64, "float32": t32}}
     for row in section.missed:
         section.bounds[row.measurement] = (
             "float32 log tables round every entry to about 6e-8 relative; over 50 nodes the log-joint "

@@ -204,17 +204,43 @@ class CompiledModel:
         return _normalise(self.predict_log_joint(codes))
 
 
-def compile_model(model: Model, *, dtype: np.dtype | type = np.float64) -> CompiledModel:
+TABLE_PRECISION = "table_precision"  # the metadata key: {"dtype": ..., and the check behind it}
+TABLE_DTYPES = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32)}
+FLOAT32_ERROR_BOUND = 1e-5  # |P32 - P64| at most this: the precision suffices (well below any decision margin)
+PRECISION_CHECK_ROWS = 10_000
+
+
+def compile_model(model: Model, *, dtype: np.dtype | type | None = None) -> CompiledModel:
     """Compile a (validated) model once; the result is immutable apart from its plan caches.
 
-    ``dtype``: the fast-path log table's, float64 by default. ``np.float32`` is opt-in: it halves
-    the table, and rounds each log entry to about 6e-8 relative (sums are still accumulated in
-    float64, and missing values are still eliminated in float64); ``bench/memory.py`` measures
-    the error on the posterior.
+    ``dtype``: the fast-path log table's; None takes the model's own choice, its metadata's
+    ``table_precision.dtype`` (``trainer fit --precision``), float64 when it makes none.
+    float32 halves the table and rounds each log entry to about 6e-8 relative (sums are
+    still accumulated in float64, and missing values are still eliminated in float64);
+    ``float32_error`` measures what that does to the posteriors.
     """
-    if np.dtype(dtype) not in (np.dtype(np.float64), np.dtype(np.float32)):
+    if dtype is None:
+        chosen = (model.metadata.get(TABLE_PRECISION) or {}).get("dtype", "float64")
+        if chosen not in TABLE_DTYPES:
+            raise InvalidInput(f"metadata {TABLE_PRECISION}.dtype must be one of {', '.join(TABLE_DTYPES)}, "
+                               f"got {chosen!r}")
+        dtype = TABLE_DTYPES[chosen]
+    if np.dtype(dtype) not in TABLE_DTYPES.values():
         raise InvalidInput(f"compiled tables are float64 or float32, not {np.dtype(dtype)}")
     return CompiledModel(model, dtype)
+
+
+def float32_error(model: Model, rows: int = PRECISION_CHECK_ROWS, seed: int = 0) -> float:
+    """The largest |P32(c|x) - P64(c|x)| over ``rows`` random instances: every feature's state
+    drawn uniformly (so unlikely combinations, where log-joints are largest, are tried too),
+    one in ten values missing. Needs no data, so it checks any model, however it was made."""
+    rng = np.random.default_rng(seed)
+    cards = np.array([v.cardinality for v in model.features], dtype=np.int64)
+    codes = (rng.random((rows, len(cards))) * cards).astype(np.int64)
+    codes[rng.random(codes.shape) < 0.1] = -1
+    p64 = compile_model(model, dtype=np.float64).predict_proba(codes)
+    p32 = compile_model(model, dtype=np.float32).predict_proba(codes)
+    return float(np.max(np.abs(p64 - p32))) if rows else 0.0
 
 
 def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:

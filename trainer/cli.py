@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from store.errors import BnServeError, InvalidInput
+from store.inference import FLOAT32_ERROR_BOUND
 from store.model import structure_dict
 from store.names import check_alias, check_model_name
 from trainer import data as data_io
@@ -23,7 +24,7 @@ from trainer.readers import FORMATS
 from trainer.streaming import STREAMABLE, load_streamed
 from trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
 from trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
-from trainer.fit import fit
+from trainer.fit import PRECISIONS, fit, with_table_precision
 from trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
 from trainer.report import render
 from trainer.learners.registry import LEARNERS, PARAMETERS
@@ -93,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="model name in the store")
     p.add_argument("--store", metavar="URL", help="store URL (default from the environment)")
     p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
+    p.add_argument("--precision", choices=PRECISIONS, default="float64",
+                   help="dtype of the served log tables: float64 (default), float32 (half the memory), or auto "
+                        f"(float32 where the posteriors move by at most {FLOAT32_ERROR_BOUND:g}); recorded in the metadata")
     p.add_argument("--chunk-rows", type=_positive, metavar="N",
                    help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; "
                         "CSV or TSV)")
@@ -244,6 +248,7 @@ def _fit(args: argparse.Namespace) -> int:
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
     model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
+    model = with_table_precision(model, args.precision)
     with _open_store(args.store) as store:  # opened only now: bad input never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"

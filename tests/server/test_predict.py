@@ -234,3 +234,24 @@ def test_list_models(server):
     reply = stub.ListModels(pb.ListModelsRequest())
     assert [m.name for m in reply.models] == sorted(MODELS)
     assert all(list(m.versions) == [1] and m.latest_version == 1 for m in reply.models)
+
+
+def test_a_model_marked_float32_is_served_from_float32_tables(tmp_path):
+    """The server compiles the tables in the dtype the model's metadata chose (trainer
+    --precision): its answers are those tables' and within the recorded bound of float64's."""
+    from store.inference import compile_model
+    from trainer.fit import with_table_precision
+
+    model = with_table_precision(random_model(np.random.default_rng(5), n_features=6), "float32")
+    rows = np.random.default_rng(6).integers(0, 2, (50, 6))
+    rows = np.minimum(rows, [v.cardinality - 1 for v in model.features])
+    with running_app(tmp_path, {"m": model}) as app:
+        assert app.repository.get("m")[0].compiled.dtype == np.float32
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            reply = stub.Predict(pb.PredictRequest(model="m", dense=pb.DenseBatch(
+                features=[v.name for v in model.features], codes=rows.ravel().tolist())))
+    got = np.array([p.probabilities for p in reply.predictions])
+    np.testing.assert_allclose(got, compile_model(model).predict_proba(rows), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got, reference_proba(model, rows), rtol=0,
+                               atol=model.metadata["table_precision"]["bound"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from store.errors import InvalidInput
 from store import gather
 from store.elimination import FamilyGraph
-from store.inference import check_codes, compile_model
+from store.inference import FLOAT32_ERROR_BOUND, TABLE_PRECISION, check_codes, compile_model, float32_error
 from store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
 from tests.model_factory import random_model
 from tests.reference import coded_rows, models, reference_joint, reference_proba
@@ -386,3 +387,18 @@ def test_float32_tables_are_opt_in_smaller_and_close():
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     with pytest.raises(InvalidInput, match="float64 or float32"):
         compile_model(model, dtype=np.float16)
+
+
+def test_the_models_metadata_chooses_its_table_dtype_and_float32_error_measures_it():
+    rng = np.random.default_rng(13)
+    model = random_model(rng, n_features=8, max_parents=3, class_has_parents=False)
+    codes = np.column_stack([rng.integers(-1, v.cardinality, size=500) for v in model.features])
+    marked = dataclasses.replace(model, metadata={**model.metadata, TABLE_PRECISION: {"dtype": "float32"}})
+    assert compile_model(model).dtype == np.float64 and compile_model(marked).dtype == np.float32
+    assert compile_model(marked, dtype=np.float64).dtype == np.float64  # an explicit dtype wins
+    error = float32_error(model)
+    diff = np.abs(compile_model(marked).predict_proba(codes) - compile_model(model).predict_proba(codes)).max()
+    assert 0 < error <= FLOAT32_ERROR_BOUND and diff <= FLOAT32_ERROR_BOUND
+    bad = dataclasses.replace(model, metadata={TABLE_PRECISION: {"dtype": "float16"}})
+    with pytest.raises(InvalidInput, match="table_precision.dtype must be one of float64, float32, got 'float16'"):
+        compile_model(bad)

@@ -161,3 +161,21 @@ def test_bad_preprocessing_flags_write_nothing(capsys, store, tmp_path, flags, c
     got, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store, *flags)
     assert got == code and message in err
     assert run(capsys, "list", "--store", store)[1].strip() == "no models"
+
+
+def test_precision_flag_records_the_table_dtype_and_the_check_behind_it(capsys, store):
+    for precision in ("auto", "float64", "float32"):
+        code, _, err = run(capsys, "fit", "--algo", "kdb", "--data", "builtin:chess", "--name", precision,
+                           "--store", store, "--precision", precision)
+        assert (code, err) == (0, "")
+    docs = {}
+    for name in ("auto", "float64", "float32"):
+        code, out, _ = run(capsys, "show", name, "--store", store, "--json")
+        docs[name] = json.loads(out)["metadata"]
+    assert "table_precision" not in docs["float64"]
+    auto, forced = docs["auto"]["table_precision"], docs["float32"]["table_precision"]
+    assert auto["dtype"] == forced["dtype"] == "float32" and auto["requested"] == "auto"
+    assert 0 < auto["float32_max_abs_error"] <= auto["bound"] == 1e-5
+    code, _, err = run(capsys, "fit", "--algo", "kdb", "--data", "builtin:chess", "--name", "x", "--store", store,
+                       "--precision", "float16")
+    assert code == 2 and "--precision" in err and "float16" in err
