@@ -46,6 +46,15 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
         "numpy call pays several times its warm cost (np.zeros(3): 0.3 µs warm, 3 µs after a gap). py-spy, "
         "sampling the thread that holds the GIL: the intercepted Predict is 34.7 % of server time, "
         "codes_from_dense 16.5 % and predict_proba 11.0 % of it, the rest grpc's own machinery."),
+    f"{BATCH}-row dense Predict rows/s vs in-process predict_proba": (
+        "Borderline, 0.25-0.26 across runs. A 1,000-row call (50 KB in, 24 KB out) takes about 2.0 ms of server "
+        "CPU and 0.47 ms of client CPU, where the work itself is about 1 ms: parsing the request 154 µs, "
+        "predict_proba 667 µs, building and serialising the flat response 154 µs (measured alone, "
+        "`PredictRequest.FromString`, `CompiledModel.predict_proba`, `DensePredictions`). "
+        "py-spy --gil on the server: Predict 54.8 % of the GIL-holding samples (its own list conversions "
+        "19.4 %, codes_from_dense 21.5 %, predict_proba 10.8 %), request deserialisation 16.7 %, grpc's "
+        "thread-pool and event handling the rest. The other millisecond is the Python gRPC server's "
+        "transport and thread hand-offs, paid once per call, on the same 2 cores as the client."),
 }
 
 

@@ -32,3 +32,25 @@ def test_over_the_wire_quick_run_reports_every_figure():
     for r in results:
         assert r["ours"] > 0 and r["peer"] > 0 and math.isclose(r["ratio"], r["ours"] / r["peer"])
         assert (r["met"] is None) == (r["goal"] == "—")
+
+
+def test_h2load_calls_predict_through_grpc_framing_and_counts_the_calls():
+    """The cheap load generator of bench/workers.py against a real `server serve`: its request
+    body is a gRPC Predict the server answers (checked through a real gRPC client first), and
+    a short run completes calls with none failed. CI installs h2load (.ci/run)."""
+    import pytest
+
+    from bench.serving import Server, temporary_store
+    from bench.workers import H2Load
+
+    if not H2Load.available():
+        pytest.skip("h2load is not installed (Debian: nghttp2-client)")
+    data, model = kdb_on_random_data(rows=500)
+    load = H2Load([v.name for v in data.features], data.X[0].tolist(), callers=2)
+    try:
+        with temporary_store(model) as url, Server(url) as server:
+            load.check(server)
+            figures = load.run(server, 1.0)
+    finally:
+        load.close()
+    assert figures["rate"] > 0 and figures["server_cores"] > 0 and figures["server_cpu_per_call"] > 0
