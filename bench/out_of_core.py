@@ -86,7 +86,7 @@ def run(quick: bool = False, rows: int | None = None, chunk_rows: int = 100_000,
         out = []
         if peer:
             whole_seconds, whole_rss = fit_child(csv, store, None)
-            out.append(result(ITEM, f"fkdb k=2 fit peak RSS, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
+            out.append(result(ITEM, f"fkdb k=2 fit peak RSS MiB, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
                               rss / 2**20, whole_rss / 2**20, "—", None))
             out.append(result(ITEM, f"fkdb k=2 fit seconds, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
                               seconds, whole_seconds, "—", None))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 
@@ -39,7 +40,28 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+SERVE_ENV_PREFIX = "BNSERVE_"
+SERVE_ENV_FLAGS = ("host", "port", "metrics_port", "poll_seconds", "grace_seconds", "threads", "workers", "log_level")
+
+
+def _env_defaults(serve: argparse.ArgumentParser, environ: dict[str, str]) -> None:
+    """Each ``serve`` flag in SERVE_ENV_FLAGS may come from ``BNSERVE_<FLAG>`` (e.g.
+    BNSERVE_GRACE_SECONDS): a Kubernetes ConfigMap sets them as environment. A flag given on
+    the command line wins; a value that does not parse is a usage error naming the variable."""
+    actions = {a.dest: a for a in serve._actions}
+    for dest in SERVE_ENV_FLAGS:
+        name = SERVE_ENV_PREFIX + dest.upper()
+        if name not in environ:
+            continue
+        action = actions[dest]
+        try:
+            value = action.type(environ[name]) if action.type else environ[name]
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            serve.error(f"environment variable {name}={environ[name]!r}: {exc}")
+        serve.set_defaults(**{dest: value})
+
+
+def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="server", description="Serve Bayesian network classifiers over gRPC.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -55,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="worker processes sharing the port, one core each (default 1: this process serves)")
     serve.add_argument("--worker-of", type=int, metavar="PID", help=argparse.SUPPRESS)  # set by --workers
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    serve.epilog = ("Every flag above but --store may also be set as BNSERVE_<FLAG> in the environment "
+                    "(e.g. BNSERVE_GRACE_SECONDS=25); the store URL is BNSERVE_STORE_URL. A flag wins.")
+    _env_defaults(serve, dict(os.environ) if environ is None else environ)
 
     predict = sub.add_parser("predict", help="send one Predict call and print the answer as JSON")
     predict.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 import grpc
+import numpy as np
 
 from server.api import grpc_service_pb2 as pb
 from server.api import grpc_service_pb2_grpc
@@ -75,7 +76,7 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         outputs = requested_outputs(request)
         codes = codes_from_inputs(compiled, served.class_name, read_inputs(request))
         proba = compiled.predict_proba(codes)
-        served.rows_predicted.inc(len(codes))
+        served.record(np.argmax(proba, axis=1))
         response = pb.ModelInferResponse(model_name=served.name, model_version=str(served.version), id=request.id)
         write_outputs(response, outputs, compiled.classes, proba)
         return response

@@ -51,6 +51,14 @@ GRPC_HANDLING_SECONDS = Histogram(
 PREDICTION_ROWS = Counter(
     "bnserve_prediction_rows_total", "Rows predicted, per model.", ("model",)
 )
+PREDICTED_CLASS_ROWS = Counter(
+    "bnserve_predicted_class_rows_total", "Rows predicted, per model and most probable class.", ("model", "class")
+)
+BATCH_ROWS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
+REQUEST_ROWS = Histogram(
+    "bnserve_request_rows", "Rows per prediction request (batch size), per model.", ("model",),
+    buckets=BATCH_ROWS_BUCKETS,
+)
 MODEL_INFO = Gauge(
     "bnserve_model_info",
     "1 for each model version the server holds compiled; aliases comma-separated.",

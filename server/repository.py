@@ -15,6 +15,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+import numpy as np
+
 from server import metrics
 from store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
 from store.inference import CompiledModel, compile_model
@@ -31,8 +33,8 @@ ON_DEMAND_CAPACITY = 16
 class ServedModel:
     """One compiled model version, ready to answer.
 
-    ``class_name`` and ``rows_predicted`` (this model's child of
-    ``bnserve_prediction_rows_total``) are looked up once here rather than per request.
+    ``class_name`` and this model's children of the prediction metrics are looked up once
+    here rather than per request (``record``).
     """
 
     name: str
@@ -42,11 +44,28 @@ class ServedModel:
     model: Model
     compiled: CompiledModel
     class_name: str = field(init=False)
-    rows_predicted: Any = field(init=False, repr=False, compare=False)
+    _rows: Any = field(init=False, repr=False, compare=False)
+    _per_class: tuple = field(init=False, repr=False, compare=False)
+    _batch: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "class_name", self.model.class_variable.name)
-        object.__setattr__(self, "rows_predicted", metrics.PREDICTION_ROWS.labels(self.name))
+        object.__setattr__(self, "_rows", metrics.PREDICTION_ROWS.labels(self.name))
+        object.__setattr__(self, "_per_class", tuple(metrics.PREDICTED_CLASS_ROWS.labels(self.name, c)
+                                                     for c in self.compiled.classes))
+        object.__setattr__(self, "_batch", metrics.REQUEST_ROWS.labels(self.name))
+
+    def record(self, winners: np.ndarray) -> None:
+        """Count one answered request: its rows, their most probable classes, its batch size."""
+        rows = len(winners)
+        self._rows.inc(rows)
+        self._batch.observe(rows)
+        if rows == 1:
+            self._per_class[int(winners[0])].inc()
+        elif rows:
+            for c, n in enumerate(np.bincount(winners, minlength=len(self._per_class)).tolist()):
+                if n:
+                    self._per_class[c].inc(n)
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,9 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
             codes = codes_from_instances(compiled, class_name, ((i.values, i.numbers) for i in request.instances),
                                          request.unseen_as_missing)
         proba = compiled.predict_proba(codes)
-        served.rows_predicted.inc(len(codes))
         classes = compiled.classes
         winners = np.argmax(proba, axis=1)
+        served.record(winners)
         response = pb.PredictResponse(model=served.name, version=served.version, classes=classes)
         if request.dense_response:  # two flat arrays: no message per row
             response.dense.labels.extend(winners.tolist())

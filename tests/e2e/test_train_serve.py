@@ -128,7 +128,11 @@ def test_fkdb_on_chess_over_the_wire(served, chess_rows):
     assert sample_value(text, "grpc_server_started_total", grpc_method="Predict") >= 7
     latency_observations = sample_value(text, "grpc_server_handling_seconds_count", grpc_method="Predict")
     assert latency_observations >= 7  # one histogram observation per call
-    assert sample_value(text, "bnserve_prediction_rows_total", model="chess") >= 401
+    predicted = sample_value(text, "bnserve_prediction_rows_total", model="chess")
+    assert predicted >= 401
+    assert sum(sample_value(text, "bnserve_predicted_class_rows_total", model="chess", **{"class": c})
+               for c in ("nowin", "won")) == predicted
+    assert sample_value(text, "bnserve_request_rows_sum", model="chess") == predicted
     assert sample_value(text, "bnserve_model_info", model="chess", version="1", algorithm="fkdb") == 1
 
     # the CLI client says the same

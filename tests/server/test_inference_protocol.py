@@ -29,6 +29,7 @@ from tritonclient.grpc import service_pb2_grpc as triton_grpc
 
 from server.api import grpc_service_pb2
 from server.app import App, ServeConfig
+from store.inference import compile_model
 from store.errors import StoreUnavailable
 from store.model import MEAN_JOINT, MEAN_POSTERIOR, NOMINAL, NUMERIC
 from store.sql import ModelStore
@@ -437,13 +438,25 @@ def test_metrics_label_the_service_and_count_rows(server):
     method = dict(grpc_type="UNARY", grpc_service=SERVICE, grpc_method="ModelInfer")
     ok, bad = sample("grpc_server_handled_total", **method, grpc_code="OK"), \
         sample("grpc_server_handled_total", **method, grpc_code="INVALID_ARGUMENT")
+    classes = MODELS["m1"].class_variable.states
     rows = sample("bnserve_prediction_rows_total", model="m1")
-    _infer(client, "m1", [("codes", "INT64", np.full((3, len(MODELS["m1"].features)), -1, dtype=np.int64))])
+    per_class = [sample("bnserve_predicted_class_rows_total", model="m1", **{"class": c}) for c in classes]
+    batches = sample("bnserve_request_rows_count", model="m1")
+    small = sample("bnserve_request_rows_bucket", model="m1", le="5.0")
+    codes = np.full((3, len(MODELS["m1"].features)), -1, dtype=np.int64)
+    _infer(client, "m1", [("codes", "INT64", codes)])
     with pytest.raises(tc.InferenceServerException):
         _infer(client, "m1", [("codes", "INT64", np.zeros((1, 99), dtype=np.int64))])
     assert sample("grpc_server_handled_total", **method, grpc_code="OK") == ok + 1
     assert sample("grpc_server_handled_total", **method, grpc_code="INVALID_ARGUMENT") == bad + 1
     assert sample("bnserve_prediction_rows_total", model="m1") == rows + 3
+    # the three all-missing rows share the prior's most probable class; one batch of 3 rows
+    winner = classes[int(np.argmax(compile_model(MODELS["m1"]).predict_proba(codes[:1])))]
+    after = [sample("bnserve_predicted_class_rows_total", model="m1", **{"class": c}) for c in classes]
+    assert [a - b for a, b in zip(after, per_class)] == [3.0 if c == winner else 0.0 for c in classes]
+    assert sample("bnserve_request_rows_count", model="m1") == batches + 1
+    assert sample("bnserve_request_rows_bucket", model="m1", le="5.0") == small + 1
+    assert sample("bnserve_request_rows_sum", model="m1") >= 3
 
 
 def test_messages_match_tritonclients_field_for_field():
