@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import time
+
 import grpc
 import numpy as np
 
@@ -71,12 +73,13 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         )
 
     def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext) -> pb.ModelInferResponse:
+        started = time.perf_counter()
         served, _ = self._repository.get(request.model_name, version=parse_version(request.model_version))
         compiled = served.compiled
         outputs = requested_outputs(request)
         codes = codes_from_inputs(compiled, served.class_name, read_inputs(request))
         proba = compiled.predict_proba(codes)
-        served.record(np.argmax(proba, axis=1))
         response = pb.ModelInferResponse(model_name=served.name, model_version=str(served.version), id=request.id)
         write_outputs(response, outputs, compiled.classes, proba)
+        served.record(np.argmax(proba, axis=1), started)
         return response

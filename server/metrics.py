@@ -54,6 +54,13 @@ PREDICTION_ROWS = Counter(
 PREDICTED_CLASS_ROWS = Counter(
     "bnserve_predicted_class_rows_total", "Rows predicted, per model and most probable class.", ("model", "class")
 )
+REQUEST_SECONDS = Histogram(
+    "bnserve_request_seconds",
+    "Time to answer one prediction request (Predict or ModelInfer) in the handler, per model: "
+    "what grpc_server_handling_seconds measures per method, here per model.",
+    ("model",),
+    buckets=LATENCY_BUCKETS,
+)
 BATCH_ROWS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
 REQUEST_ROWS = Histogram(
     "bnserve_request_rows", "Rows per prediction request (batch size), per model.", ("model",),

@@ -47,6 +47,7 @@ class ServedModel:
     _rows: Any = field(init=False, repr=False, compare=False)
     _per_class: tuple = field(init=False, repr=False, compare=False)
     _batch: Any = field(init=False, repr=False, compare=False)
+    _seconds: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "class_name", self.model.class_variable.name)
@@ -54,12 +55,15 @@ class ServedModel:
         object.__setattr__(self, "_per_class", tuple(metrics.PREDICTED_CLASS_ROWS.labels(self.name, c)
                                                      for c in self.compiled.classes))
         object.__setattr__(self, "_batch", metrics.REQUEST_ROWS.labels(self.name))
+        object.__setattr__(self, "_seconds", metrics.REQUEST_SECONDS.labels(self.name))
 
-    def record(self, winners: np.ndarray) -> None:
-        """Count one answered request: its rows, their most probable classes, its batch size."""
+    def record(self, winners: np.ndarray, started: float) -> None:
+        """Count one answered request: its rows, their most probable classes, its batch size,
+        and its time since ``started`` (``time.perf_counter()`` when the handler began)."""
         rows = len(winners)
         self._rows.inc(rows)
         self._batch.observe(rows)
+        self._seconds.observe(time.perf_counter() - started)
         if rows == 1:
             self._per_class[int(winners[0])].inc()
         elif rows:

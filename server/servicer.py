@@ -7,6 +7,7 @@ and mapped to status codes by ``server.interceptors``.
 from __future__ import annotations
 
 import json
+import time
 
 import grpc
 import numpy as np
@@ -34,6 +35,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
         self._repository = repository
 
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
+        started = time.perf_counter()
         served, _ = self._repository.get(request.model, **_selector(request))
         compiled = served.compiled
         class_name = served.class_name
@@ -48,15 +50,15 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
         proba = compiled.predict_proba(codes)
         classes = compiled.classes
         winners = np.argmax(proba, axis=1)
-        served.record(winners)
         response = pb.PredictResponse(model=served.name, version=served.version, classes=classes)
         if request.dense_response:  # two flat arrays: no message per row
             response.dense.labels.extend(winners.tolist())
             response.dense.probabilities.extend(proba.ravel().tolist())
-            return response
-        add = response.predictions.add  # adding in place: no temporary message per row
-        for w, row in zip(winners.tolist(), proba.tolist()):
-            add(label=classes[w], probabilities=row)
+        else:
+            add = response.predictions.add  # adding in place: no temporary message per row
+            for w, row in zip(winners.tolist(), proba.tolist()):
+                add(label=classes[w], probabilities=row)
+        served.record(winners, started)
         return response
 
     def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: grpc.ServicerContext) -> pb.ModelMetadata:

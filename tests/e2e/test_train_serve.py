@@ -133,6 +133,8 @@ def test_fkdb_on_chess_over_the_wire(served, chess_rows):
     assert sum(sample_value(text, "bnserve_predicted_class_rows_total", model="chess", **{"class": c})
                for c in ("nowin", "won")) == predicted
     assert sample_value(text, "bnserve_request_rows_sum", model="chess") == predicted
+    assert sample_value(text, "bnserve_request_seconds_count", model="chess") == sample_value(
+        text, "bnserve_request_rows_count", model="chess")
     assert sample_value(text, "bnserve_model_info", model="chess", version="1", algorithm="fkdb") == 1
 
     # the CLI client says the same

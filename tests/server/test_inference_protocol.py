@@ -457,6 +457,7 @@ def test_metrics_label_the_service_and_count_rows(server):
     assert sample("bnserve_request_rows_count", model="m1") == batches + 1
     assert sample("bnserve_request_rows_bucket", model="m1", le="5.0") == small + 1
     assert sample("bnserve_request_rows_sum", model="m1") >= 3
+    assert sample("bnserve_request_seconds_count", model="m1") == batches + 1  # the refused call is not timed
 
 
 def test_messages_match_tritonclients_field_for_field():
