@@ -7,9 +7,8 @@ raised as ``store.errors`` kinds and mapped to status codes by ``server.intercep
 
 from __future__ import annotations
 
-from typing import Callable
-
 import time
+from typing import Callable
 
 import grpc
 import numpy as np
