@@ -43,6 +43,7 @@ from server.diagnostics import DiagnosticsServicer
 from server.inference_servicer import InferenceServicer
 from server.interceptors import ServerInterceptor
 from server.repository import ModelRepository, Poller
+from server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
 from server.servicer import PredictorServicer
 from store.sql import ModelStore
 
@@ -53,7 +54,6 @@ DIAGNOSTICS = diagnostics_pb2.DESCRIPTOR.services_by_name["Diagnostics"]
 INFERENCE = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
 HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
 REFLECTION = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
-MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ class ServeConfig:
     poll_seconds: float = 10.0
     grace_seconds: float = 5.0
     threads: int = 16
-    max_message_bytes: int = 64 * MiB
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_rows: int = DEFAULT_MAX_ROWS
     worker: bool = False  # one of several processes on the port (see the module docstring)
 
 
@@ -89,10 +90,11 @@ class App:
                 ("grpc.so_reuseport", 1 if config.worker else 0),
             ],
         )
-        predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(self.repository), self.grpc_server)
+        predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(self.repository, config.max_rows),
+                                                           self.grpc_server)
         diagnostics_pb2_grpc.add_DiagnosticsServicer_to_server(DiagnosticsServicer(), self.grpc_server)
         grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-            InferenceServicer(self.repository, ready=self.serving.is_set), self.grpc_server
+            InferenceServicer(self.repository, ready=self.serving.is_set, max_rows=config.max_rows), self.grpc_server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
         services = (PREDICTOR, DIAGNOSTICS, INFERENCE, HEALTH, REFLECTION)

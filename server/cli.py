@@ -9,6 +9,7 @@ import os
 import sys
 import time
 
+from server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
 from store.errors import BnServeError
 from store.sql import resolve_store_url
 
@@ -41,7 +42,8 @@ def _positive_int(text: str) -> int:
 
 
 SERVE_ENV_PREFIX = "BNSERVE_"
-SERVE_ENV_FLAGS = ("host", "port", "metrics_port", "poll_seconds", "grace_seconds", "threads", "workers", "log_level")
+SERVE_ENV_FLAGS = ("host", "port", "metrics_port", "poll_seconds", "grace_seconds", "threads", "workers", "log_level",
+                   "max_rows", "max_message_bytes")
 
 
 def _env_defaults(serve: argparse.ArgumentParser, environ: dict[str, str]) -> None:
@@ -77,6 +79,12 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
                        help="worker processes sharing the port, one core each (default 1: this process serves)")
     serve.add_argument("--worker-of", type=int, metavar="PID", help=argparse.SUPPRESS)  # set by --workers
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    serve.add_argument("--max-rows", type=_positive_int, default=DEFAULT_MAX_ROWS,
+                       help=f"most rows one Predict or ModelInfer may hold; more is RESOURCE_EXHAUSTED "
+                            f"(default {DEFAULT_MAX_ROWS:,})")
+    serve.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES,
+                       help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
+                            f"(default {DEFAULT_MAX_MESSAGE_BYTES:,}, 64 MiB)")
     serve.epilog = ("Every flag above but --store may also be set as BNSERVE_<FLAG> in the environment "
                     "(e.g. BNSERVE_GRACE_SECONDS=25); the store URL is BNSERVE_STORE_URL. A flag wins.")
     _env_defaults(serve, dict(os.environ) if environ is None else environ)
@@ -156,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         poll_seconds=args.poll_seconds,
         grace_seconds=args.grace_seconds,
         threads=args.threads,
+        max_rows=args.max_rows,
+        max_message_bytes=args.max_message_bytes,
         worker=worker,
     )
     try:

@@ -16,6 +16,7 @@ import numpy as np
 from server.api import grpc_service_pb2 as pb
 from server.api import grpc_service_pb2_grpc
 from server.repository import ModelRepository
+from server.limits import DEFAULT_MAX_ROWS, check_rows, check_still_wanted, infer_rows
 from server.tensors import codes_from_inputs, input_metadata, output_metadata, read_inputs, requested_outputs, write_outputs
 from store.errors import InvalidInput, InvalidModel, NotFound, StoreUnavailable
 from store.version import code_version
@@ -35,10 +36,12 @@ def parse_version(text: str) -> int | None:
 
 
 class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
-    def __init__(self, repository: ModelRepository, ready: Callable[[], bool]):
-        """``ready`` says whether the server is ready: what its health service reports."""
+    def __init__(self, repository: ModelRepository, ready: Callable[[], bool], max_rows: int = DEFAULT_MAX_ROWS):
+        """``ready`` says whether the server is ready: what its health service reports;
+        ``max_rows`` the most rows a request may hold (its inputs' first dimension)."""
         self._repository = repository
         self._ready = ready
+        self._max_rows = max_rows
 
     def ServerLive(self, request: pb.ServerLiveRequest, context: grpc.ServicerContext) -> pb.ServerLiveResponse:
         return pb.ServerLiveResponse(live=True)
@@ -73,10 +76,12 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
 
     def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext) -> pb.ModelInferResponse:
         started = time.perf_counter()
+        check_rows(infer_rows(request), self._max_rows)
         served, _ = self._repository.get(request.model_name, version=parse_version(request.model_version))
         compiled = served.compiled
         outputs = requested_outputs(request)
         codes = codes_from_inputs(compiled, served.class_name, read_inputs(request))
+        check_still_wanted(context)
         proba = compiled.predict_proba(codes)
         response = pb.ModelInferResponse(model_name=served.name, model_version=str(served.version), id=request.id)
         write_outputs(response, outputs, compiled.classes, proba)

@@ -1,4 +1,4 @@
-"""One interceptor for every RPC: count it, time it, and map our errors to status codes.
+"""One interceptor for every RPC: parse it, count it, time it, and map our errors to status codes.
 
 Servicers raise ``store.errors.BnServeError`` subclasses; this is the one place that
 turns them into gRPC status codes. Anything else becomes INTERNAL with a fixed
@@ -14,7 +14,7 @@ from typing import Any, Callable
 import grpc
 
 from server import metrics
-from store.errors import BnServeError
+from store.errors import BnServeError, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,24 @@ class _HandledCounters(dict):
         return child
 
 
+def _parsing(deserialize: Callable | None, behavior: Callable) -> Callable:
+    """``behavior`` taking the request's bytes and parsing them itself, so that bytes that are
+    not a valid message are INVALID_ARGUMENT (grpc's own parsing would answer INTERNAL)."""
+    if deserialize is None:
+        return behavior
+    message = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
+    what = f"a valid {message.full_name} message" if message is not None else "a valid request message"
+
+    def parsed(raw: bytes, context: grpc.ServicerContext) -> Any:
+        try:
+            request = deserialize(raw)
+        except Exception:
+            raise InvalidInput(f"the request is not {what}") from None
+        return behavior(request, context)
+
+    return parsed
+
+
 class ServerInterceptor(grpc.ServerInterceptor):
     """Prometheus grpc_server_* metrics and error-to-status mapping.
 
@@ -76,10 +94,12 @@ class ServerInterceptor(grpc.ServerInterceptor):
         service, method = _split(full_method)
         if handler.unary_unary:
             labels = ("UNARY", service, method)
-            return handler._replace(unary_unary=self._wrap_unary(handler.unary_unary, labels))
+            behavior = _parsing(handler.request_deserializer, handler.unary_unary)
+            return handler._replace(request_deserializer=None, unary_unary=self._wrap_unary(behavior, labels))
         if handler.unary_stream:
             labels = ("SERVER_STREAM", service, method)
-            return handler._replace(unary_stream=self._wrap_stream(handler.unary_stream, labels))
+            behavior = _parsing(handler.request_deserializer, handler.unary_stream)
+            return handler._replace(request_deserializer=None, unary_stream=self._wrap_stream(behavior, labels))
         if handler.stream_stream:
             labels = ("BIDI_STREAM", service, method)
             return handler._replace(stream_stream=self._wrap_stream(handler.stream_stream, labels))

@@ -188,3 +188,4 @@ def _codes_from_values(compiled: CompiledModel, columns: list[int], raw: np.ndar
                                f"expected a state code from 0 to {variable.cardinality - 1} or NaN (missing)")
         codes[:, j] = np.where(missing, MISSING, values).astype(np.int64)
     return codes
+

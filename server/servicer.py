@@ -15,6 +15,7 @@ import numpy as np
 from server.api import predictor_pb2 as pb
 from server.api import predictor_pb2_grpc
 from server.repository import ModelRepository, ServedModel
+from server.limits import DEFAULT_MAX_ROWS, check_rows, check_still_wanted, predict_rows
 from server.requests import codes_from_dense, codes_from_instances
 from store.errors import InvalidInput
 
@@ -31,11 +32,13 @@ def _selector(request) -> dict:
 
 
 class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
-    def __init__(self, repository: ModelRepository):
+    def __init__(self, repository: ModelRepository, max_rows: int = DEFAULT_MAX_ROWS):
         self._repository = repository
+        self._max_rows = max_rows
 
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
         started = time.perf_counter()
+        check_rows(predict_rows(request), self._max_rows)
         served, _ = self._repository.get(request.model, **_selector(request))
         compiled = served.compiled
         class_name = served.class_name
@@ -47,6 +50,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
         else:
             codes = codes_from_instances(compiled, class_name, ((i.values, i.numbers) for i in request.instances),
                                          request.unseen_as_missing)
+        check_still_wanted(context)
         proba = compiled.predict_proba(codes)
         classes = compiled.classes
         winners = np.argmax(proba, axis=1)

@@ -41,6 +41,18 @@ class IntegrityError(BnServeError):
     code = "DATA_LOSS"
 
 
+class TooLarge(BnServeError):
+    """A request beyond a configured limit (rows per request); refused before any work."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class DeadlineExceeded(BnServeError):
+    """The caller's deadline passed (or it cancelled) before the work was done; it is not done."""
+
+    code = "DEADLINE_EXCEEDED"
+
+
 class StoreUnavailable(BnServeError):
     """The database cannot be reached or is locked; the caller may retry."""
 

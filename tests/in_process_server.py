@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from server.app import App, ServeConfig
 from store.model import Model
@@ -16,15 +16,17 @@ from store.sql import ModelStore
 
 @contextmanager
 def running_app(directory: Path, models: Mapping[str, Model | Sequence[Model]] = {},
-                ready_seconds: float = 30) -> Iterator[App]:
+                ready_seconds: float = 30, **config: Any) -> Iterator[App]:
     """Publish ``models`` (name -> model, or its versions in order) into a store in
-    ``directory``, start the server on it, wait until it has read the store, and stop it after."""
+    ``directory``, start the server on it, wait until it has read the store, and stop it after.
+    ``config``: other ``ServeConfig`` fields (limits, say)."""
     url = f"sqlite:///{directory / 'store.db'}"
     with ModelStore(url) as store:
         for name, versions in models.items():
             for model in versions if isinstance(versions, (list, tuple)) else [versions]:
                 store.publish(name, model)
-    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60)).start()
+    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60,
+                          **config)).start()
     try:
         assert app.repository.wait_ready(ready_seconds)
         yield app

@@ -1,0 +1,43 @@
+"""The limits a request must keep (``server serve --max-rows``, ``--max-message-bytes``),
+checked before any work, so an oversized request is refused cheaply with RESOURCE_EXHAUSTED;
+and the caller's deadline, checked again before the prediction itself.
+
+grpc itself refuses a message over the byte limit before it reaches a handler; the row
+limit is counted from the request's field lengths and tensor shapes, without decoding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.errors import DeadlineExceeded, TooLarge
+
+DEFAULT_MAX_ROWS = 100_000
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def check_rows(rows: int, limit: int) -> None:
+    """Refuse a request of more than ``limit`` rows, naming the limit and the flag."""
+    if rows > limit:
+        raise TooLarge(f"the request has {rows} rows; this server answers at most {limit} rows per request "
+                       "(--max-rows): split it")
+
+
+def predict_rows(request: Any) -> int:
+    """Rows of a PredictRequest from its field lengths alone."""
+    if request.HasField("dense"):
+        dense = request.dense
+        return max(len(dense.codes), len(dense.values)) // max(len(dense.features), 1)
+    return len(request.instances)
+
+
+def infer_rows(request: Any) -> int:
+    """Rows of a ModelInferRequest: the largest first dimension of its inputs' shapes."""
+    return max((t.shape[0] for t in request.inputs if t.shape), default=0)
+
+
+def check_still_wanted(context: Any) -> None:
+    """Stop before predicting when the caller's deadline has passed or it cancelled: grpc has
+    already answered it DEADLINE_EXCEEDED (or CANCELLED), so the work would be wasted."""
+    if not context.is_active():
+        raise DeadlineExceeded("the call's deadline passed (or it was cancelled) before the prediction")
