@@ -179,3 +179,22 @@ def test_precision_flag_records_the_table_dtype_and_the_check_behind_it(capsys, 
     code, _, err = run(capsys, "fit", "--algo", "kdb", "--data", "builtin:chess", "--name", "x", "--store", store,
                        "--precision", "float16")
     assert code == 2 and "--precision" in err and "float16" in err
+
+
+@pytest.mark.parametrize("content, piece", [
+    (b"", "empty.csv"),
+    (b"a,b,class\n", "empty.csv"),
+    (b"\x00\x01\xff\xfe\x00garbage", "empty.csv"),
+    (b"a,b,class\n1,2,\n3,4,\n", "empty.csv"),
+])
+def test_bad_data_into_an_existing_store_changes_nothing(capsys, tmp_path, store, content, piece):
+    """A failed fit leaves a store that already holds a model exactly as it was."""
+    code, _, _ = run(capsys, "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "m", "--store", store,
+                     "--alias", "production")
+    assert code == 0
+    before = run(capsys, "list", "--store", store)[1]
+    (tmp_path / "empty.csv").write_bytes(content)
+    code, out, err = run(capsys, "fit", "--algo", "nb", "--data", str(tmp_path / "empty.csv"), "--name", "m",
+                         "--store", store, "--alias", "production")
+    assert code == 1 and out == "" and piece in err and err.count("\n") == 1 and "Traceback" not in err
+    assert run(capsys, "list", "--store", store)[1] == before
