@@ -348,3 +348,33 @@ def test_an_encrypted_key_is_refused(pki, tmp_path):
                     "-passout", "pass:secret"], check=True, capture_output=True)
     with pytest.raises(SecurityConfigError, match="encrypted"):
         load_tls(str(pki.server.cert), str(encrypted))
+
+
+def test_workers_get_the_file_paths_as_absolute_flags(pki, tmp_path, monkeypatch):
+    from server.workers import Supervisor
+
+    token_file = tmp_path / "tokens"
+    token_file.write_text("tok-9f8e7d\n")
+    monkeypatch.chdir(tmp_path)
+    config = ServeConfig(store_url=f"sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1,
+                         tls_cert=str(pki.server.cert), tls_key=str(pki.server.key), tls_client_ca=str(pki.ca.cert),
+                         auth_token_file="tokens")
+    supervisor = Supervisor(config, 2)
+    try:
+        command = supervisor._command()
+    finally:
+        supervisor._close()
+    flags = dict(zip(command, command[1:]))
+    assert (flags["--tls-cert"], flags["--tls-key"], flags["--tls-client-ca"], flags["--auth-token-file"]) == (
+        str(pki.server.cert), str(pki.server.key), str(pki.ca.cert), str(token_file))
+    assert "tok-9f8e7d" not in " ".join(command)  # the file's path, never its tokens
+
+
+def test_supervisor_checks_the_files_before_starting_workers(tmp_path):
+    from server.workers import Supervisor
+
+    config = ServeConfig(store_url=f"sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1,
+                         auth_token_file=str(tmp_path / "missing"))
+    with pytest.raises(SecurityConfigError, match="--auth-token-file"):
+        Supervisor(config, 2)
+    assert not (tmp_path / "store.db").exists()
