@@ -77,14 +77,24 @@ def _no_password() -> bytes:
     raise SecurityConfigError("encrypted")
 
 
-def _check_certificates(data: bytes, path: str, flag: str) -> None:
-    """``data`` holds at least one PEM certificate that OpenSSL parses."""
+def check_certificates(data: bytes, path: str, flag: str) -> bytes:
+    """``data`` (returned) holds at least one PEM certificate that OpenSSL parses."""
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise SecurityConfigError(f"{flag} {path}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it")
     try:
         ssl.create_default_context(cadata=data.decode("ascii"))
     except (ssl.SSLError, ValueError, UnicodeDecodeError):
         raise SecurityConfigError(f"{flag} {path}: not a valid PEM certificate file") from None
+    return data
+
+
+def check_private_key(data: bytes, path: str, flag: str) -> bytes:
+    """``data`` (returned) looks like an unencrypted PEM private key."""
+    if b"PRIVATE KEY-----" not in data:
+        raise SecurityConfigError(f"{flag} {path}: no PEM private key (-----BEGIN ... PRIVATE KEY-----) in it")
+    if b"ENCRYPTED" in data:
+        raise SecurityConfigError(f"{flag} {path}: the private key is encrypted; give it unencrypted")
+    return data
 
 
 def load_tls(cert: str, key: str, client_ca: str | None = None) -> TlsMaterial:
@@ -93,11 +103,8 @@ def load_tls(cert: str, key: str, client_ca: str | None = None) -> TlsMaterial:
     chain = read_file(cert, "--tls-cert")
     private_key = read_file(key, "--tls-key")
     ca = read_file(client_ca, "--tls-client-ca") if client_ca is not None else None
-    _check_certificates(chain, cert, "--tls-cert")
-    if b"PRIVATE KEY-----" not in private_key:
-        raise SecurityConfigError(f"--tls-key {key}: no PEM private key (-----BEGIN ... PRIVATE KEY-----) in it")
-    if b"ENCRYPTED" in private_key:
-        raise SecurityConfigError(f"--tls-key {key}: the private key is encrypted; give it unencrypted")
+    check_certificates(chain, cert, "--tls-cert")
+    check_private_key(private_key, key, "--tls-key")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(cert, key, password=_no_password)
@@ -109,7 +116,7 @@ def load_tls(cert: str, key: str, client_ca: str | None = None) -> TlsMaterial:
             raise SecurityConfigError(f"--tls-key {key}: does not match the certificate in --tls-cert {cert}") from None
         raise SecurityConfigError(f"--tls-key {key}: not a valid PEM private key for --tls-cert {cert}") from None
     if ca is not None:
-        _check_certificates(ca, client_ca, "--tls-client-ca")
+        check_certificates(ca, client_ca, "--tls-client-ca")
     return TlsMaterial(chain, private_key, ca)
 
 
