@@ -12,6 +12,11 @@ A worker of ``server serve --workers N`` (``server.workers`` starts them) differ
 two ways: it binds its port with SO_REUSEPORT, shared with its sibling workers, and
 only once it has read the store, so the kernel never hands a connection to a worker
 that cannot answer yet; and it stops when its parent is gone.
+
+With ``tls_cert``/``tls_key`` the gRPC port speaks TLS only (mutual TLS with
+``tls_client_ca``), and with ``auth_token_file`` every call but health needs a bearer
+token (see ``server.security``). Both are read, and checked, before anything else, so a
+bad file fails the start. The metrics port stays plain HTTP.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from server.inference_servicer import InferenceServicer
 from server.interceptors import ServerInterceptor
 from server.repository import ModelRepository, Poller
 from server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
+from server.security import TlsMaterial, TokenFile, load_tls
 from server.servicer import PredictorServicer
 from store.sql import ModelStore
 
@@ -68,6 +74,24 @@ class ServeConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_rows: int = DEFAULT_MAX_ROWS
     worker: bool = False  # one of several processes on the port (see the module docstring)
+    tls_cert: str | None = None  # PEM certificate chain; with tls_key, the port speaks TLS only
+    tls_key: str | None = None  # PEM private key (unencrypted) of tls_cert
+    tls_client_ca: str | None = None  # PEM CA bundle: clients must present a certificate it signed
+    auth_token_file: str | None = None  # bearer tokens, one a line: every call but health needs one
+
+
+def load_security(config: ServeConfig) -> tuple[TlsMaterial | None, TokenFile | None]:
+    """Read and check the TLS files and the token file of ``config`` (SecurityConfigError
+    naming the file otherwise)."""
+    tls = None
+    if config.tls_cert is not None or config.tls_key is not None:
+        if config.tls_cert is None or config.tls_key is None:
+            raise ValueError("tls_cert and tls_key go together")
+        tls = load_tls(config.tls_cert, config.tls_key, config.tls_client_ca)
+    elif config.tls_client_ca is not None:
+        raise ValueError("tls_client_ca needs tls_cert and tls_key")
+    tokens = TokenFile(config.auth_token_file) if config.auth_token_file is not None else None
+    return tls, tokens
 
 
 class App:
@@ -75,13 +99,14 @@ class App:
 
     def __init__(self, config: ServeConfig):
         self.config = config
+        self.tls, self.tokens = load_security(config)
         self.store = ModelStore(config.store_url)
         self.repository = ModelRepository(self.store)
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self.serving = threading.Event()  # what health reports for our services
         self.grpc_server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc"),
-            interceptors=(ServerInterceptor(),),
+            interceptors=(ServerInterceptor(self.tokens),),
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
@@ -112,9 +137,26 @@ class App:
         self.failure: BaseException | None = None  # why a worker could not start listening
 
     def _bind(self) -> None:
-        self.port = self.grpc_server.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        address = f"{self.config.host}:{self.config.port}"
+        if self.tls is not None:
+            self.port = self.grpc_server.add_secure_port(address, self.tls.server_credentials())
+        else:
+            self.port = self.grpc_server.add_insecure_port(address)
         if self.port == 0:
             raise OSError(f"cannot bind gRPC port {self.config.host}:{self.config.port}")
+
+    def security_summary(self) -> str:
+        """For the log: how the gRPC port is secured (names files, never their contents)."""
+        if self.tls is None:
+            parts = ["plaintext"]
+        elif self.tls.client_ca is None:
+            parts = ["TLS"]
+        else:
+            parts = ["mutual TLS: client certificates required"]
+        if self.tokens is not None:
+            parts.append(f"bearer token required but for health, {len(self.tokens)} token(s) "
+                         f"from {self.config.auth_token_file}")
+        return ", ".join(parts)
 
     def _set_health(self, status: int) -> None:
         for service in ("", PREDICTOR.full_name, DIAGNOSTICS.full_name, INFERENCE.full_name):
@@ -136,7 +178,8 @@ class App:
                              daemon=True).start()
             return self
         self.grpc_server.start()
-        log.info("gRPC on %s:%d, metrics on :%d", self.config.host, self.port, self.metrics_port)
+        log.info("gRPC on %s:%d (%s), metrics on :%d", self.config.host, self.port, self.security_summary(),
+                 self.metrics_port)
         threading.Thread(target=self._become_ready, name="first-load", daemon=True).start()
         return self
 
@@ -174,7 +217,8 @@ class App:
                 return
             self.poller.start()
         n = len(self.repository.snapshot.models)
-        log.info("store read: %d model(s); serving gRPC on %s:%d", n, self.config.host, self.port)
+        log.info("store read: %d model(s); serving gRPC on %s:%d (%s)", n, self.config.host, self.port,
+                 self.security_summary())
 
     def stop(self) -> None:
         """Graceful: NOT_SERVING, refuse new calls, let in-flight ones finish within the grace."""

@@ -41,9 +41,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _file_path(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a file path, got an empty string")
+    return text
+
+
 SERVE_ENV_PREFIX = "BNSERVE_"
 SERVE_ENV_FLAGS = ("host", "port", "metrics_port", "poll_seconds", "grace_seconds", "threads", "workers", "log_level",
-                   "max_rows", "max_message_bytes")
+                   "max_rows", "max_message_bytes", "tls_cert", "tls_key", "tls_client_ca", "auth_token_file")
+TOKEN_FILE_ENV = "BNSERVE_TOKEN_FILE"  # `server predict --token-file`
 
 
 def _env_defaults(serve: argparse.ArgumentParser, environ: dict[str, str]) -> None:
@@ -85,9 +92,19 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     serve.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES,
                        help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
                             f"(default {DEFAULT_MAX_MESSAGE_BYTES:,}, 64 MiB)")
+    serve.add_argument("--tls-cert", type=_file_path, metavar="FILE",
+                       help="PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)")
+    serve.add_argument("--tls-key", type=_file_path, metavar="FILE",
+                       help="PEM private key (unencrypted) of --tls-cert")
+    serve.add_argument("--tls-client-ca", type=_file_path, metavar="FILE",
+                       help="PEM CA bundle: clients must present a certificate it signed (mutual TLS; needs --tls-cert)")
+    serve.add_argument("--auth-token-file", type=_file_path, metavar="FILE",
+                       help="bearer tokens, one a line: every call but grpc.health.v1.Health must carry "
+                            "'authorization: Bearer <one of them>' (re-read when the file changes)")
     serve.epilog = ("Every flag above but --store may also be set as BNSERVE_<FLAG> in the environment "
                     "(e.g. BNSERVE_GRACE_SECONDS=25); the store URL is BNSERVE_STORE_URL. A flag wins.")
-    _env_defaults(serve, dict(os.environ) if environ is None else environ)
+    environ = dict(os.environ) if environ is None else environ
+    _env_defaults(serve, environ)
 
     predict = sub.add_parser("predict", help="send one Predict call and print the answer as JSON")
     predict.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
@@ -103,7 +120,71 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     predict.add_argument("--unseen-as-missing", action="store_true",
                          help="treat a label a nominal feature does not have as missing instead of an error")
     predict.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first")
+    predict.add_argument("--tls-ca", type=_file_path, metavar="FILE",
+                         help="PEM CA bundle to trust for the server's certificate: connect with TLS")
+    predict.add_argument("--tls-cert", type=_file_path, metavar="FILE",
+                         help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)")
+    predict.add_argument("--tls-key", type=_file_path, metavar="FILE", help="PEM private key of --tls-cert")
+    predict.add_argument("--tls-server-name", metavar="NAME",
+                         help="name to check the server's certificate against, when --target is not one of its "
+                              "names (e.g. through a port-forward; needs --tls-ca)")
+    predict.add_argument("--token-file", type=_file_path, metavar="FILE",
+                         help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})")
+    token_file = environ.get(TOKEN_FILE_ENV)
+    if token_file:
+        predict.set_defaults(token_file=token_file)
+    parser.subcommands = {"serve": serve, "predict": predict}
     return parser
+
+
+def _check_security_flags(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
+    """Flag combinations that cannot work are usage errors (exit 2) naming the flag."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        given, missing = ("--tls-cert", "--tls-key") if args.tls_key is None else ("--tls-key", "--tls-cert")
+        env = " (BNSERVE_TLS_CERT, BNSERVE_TLS_KEY)" if args.command == "serve" else ""
+        command.error(f"{given} needs {missing}: give both or neither{env}")
+    if args.command == "serve":
+        if args.tls_client_ca is not None and args.tls_cert is None:
+            command.error("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)")
+    else:
+        for flag, value in (("--tls-cert", args.tls_cert), ("--tls-server-name", args.tls_server_name)):
+            if value is not None and args.tls_ca is None:
+                command.error(f"{flag} needs --tls-ca (the CA that signed the server's certificate)")
+
+
+def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> argparse.Namespace:
+    parser = build_parser(environ)
+    args = parser.parse_args(argv)
+    _check_security_flags(args, parser.subcommands[args.command])
+    return args
+
+
+def _channel(args: argparse.Namespace):
+    """The channel ``server predict`` calls on: TLS with --tls-ca (client certificate with
+    --tls-cert/--tls-key), else plaintext. SecurityConfigError for a file it cannot use."""
+    import grpc
+
+    from server.security import check_certificates, check_private_key, read_file
+
+    if args.tls_ca is None:
+        return grpc.insecure_channel(args.target)
+    ca = check_certificates(read_file(args.tls_ca, "--tls-ca"), args.tls_ca, "--tls-ca")
+    cert = key = None
+    if args.tls_cert is not None:
+        cert = check_certificates(read_file(args.tls_cert, "--tls-cert"), args.tls_cert, "--tls-cert")
+        key = check_private_key(read_file(args.tls_key, "--tls-key"), args.tls_key, "--tls-key")
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+    options = [("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else []
+    return grpc.secure_channel(args.target, credentials, options=options)
+
+
+def _call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    if args.token_file is None:
+        return ()
+    from server.security import parse_tokens, read_file
+
+    token = parse_tokens(read_file(args.token_file, "--token-file"), args.token_file, "--token-file")[0]
+    return (("authorization", f"Bearer {token.decode('ascii')}"),)
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -113,8 +194,15 @@ def _predict(args: argparse.Namespace) -> int:
 
     from server.api import predictor_pb2 as pb
     from server.api import predictor_pb2_grpc
+    from server.security import SecurityConfigError
 
-    with grpc.insecure_channel(args.target) as channel:
+    try:
+        metadata = _call_metadata(args)
+        channel = _channel(args)
+    except SecurityConfigError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    with channel:
         if args.wait > 0:
             deadline = time.monotonic() + args.wait
             health_stub = health_pb2_grpc.HealthStub(channel)
@@ -136,7 +224,7 @@ def _predict(args: argparse.Namespace) -> int:
         elif args.alias:
             request.alias = args.alias
         try:
-            reply = predictor_pb2_grpc.PredictorStub(channel).Predict(request, timeout=10.0)
+            reply = predictor_pb2_grpc.PredictorStub(channel).Predict(request, timeout=10.0, metadata=metadata)
         except grpc.RpcError as exc:
             print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
             return 1
@@ -145,7 +233,7 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.command == "predict":
         return _predict(args)
     worker = args.worker_of is not None
@@ -167,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         max_rows=args.max_rows,
         max_message_bytes=args.max_message_bytes,
         worker=worker,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+        auth_token_file=args.auth_token_file,
     )
     try:
         if args.workers > 1 and not worker:

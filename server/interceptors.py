@@ -1,8 +1,15 @@
-"""One interceptor for every RPC: parse it, count it, time it, and map our errors to status codes.
+"""One interceptor for every RPC: check its bearer token, parse it, count it, time it, and
+map our errors to status codes.
 
 Servicers raise ``store.errors.BnServeError`` subclasses; this is the one place that
 turns them into gRPC status codes. Anything else becomes INTERNAL with a fixed
 message, and its traceback is logged.
+
+With a token file (``server serve --auth-token-file``), a call to a protected method
+(every service but grpc.health.v1.Health) without ``authorization: Bearer <token>``
+gets that method's denying handler instead, built once like the others: it fails the
+call with UNAUTHENTICATED and a fixed message, counted as any call is, without
+decoding the request.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Any, Callable
 import grpc
 
 from server import metrics
+from server.security import UNAUTHENTICATED_MESSAGE, TokenFile, is_protected
 from store.errors import BnServeError, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -50,6 +58,34 @@ class _HandledCounters(dict):
         return child
 
 
+def _deny_unary(request: Any, context: grpc.ServicerContext) -> Any:
+    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+
+
+def _deny_stream(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
+    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+    yield  # a generator, as a streaming behaviour is
+
+
+_UNDECODED = object()
+
+
+def _skip(_: bytes) -> object:
+    return _UNDECODED  # not None: grpc takes None for a request that failed to decode
+
+
+def _denying(handler: Any) -> Any:
+    """A handler of the same kind as ``handler`` that fails every call with
+    UNAUTHENTICATED, and leaves the request undecoded."""
+    if handler.unary_unary:
+        return handler._replace(unary_unary=_deny_unary, request_deserializer=_skip)
+    if handler.unary_stream:
+        return handler._replace(unary_stream=_deny_stream, request_deserializer=_skip)
+    if handler.stream_unary:
+        return handler._replace(stream_unary=_deny_unary, request_deserializer=_skip)
+    return handler._replace(stream_stream=_deny_stream, request_deserializer=_skip)
+
+
 def _parsing(deserialize: Callable | None, behavior: Callable) -> Callable:
     """``behavior`` taking the request's bytes and parsing them itself, so that bytes that are
     not a valid message are INVALID_ARGUMENT (grpc's own parsing would answer INTERNAL)."""
@@ -69,26 +105,32 @@ def _parsing(deserialize: Callable | None, behavior: Callable) -> Callable:
 
 
 class ServerInterceptor(grpc.ServerInterceptor):
-    """Prometheus grpc_server_* metrics and error-to-status mapping.
+    """Bearer-token check, Prometheus grpc_server_* metrics and error-to-status mapping.
 
     grpc calls ``intercept_service`` for every RPC; the wrapped handler of a method (with
-    its metric children looked up) is built once and reused while grpc hands out the
-    same handler for that method.
+    its metric children looked up), and its denying handler when the method needs a
+    token, are built once and reused while grpc hands out the same handler for that method.
     """
 
-    def __init__(self) -> None:
-        self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (grpc's handler, ours)
+    def __init__(self, tokens: TokenFile | None = None) -> None:
+        self._tokens = tokens
+        # method -> (grpc's handler, ours, ours denying the call or None when it is open)
+        self._wrapped: dict[str, tuple[Any, Any, Any]] = {}
 
     def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        cached = self._wrapped.get(handler_call_details.method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(handler, handler_call_details.method)
-        self._wrapped[handler_call_details.method] = (handler, wrapped)
-        return wrapped
+        method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is None or cached[0] is not handler:
+            deny = None
+            if self._tokens is not None and is_protected(_split(method)[0]):
+                deny = self._wrap(_denying(handler), method)
+            cached = self._wrapped[method] = (handler, self._wrap(handler, method), deny)
+        if cached[2] is not None and not self._tokens.authorized(handler_call_details.invocation_metadata):
+            return cached[2]
+        return cached[1]
 
     def _wrap(self, handler: Any, full_method: str) -> Any:
         service, method = _split(full_method)

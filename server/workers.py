@@ -8,8 +8,10 @@ read the store, and the kernel spreads incoming connections over the listening w
 (per connection, by a hash of its addresses; a connection stays with its worker).
 
 The parent:
-- checks first what would make every worker fail alike: it opens the store (running
-  its migrations once, rather than N workers racing to), and binds the port itself with
+- checks first what would make every worker fail alike: it reads the TLS and token
+  files (each worker reads them again, from the same paths, passed as flags: no key or
+  token is ever on a command line), opens the store (running its migrations once,
+  rather than N workers racing to), and binds the port itself with
   SO_REUSEPORT, holding it (bound, not listening: it takes no connections) so that the
   port is ours from the start, and so that ``--port 0`` picks one port for all workers;
 - gives the workers a fresh temporary ``PROMETHEUS_MULTIPROC_DIR`` and serves the merge
@@ -38,7 +40,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from server.app import ServeConfig
+from server.app import ServeConfig, load_security
 from store.engine import STORE_URL_ENV
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ class Supervisor:
             raise ValueError("a supervisor runs at least 2 workers")
         from store.sql import ModelStore
 
+        load_security(config)  # a bad certificate, key or token file fails here, once
         ModelStore(config.store_url).dispose()  # fails here, once, on a bad URL or store
         self._reservation = reserve_port(config.host, config.port)
         self.port = self._reservation.getsockname()[1]
@@ -99,12 +102,18 @@ class Supervisor:
 
     def _command(self) -> list[str]:
         c = self.config
-        return [
+        command = [
             sys.executable, "-m", "server.cli", "serve", "--worker-of", str(os.getpid()),
             "--host", c.host, "--port", str(self.port), "--metrics-port", "-1",
             "--poll-seconds", repr(c.poll_seconds), "--grace-seconds", repr(c.grace_seconds),
             "--threads", str(c.threads), "--log-level", self.log_level,
+            "--max-rows", str(c.max_rows), "--max-message-bytes", str(c.max_message_bytes),
         ]
+        for flag, path in (("--tls-cert", c.tls_cert), ("--tls-key", c.tls_key),
+                           ("--tls-client-ca", c.tls_client_ca), ("--auth-token-file", c.auth_token_file)):
+            if path is not None:  # file paths only; a worker reads the files itself
+                command += [flag, os.path.abspath(path)]
+        return command
 
     def _start(self, worker: Worker) -> None:
         # the store URL goes by the environment, not the command line that ps shows

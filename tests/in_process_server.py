@@ -19,14 +19,14 @@ def running_app(directory: Path, models: Mapping[str, Model | Sequence[Model]] =
                 ready_seconds: float = 30, **config: Any) -> Iterator[App]:
     """Publish ``models`` (name -> model, or its versions in order) into a store in
     ``directory``, start the server on it, wait until it has read the store, and stop it after.
-    ``config``: other ``ServeConfig`` fields (limits, say)."""
+    ``config``: further ServeConfig fields (e.g. tls_cert, auth_token_file, metrics_port)."""
     url = f"sqlite:///{directory / 'store.db'}"
     with ModelStore(url) as store:
         for name, versions in models.items():
             for model in versions if isinstance(versions, (list, tuple)) else [versions]:
                 store.publish(name, model)
-    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60,
-                          **config)).start()
+    settings = dict(host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=60) | config
+    app = App(ServeConfig(store_url=url, **settings)).start()
     try:
         assert app.repository.wait_ready(ready_seconds)
         yield app

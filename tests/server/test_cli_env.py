@@ -24,3 +24,16 @@ def test_a_bad_environment_value_is_a_usage_error_naming_the_variable(capsys, na
     with pytest.raises(SystemExit) as exit_:
         build_parser({name: value})
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_tls_and_token_files_from_the_environment():
+    env = {"BNSERVE_TLS_CERT": "/tls/tls.crt", "BNSERVE_TLS_KEY": "/tls/tls.key", "BNSERVE_TLS_CLIENT_CA": "/tls/ca.crt",
+           "BNSERVE_AUTH_TOKEN_FILE": "/auth/token", "BNSERVE_TOKEN_FILE": "/client/token"}
+    args = build_parser(env).parse_args(["serve", "--auth-token-file", "/other/token"])
+    assert (args.tls_cert, args.tls_key, args.tls_client_ca, args.auth_token_file) == (
+        "/tls/tls.crt", "/tls/tls.key", "/tls/ca.crt", "/other/token")
+    assert build_parser(env).parse_args(["predict", "--model", "m"]).token_file == "/client/token"
+    assert build_parser(env).parse_args(["predict", "--model", "m", "--token-file", "t"]).token_file == "t"
+    plain = build_parser({}).parse_args(["serve"])
+    assert (plain.tls_cert, plain.tls_key, plain.tls_client_ca, plain.auth_token_file) == (None, None, None, None)
+    assert build_parser({}).parse_args(["predict", "--model", "m"]).token_file is None
