@@ -1,0 +1,436 @@
+"""deploy/k8s: the manifests, checked with real tools and against the real CLIs.
+
+- Every manifest of a built-in kind validates with kubernetes-validate against the
+  Kubernetes version K8S_VERSION (1.31), strictly: an unknown or misspelt field fails.
+  The ServiceMonitor is a CRD (Prometheus Operator) that kubernetes-validate has no schema
+  for: it is validated against SERVICE_MONITOR_SCHEMA below, the subset of the CRD's
+  schema for the fields we use, with unknown fields rejected there too.
+- ``kubectl kustomize`` renders deploy/k8s and deploy/k8s/examples/postgres; the rendered
+  documents (what ``kubectl apply -k`` sends) have exactly the expected kinds, all in the
+  namespace bnserve, and validate the same way.
+- The settings the server and the trainer receive are parsed by their own parsers
+  (server.cli, trainer.cli), and the training command is run against a SQLite store.
+- Everything else the deployment promises: replicas, probes, resources, hardening, the
+  drain budget, the Secret, HPA, PDB, NetworkPolicy, Service, scrape annotations.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from tests.deploy.conftest import DEPLOY, IMAGE_UID, require_module, require_tool
+
+yaml = require_module("yaml")
+
+K8S_VERSION = "1.31"  # the Kubernetes version every manifest is validated against
+K8S = DEPLOY / "k8s"
+POSTGRES = K8S / "examples" / "postgres"
+NAMESPACE = "bnserve"
+NAME_LABEL = "app.kubernetes.io/name"
+STORE_SECRET, STORE_SECRET_KEY = "bnserve-store", "url"
+# The kinds `kubectl apply -k` creates, by kustomization folder.
+EXPECTED_KINDS = {
+    K8S: Counter({"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 1, "Deployment": 1, "Service": 2,
+                  "HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 1, "NetworkPolicy": 2,
+                  "PersistentVolumeClaim": 1, "CronJob": 1, "ServiceMonitor": 1}),
+    POSTGRES: Counter({"Secret": 1, "Service": 1, "StatefulSet": 1}),
+}
+CLUSTER_SCOPED = {"Namespace"}
+
+# The ServiceMonitor fields we use, as the Prometheus Operator's CRD defines them.
+_LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": {
+            "type": "object", "required": ["name"], "additionalProperties": False,
+            "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}, "labels": _LABELS},
+        },
+        "spec": {
+            "type": "object", "required": ["selector", "endpoints"], "additionalProperties": False,
+            "properties": {
+                "selector": {"type": "object", "additionalProperties": False,
+                             "properties": {"matchLabels": _LABELS}},
+                "endpoints": {
+                    "type": "array", "minItems": 1,
+                    "items": {
+                        "type": "object", "required": ["port"], "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string", "pattern": "^/"},
+                            "scheme": {"enum": ["http", "https"]},
+                            "interval": {"type": "string", "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+# --- loading -----------------------------------------------------------------------------
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def kustomization(folder: Path) -> dict[str, Any]:
+    return documents(folder / "kustomization.yaml")[0]
+
+
+def applied(folder: Path = K8S) -> list[dict[str, Any]]:
+    """The documents of the files the kustomization lists, as written (no tool needed)."""
+    return [d for f in kustomization(folder)["resources"] for d in documents(folder / f)]
+
+
+def one(kind: str, name: str | None = None, docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    found = [d for d in (applied() if docs is None else docs)
+             if d["kind"] == kind and (name is None or d["metadata"].get("name") == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def pod_specs() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(what, pod spec) of every workload: the Deployment, the CronJob, the one-off Job."""
+    yield "Deployment", one("Deployment")["spec"]["template"]["spec"]
+    yield "CronJob", one("CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    yield "Job", one("Job", docs=documents(K8S / "job-train.yaml"))["spec"]["template"]["spec"]
+
+
+def config() -> dict[str, str]:
+    return one("ConfigMap")["data"]
+
+
+def container_env(container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment as the kubelet builds it from ConfigMaps and literals
+    (Secret values are placeholders)."""
+    maps = {d["metadata"]["name"]: d["data"] for d in applied() if d["kind"] == "ConfigMap"}
+    env: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        env.update(maps[source["configMapRef"]["name"]])
+    for var in container.get("env", []):
+        env[var["name"]] = var.get("value", f"<{var['name']} from a Secret>")
+    return env
+
+
+def expand(arg: str, env: dict[str, str]) -> str:
+    """The kubelet's $(VAR) expansion in command and args ($$ escapes); an unknown variable
+    is left as is by the kubelet, and is an error here."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        assert m.group(1) in env, f"$({m.group(1)}) is not in the container's environment"
+        return env[m.group(1)]
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)", sub, arg)
+
+
+def manifest_files() -> list[Path]:
+    return sorted(p for p in K8S.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+# --- schema validation ---------------------------------------------------------------
+
+def validate(doc: dict[str, Any]) -> None:
+    if doc["kind"] == "ServiceMonitor":
+        jsonschema = require_module("jsonschema")
+        jsonschema.validate(doc, SERVICE_MONITOR_SCHEMA)
+        return
+    kv = require_module("kubernetes_validate")
+    try:
+        kv.validate(doc, K8S_VERSION, strict=True)
+    except kv.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.path)
+        pytest.fail(f"{doc['kind']}/{doc['metadata'].get('name')}: {where}: {exc.message}", pytrace=False)
+
+
+@pytest.mark.parametrize("path", manifest_files(), ids=lambda p: str(p.relative_to(K8S)))
+def test_manifest_validates(path):
+    docs = documents(path)
+    assert docs
+    for doc in docs:
+        validate(doc)
+
+
+def test_the_validator_rejects_a_misspelt_field():
+    """Strict really is strict: a typo in a container's securityContext fails."""
+    kv = require_module("kubernetes_validate")
+    deployment = one("Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["securityContext"]["readOnlyRootFilesytem"] = True
+    with pytest.raises(kv.ValidationError, match="readOnlyRootFilesytem"):
+        kv.validate(deployment, K8S_VERSION, strict=True)
+
+
+def render(folder: Path) -> list[dict[str, Any]]:
+    kubectl = require_tool("kubectl")
+    result = subprocess.run([kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+@pytest.mark.parametrize("folder", [K8S, POSTGRES], ids=["k8s", "examples/postgres"])
+def test_kustomize_renders_valid_documents_in_the_namespace(folder):
+    rendered = render(folder)
+    assert Counter(d["kind"] for d in rendered) == EXPECTED_KINDS[folder]
+    for doc in rendered:
+        validate(doc)
+        meta = doc["metadata"]
+        if doc["kind"] in CLUSTER_SCOPED:
+            assert meta["name"] == NAMESPACE and "namespace" not in meta
+        else:
+            assert meta.get("namespace") == NAMESPACE, f"{doc['kind']}/{meta['name']}"
+        assert NAME_LABEL in meta.get("labels", {})
+    # The rendered selectors still pick the pods they were written for (kustomize adds
+    # labels to objects and pod templates, never to selectors).
+    if folder == K8S:
+        pods = one("Deployment", docs=rendered)["spec"]["template"]["metadata"]["labels"]
+        assert matches(one("Service", "bnserve", rendered)["spec"]["selector"], pods)
+        assert matches(one("PodDisruptionBudget", docs=rendered)["spec"]["selector"]["matchLabels"], pods)
+        policy = one("NetworkPolicy", "bnserve-server", rendered)["spec"]
+        assert matches(policy["podSelector"]["matchLabels"], pods)
+        assert policy["ingress"][0]["from"][0] == {"podSelector": {}}, "same-namespace rule must stay open"
+
+
+def test_secrets_and_one_off_job_are_not_applied_by_kustomize():
+    resources = kustomization(K8S)["resources"]
+    assert not any(r.startswith("examples") for r in resources)
+    assert "job-train.yaml" not in resources
+    assert all(d["kind"] != "Secret" for d in applied())
+
+
+# --- the server -----------------------------------------------------------------------
+
+def server_container() -> dict[str, Any]:
+    (container,) = one("Deployment")["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_deployment_keeps_two_replicas_through_a_rollout():
+    spec = one("Deployment")["spec"]
+    assert spec["replicas"] >= 2
+    assert spec["strategy"]["type"] == "RollingUpdate"
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert matches(spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"])
+    pod = spec["template"]["spec"]
+    spread = pod.get("topologySpreadConstraints", [])
+    assert any(c["topologyKey"] == "kubernetes.io/hostname" for c in spread) or "podAntiAffinity" in pod.get("affinity", {})
+
+
+def test_server_settings_parse_with_the_servers_parser_and_match_the_ports():
+    """`server serve` as the pod runs it: the container's args with its environment."""
+    from server.cli import build_parser
+
+    container = server_container()
+    args = build_parser(environ=container_env(container)).parse_args(container.get("args", []))
+    assert args.command == "serve"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"grpc": args.port, "metrics": args.metrics_port}
+    assert args.grace_seconds == float(config()["BNSERVE_GRACE_SECONDS"])
+    annotations = one("Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == str(args.metrics_port)
+    assert annotations["prometheus.io/path"] == "/metrics"
+
+
+def test_probes_ask_grpc_health_on_the_grpc_port():
+    from server.app import PREDICTOR
+
+    container = server_container()
+    grpc_port = {p["name"]: p["containerPort"] for p in container["ports"]}["grpc"]
+    assert container["readinessProbe"]["grpc"] == {"port": grpc_port, "service": PREDICTOR.full_name}
+    assert container["livenessProbe"]["grpc"]["port"] == grpc_port
+    assert container["livenessProbe"]["grpc"].get("service", "") in ("", PREDICTOR.full_name)
+    if "startupProbe" in container:
+        assert container["startupProbe"]["grpc"]["port"] == grpc_port
+
+
+def test_termination_grace_covers_prestop_and_drain():
+    """preStop sleep + BNSERVE_GRACE_SECONDS + 10 s (a --workers parent kills a worker
+    10 s past the grace) must end before the kubelet's SIGKILL."""
+    pod = one("Deployment")["spec"]["template"]["spec"]
+    command = server_container()["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[0] == "sleep"
+    drain = float(command[1]) + float(config()["BNSERVE_GRACE_SECONDS"]) + 10
+    assert pod["terminationGracePeriodSeconds"] > drain
+
+
+def cpu_cores(quantity: str) -> float:
+    return float(quantity[:-1]) / 1000 if str(quantity).endswith("m") else float(quantity)
+
+
+@pytest.mark.parametrize("what", ["Deployment", "CronJob", "Job"])
+def test_every_container_has_requests_limits_and_hardening(what):
+    spec = dict(pod_specs())[what]
+    security = spec["securityContext"]
+    assert security["runAsNonRoot"] is True and security["runAsUser"] == IMAGE_UID
+    assert security["seccompProfile"]["type"] == "RuntimeDefault"
+    assert spec["automountServiceAccountToken"] is False
+    tmp_volumes = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
+    for container in spec["containers"]:
+        for kind in ("requests", "limits"):
+            assert {"cpu", "memory"} <= container["resources"][kind].keys()
+        hardening = container["securityContext"]
+        assert hardening["allowPrivilegeEscalation"] is False
+        assert hardening["readOnlyRootFilesystem"] is True
+        assert hardening["capabilities"]["drop"] == ["ALL"]
+        assert any(m["mountPath"] == "/tmp" and m["name"] in tmp_volumes for m in container["volumeMounts"])
+
+
+def test_workers_fit_in_the_cpu_limit():
+    limit = cpu_cores(server_container()["resources"]["limits"]["cpu"])
+    assert int(config().get("BNSERVE_WORKERS", "1")) <= max(1, limit)
+
+
+@pytest.mark.parametrize("what", ["Deployment", "CronJob", "Job"])
+def test_store_url_comes_from_the_secret_and_settings_from_the_configmap(what):
+    (container,) = dict(pod_specs())[what]["containers"]
+    (store,) = [v for v in container["env"] if v["name"] == "BNSERVE_STORE_URL"]
+    assert store == {"name": "BNSERVE_STORE_URL",
+                     "valueFrom": {"secretKeyRef": {"name": STORE_SECRET, "key": STORE_SECRET_KEY}}}
+    assert all("value" not in v for v in container["env"]), "no literal settings beside the ConfigMap"
+    assert [s["configMapRef"]["name"] for s in container["envFrom"]] == [one("ConfigMap")["metadata"]["name"]]
+
+
+def test_service_exposes_grpc_and_metrics():
+    ports = {p["name"]: p for p in one("Service", "bnserve")["spec"]["ports"]}
+    container_ports = {p["name"]: p["containerPort"] for p in server_container()["ports"]}
+    assert one("Service", "bnserve")["spec"]["type"] == "ClusterIP"
+    assert ports.keys() == {"grpc", "metrics"}
+    for name, port in ports.items():
+        assert port["targetPort"] == name and port["port"] == container_ports[name]
+    assert ports["grpc"]["appProtocol"] == "grpc"
+    headless = one("Service", "bnserve-headless")["spec"]
+    assert headless["clusterIP"] == "None" and headless["selector"] == one("Service", "bnserve")["spec"]["selector"]
+
+
+def test_hpa_and_pdb_keep_the_deployment_available():
+    hpa = one("HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "bnserve"}
+    assert 2 <= hpa["spec"]["minReplicas"] <= one("Deployment")["spec"]["replicas"] <= hpa["spec"]["maxReplicas"]
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["resource"]["name"] == "cpu" and metric["resource"]["target"]["type"] == "Utilization"
+    pdb = one("PodDisruptionBudget")
+    assert pdb["apiVersion"] == "policy/v1" and pdb["spec"]["minAvailable"] == 1
+    assert matches(pdb["spec"]["selector"]["matchLabels"], one("Deployment")["spec"]["template"]["metadata"]["labels"])
+
+
+def test_network_policy_lets_in_clients_and_prometheus_and_out_postgres_and_dns():
+    pods = one("Deployment")["spec"]["template"]["metadata"]["labels"]
+    policy = one("NetworkPolicy", "bnserve-server")["spec"]
+    assert matches(policy["podSelector"]["matchLabels"], pods)
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    names = {p["name"]: p["containerPort"] for p in server_container()["ports"]}
+    ingress = {names.get(p["port"], p["port"]): rule["from"] for rule in policy["ingress"] for p in rule["ports"]}
+    assert ingress.keys() == {50051, 9464}
+    assert {"podSelector": {}} in ingress[50051] and any("namespaceSelector" in peer for peer in ingress[50051])
+    assert all("namespaceSelector" in peer for peer in ingress[9464])
+    egress = {(p["port"], p.get("protocol", "TCP")) for rule in policy["egress"] for p in rule["ports"]}
+    assert egress == {(5432, "TCP"), (53, "UDP"), (53, "TCP")}
+    train = one("NetworkPolicy", "bnserve-train")["spec"]
+    cron_pods = one("CronJob")["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    assert matches(train["podSelector"]["matchLabels"], cron_pods) and train["ingress"] == []
+
+
+def test_service_monitor_scrapes_the_services_metrics_port():
+    monitor = one("ServiceMonitor")
+    service = one("Service", "bnserve")
+    assert matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+    assert not matches(monitor["spec"]["selector"]["matchLabels"], one("Service", "bnserve-headless")["metadata"]["labels"])
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["port"] == "metrics"
+    assert endpoint["path"] == "/metrics" and endpoint["interval"] == "15s"
+
+
+# --- training --------------------------------------------------------------------------
+
+def training_argv(what: str) -> list[str]:
+    """The trainer's command line as the kubelet runs it, $(VAR)s expanded."""
+    (container,) = dict(pod_specs())[what]["containers"]
+    env = container_env(container)
+    return [expand(a, env) for a in container["command"] + container.get("args", [])]
+
+
+def test_cronjob_and_job_share_one_pod_spec():
+    cron = one("CronJob")["spec"]["jobTemplate"]["spec"]
+    job = one("Job", docs=documents(K8S / "job-train.yaml"))["spec"]
+    assert cron["template"] == job["template"]
+    for key in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+        assert cron[key] == job[key]
+    assert one("CronJob")["spec"]["concurrencyPolicy"] == "Forbid"
+    assert job["backoffLimit"] >= 1 and job["ttlSecondsAfterFinished"] > 0
+
+
+@pytest.mark.parametrize("what", ["CronJob", "Job"])
+def test_training_command_parses_with_the_trainers_parser(what):
+    from trainer.cli import _learner_params, build_parser
+
+    argv = training_argv(what)
+    assert argv[:2] == ["trainer", "fit"]
+    args = build_parser().parse_args(argv[1:])  # trainer's parser raises UsageError on a bad flag
+    assert "production" in args.aliases and args.name == config()["TRAIN_MODEL_NAME"]
+    assert args.store is None, "the store URL comes from BNSERVE_STORE_URL (the Secret)"
+    _learner_params(args)  # e.g. --k with an algorithm that takes no k is refused
+    spec = dict(pod_specs())[what]
+    (container,) = spec["containers"]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    if not args.data.startswith("builtin:"):
+        assert any(args.data.startswith(path + "/") for path in mounts), f"{args.data} is on no volume"
+    assert mounts["/data"]["readOnly"] is True
+    volume = {v["name"]: v for v in spec["volumes"]}[mounts["/data"]["name"]]
+    claim = volume["persistentVolumeClaim"]["claimName"]
+    assert claim == one("PersistentVolumeClaim")["metadata"]["name"] == "bnserve-training-data"
+
+
+def test_training_command_publishes_the_production_alias(tmp_path, monkeypatch):
+    """The CronJob's command, run: it publishes a version that `production` points at."""
+    from store.sql import ModelStore
+    from trainer.cli import main
+
+    argv = training_argv("CronJob")
+    if not config()["TRAIN_DATA"].startswith("builtin:"):
+        pytest.skip("the training data is on the cluster's volume")
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    monkeypatch.setenv("BNSERVE_STORE_URL", url)
+    assert main(argv[1:]) == 0
+    store = ModelStore(url)
+    try:
+        loaded = store.load(config()["TRAIN_MODEL_NAME"], alias="production")
+        assert loaded.version == 1
+    finally:
+        store.dispose()
+
+
+# --- the example PostgreSQL ----------------------------------------------------------
+
+def test_example_store_url_matches_the_example_postgres():
+    from sqlalchemy import make_url
+
+    secret = documents(K8S / "examples" / "secret.example.yaml")[0]
+    assert (secret["metadata"]["name"], secret["metadata"]["namespace"]) == (STORE_SECRET, NAMESPACE)
+    url = make_url(secret["stringData"][STORE_SECRET_KEY])
+    postgres = {d["kind"]: d for d in applied(POSTGRES)}
+    credentials = postgres["Secret"]["stringData"]
+    assert url.drivername == "postgresql+psycopg"
+    assert (url.username, url.password, url.database) == (
+        credentials["POSTGRES_USER"], credentials["POSTGRES_PASSWORD"], credentials["POSTGRES_DB"])
+    assert url.host == postgres["Service"]["metadata"]["name"] and url.port == 5432
+    assert postgres["StatefulSet"]["spec"]["serviceName"] == postgres["Service"]["metadata"]["name"]
+    pods = postgres["StatefulSet"]["spec"]["template"]["metadata"]["labels"]
+    assert matches(postgres["Service"]["spec"]["selector"], pods)
