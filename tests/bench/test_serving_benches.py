@@ -38,13 +38,11 @@ def test_h2load_calls_predict_through_grpc_framing_and_counts_the_calls():
     """The cheap load generator of bench/workers.py against a real `server serve`: its request
     body is a gRPC Predict the server answers (checked through a real gRPC client first), and
     a short run completes calls with none failed. CI installs h2load (.ci/run)."""
-    import pytest
-
     from bench.serving import Server, temporary_store
     from bench.workers import H2Load
+    from tests.tools import require_tool
 
-    if not H2Load.available():
-        pytest.skip("h2load is not installed (Debian: nghttp2-client)")
+    require_tool("h2load")  # Debian: nghttp2-client
     data, model = kdb_on_random_data(rows=500)
     load = H2Load([v.name for v in data.features], data.X[0].tolist(), callers=2)
     try:

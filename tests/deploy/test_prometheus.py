@@ -15,7 +15,6 @@ file is checked as it is where promtool knows Kubernetes.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -31,6 +30,7 @@ import grpc
 import pytest
 
 from tests.e2e.serving import BIN, free_port, run_cli, wait_serving
+from tests.tools import require_tool
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
@@ -42,16 +42,6 @@ ALERTS = {"BnserveDown", "BnserveErrorRatioHigh", "BnserveLatencyHigh", "Bnserve
           "BnserveStoreUnreachable"}
 NO_KUBERNETES_SD = "field kubernetes_sd_configs not found"
 DEADLINE = 60.0
-
-
-def require_tool(name: str) -> str:
-    """Path of the executable ``name``; skip when absent, fail when BNSERVE_REQUIRE_TOOLS=1."""
-    path = shutil.which(name)
-    if path is None:
-        if os.environ.get("BNSERVE_REQUIRE_TOOLS") == "1":
-            pytest.fail(f"{name} is required (BNSERVE_REQUIRE_TOOLS=1) but not on PATH")
-        pytest.skip(f"{name} not on PATH (apt-get install prometheus)")
-    return path
 
 
 def promtool(*args: str | Path) -> subprocess.CompletedProcess:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from store.errors import InvalidInput
 from store.inference import compile_model
 from store.model import CLASS, FEATURE, NUMERIC, Model, Network, Node, Variable
 from tests.model_factory import random_model
+from tests.tools import require_tool
 from trainer.formats import format_of, read_model, write_model
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -365,8 +365,8 @@ def test_dot_of_an_ensemble_has_one_cluster_per_network_and_quotes_names():
     assert set(parse_dot(one)[0]) == {n.name for n in model.networks[2].nodes}
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (optional; CI does not install it)")
 def test_graphviz_renders_what_we_write():
+    require_tool("dot")  # Graphviz; CI installs it
     model = random_model(np.random.default_rng(2), n_features=4, n_networks=2, all_features=False)
     weird = Model(tuple(Variable(AWKWARD[i] if v.role == FEATURE else v.name, v.states, v.role) for i, v in
                         enumerate(model.variables)),
