@@ -36,6 +36,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
+from server import metrics
 from server.api import (
     diagnostics_pb2,
     diagnostics_pb2_grpc,
@@ -123,6 +124,7 @@ class App:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
         services = (PREDICTOR, DIAGNOSTICS, INFERENCE, HEALTH, REFLECTION)
+        metrics.initialize_grpc(services)
         reflection.enable_server_reflection(
             [s.full_name for s in services], self.grpc_server, pool=reflection_pool(services)
         )

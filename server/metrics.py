@@ -99,3 +99,17 @@ def drop_model_info(*labels: str) -> None:
         MODEL_INFO.labels(*labels).set(0)
     else:
         MODEL_INFO.remove(*labels)
+
+
+def initialize_grpc(services) -> None:
+    """Create every method's grpc_server_* series at 0 (go-grpc-prometheus's
+    InitializeMetrics): a series that first appears with its first call hides that call
+    from rate() and increase()."""
+    for service in services:
+        for method in service.methods:
+            kind = {(False, False): "UNARY", (False, True): "SERVER_STREAM", (True, False): "CLIENT_STREAM",
+                    (True, True): "BIDI_STREAM"}[method.client_streaming, method.server_streaming]
+            labels = (kind, service.full_name, method.name)
+            GRPC_STARTED.labels(*labels)
+            GRPC_HANDLED.labels(*labels, "OK")
+            GRPC_HANDLING_SECONDS.labels(*labels)

@@ -482,3 +482,27 @@ def test_messages_match_tritonclients_field_for_field():
         assert (method.input_type.full_name, method.output_type.full_name) == (
             other.input_type.full_name, other.output_type.full_name
         )
+
+
+def test_every_method_has_its_grpc_series_at_zero_before_its_first_call(tmp_path):
+    """So that rate() and increase() see a method's first calls (go-grpc-prometheus's
+    InitializeMetrics): in a fresh process, a built server has every method's series at 0."""
+    import json
+    import subprocess
+    import sys
+
+    probe = f"""
+import json
+from prometheus_client import REGISTRY
+from server.app import App, ServeConfig
+app = App(ServeConfig(store_url="sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1))
+get = REGISTRY.get_sample_value
+echo = dict(grpc_type="UNARY", grpc_service="bnserve.v1.Diagnostics", grpc_method="Echo")
+watch = dict(grpc_type="SERVER_STREAM", grpc_service="grpc.health.v1.Health", grpc_method="Watch")
+infer = dict(grpc_type="UNARY", grpc_service="inference.GRPCInferenceService", grpc_method="ModelInfer")
+print(json.dumps([get("grpc_server_started_total", echo), get("grpc_server_handled_total", dict(echo, grpc_code="OK")),
+                  get("grpc_server_handling_seconds_count", infer), get("grpc_server_started_total", watch)]))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0.0, 0.0, 0.0, 0.0]
