@@ -139,3 +139,30 @@ def refuse_new_aliases(raw) -> None:
                 "CREATE TRIGGER refuse_alias BEFORE INSERT ON model_aliases "
                 "FOR EACH ROW EXECUTE FUNCTION refuse_alias()"
             ))
+
+
+@pytest.mark.parametrize("dtype", ["|O", "<i8", ">f8", "<U4", "|V8"])
+def test_a_blob_is_only_ever_little_endian_floats_never_objects(dtype):
+    """Nothing read from the store becomes code or Python objects: a CPT blob is raw
+    little-endian floats, and any other dtype (objects, which would need pickle) is refused."""
+    from store.model import blob_to_array
+
+    with pytest.raises(InvalidModel, match="not a little-endian float type"):
+        blob_to_array(dtype, (1,), b"\0" * 8)
+
+
+def test_no_module_deserialises_code():
+    """No pickle, marshal, shelve, eval or exec anywhere in the packages that read the store."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    banned_modules, banned_calls = {"pickle", "marshal", "shelve", "dill", "cloudpickle"}, {"eval", "exec"}
+    for package in ("store", "server", "trainer"):
+        for path in (root / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    assert not {n.split(".")[0] for n in names} & banned_modules, f"{path}: imports {names}"
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    assert node.func.id not in banned_calls, f"{path}:{node.lineno}: calls {node.func.id}"
