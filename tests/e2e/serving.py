@@ -67,6 +67,7 @@ class Outcome:
     code: str
     version: int = 0
     probabilities: np.ndarray | None = None
+    details: str = ""
 
 
 class PredictLoop:
@@ -110,7 +111,7 @@ class PredictLoop:
                 try:
                     reply = stub.Predict(self.request, timeout=self.timeout)
                 except grpc.RpcError as exc:
-                    outcome = Outcome(thread, started, time.monotonic(), exc.code().name)
+                    outcome = Outcome(thread, started, time.monotonic(), exc.code().name, details=exc.details() or "")
                 else:
                     n = len(reply.classes)
                     proba = (np.array(reply.dense.probabilities).reshape(-1, n) if reply.HasField("dense")
@@ -118,8 +119,10 @@ class PredictLoop:
                     outcome = Outcome(thread, started, time.monotonic(), "OK", reply.version, proba)
                 with self._lock:
                     self.outcomes.append(outcome)
-                if outcome.code != "OK" and self.stop_on_error:
-                    return
+                if outcome.code != "OK":
+                    if self.stop_on_error:
+                        return
+                    self._stop.wait(0.05)  # no busy loop against a server that is gone
 
     def snapshot(self) -> list[Outcome]:
         with self._lock:
