@@ -19,6 +19,7 @@ plus a margin.
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 import time
 
@@ -122,7 +123,13 @@ def test_sigterm_under_load_drains_in_flight_calls_and_refuses_new_ones(benchmar
             metrics = LastScrape(server.metrics_port)
             signalled = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
-            exit_code = server.process.wait(timeout=GRACE + MARGIN)
+            try:
+                exit_code = server.process.wait(timeout=GRACE + MARGIN)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+                server.process.wait()
+                raise AssertionError(f"no exit within {GRACE + MARGIN} s of SIGTERM; its output:\n"
+                                     f"{server.output()}") from None
             exited = time.monotonic()
             calls.wait_for(lambda o: {x.thread for x in o if x.started > exited} == set(range(THREADS)),
                            "a call from every thread after the exit")
