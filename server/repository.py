@@ -110,6 +110,7 @@ class ModelRepository:
         self._on_demand: OrderedDict[tuple[str, int, str], ServedModel] = OrderedDict()
         self._on_demand_lock = threading.Lock()
         self._refused: dict[tuple[str, int], str] = {}
+        self._held: dict[tuple[str, str], int] = {}  # (name, alias) -> the refused version it names
 
     @property
     def ready(self) -> bool:
@@ -140,7 +141,8 @@ class ModelRepository:
             self._ready.set()
 
     def _refresh_one(self, summary: ModelSummary, old: ModelEntry | None) -> ModelEntry:
-        """Keep every aliased version and the newest version that loads."""
+        """Keep every aliased version and the newest version that loads. An alias moved to a
+        version that is refused stays at the version it named before, when that one is held."""
         name = summary.name
         loaded: dict[int, ServedModel] = {}
 
@@ -155,13 +157,25 @@ class ModelRepository:
                 loaded[version] = served
             return served is not None
 
-        for version in sorted(set(summary.aliases.values())):
-            take(version)
+        aliases = dict(summary.aliases)
+        for alias, version in sorted(summary.aliases.items()):
+            if take(version):
+                self._held.pop((name, alias), None)
+                continue
+            # Refused: an alias this server already served stays where it was, so the
+            # previous good version keeps answering for it until the alias moves again.
+            previous = old.aliases.get(alias) if old is not None else None
+            if previous is not None and previous != version and take(previous):
+                aliases[alias] = previous
+                if self._held.get((name, alias)) != version:
+                    self._held[(name, alias)] = version
+                    log.warning("alias %s of %s stays at version %d: version %d was refused at load",
+                                alias, name, previous, version)
         for version in sorted(summary.versions, reverse=True):
             if version in loaded or take(version):
                 break
         refused = {v: why for (n, v), why in self._refused.items() if n == name}
-        return ModelEntry(name, tuple(summary.versions), dict(summary.aliases), loaded, refused)
+        return ModelEntry(name, tuple(summary.versions), aliases, loaded, refused)
 
     def _load(self, name: str, version: int) -> ServedModel | None:
         """Read and compile one version; None (and remembered) if it is refused."""

@@ -205,11 +205,14 @@ class ModelStore:
     def list_models(self) -> list[ModelSummary]:
         """Every model with its versions and aliases, sorted by name."""
         with self._transaction("listing models") as session:
+            # Aliases before versions: on PostgreSQL each statement sees what was committed
+            # when it began, and versions are only ever added, so every aliased version read
+            # here is in the versions read after it, even with publishes committing between.
             names = session.execute(select(SqlModel.id, SqlModel.name)).all()
-            version_rows = session.execute(select(SqlModelVersion.model_id, SqlModelVersion.version)).all()
             alias_rows = session.execute(
                 select(SqlModelAlias.model_id, SqlModelAlias.alias, SqlModelAlias.version)
             ).all()
+            version_rows = session.execute(select(SqlModelVersion.model_id, SqlModelVersion.version)).all()
         versions: dict[int, list[int]] = defaultdict(list)
         for model_id, version in version_rows:
             versions[model_id].append(version)

@@ -95,6 +95,21 @@ def pg_url_factory(pg_database: PgTestDatabase) -> Iterator[Callable[[], str]]:
         pg_database.drop_schema(schema)
 
 
+@pytest.fixture
+def pg_fresh_database(pg_database: PgTestDatabase) -> Iterator[str]:
+    """A whole database ``bnserve_fault_<hex>`` of its own (not a schema), for tests that put
+    something between a server and PostgreSQL; its SQLAlchemy URL. Dropped after the test,
+    with any connection a killed process left behind."""
+    name = f"bnserve_fault_{secrets.token_hex(6)}"
+    with psycopg.connect(_libpq(PG_SERVER_URL), autocommit=True, connect_timeout=5) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(PG_SERVER_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(_libpq(PG_SERVER_URL), autocommit=True, connect_timeout=5) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(params=BACKENDS)
 def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
     """An empty store URL: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""

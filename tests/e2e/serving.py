@@ -6,10 +6,13 @@ import pathlib
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 
 import grpc
+import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 BIN = pathlib.Path(sys.executable).parent
@@ -51,3 +54,100 @@ def sample_value(text: str, name: str, **labels: str) -> float:
         if all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"no sample {name} {labels} in /metrics")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One Predict call of a ``PredictLoop``: when (time.monotonic) it started and ended, its
+    status code name, and for an answer the version and the probabilities (rows × classes)."""
+
+    thread: int
+    started: float
+    ended: float
+    code: str
+    version: int = 0
+    probabilities: np.ndarray | None = None
+    details: str = ""
+
+
+class PredictLoop:
+    """``threads`` client threads, each on a TCP connection of its own, calling Predict with
+    ``request`` back to back (a deadline of ``timeout`` seconds each) until ``stop``; every
+    call's ``Outcome`` is kept, in order per thread. A call never hangs the loop: a call
+    that outlives its deadline is a DEADLINE_EXCEEDED outcome."""
+
+    def __init__(self, target: str, request, threads: int = 2, timeout: float = 30.0,
+                 stop_on_error: bool = False):
+        self.target, self.request, self.timeout = target, request, timeout
+        self.stop_on_error = stop_on_error
+        self.outcomes: list[Outcome] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"predict-loop-{i}", daemon=True)
+                         for i in range(threads)]
+
+    def __enter__(self) -> "PredictLoop":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> list[Outcome]:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=self.timeout + 30)
+        assert not any(t.is_alive() for t in self._threads), "a client thread hangs"
+        return self.outcomes
+
+    def _run(self, thread: int) -> None:
+        from server.api import predictor_pb2_grpc
+
+        with grpc.insecure_channel(self.target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    reply = stub.Predict(self.request, timeout=self.timeout)
+                except grpc.RpcError as exc:
+                    outcome = Outcome(thread, started, time.monotonic(), exc.code().name, details=exc.details() or "")
+                else:
+                    n = len(reply.classes)
+                    proba = (np.array(reply.dense.probabilities).reshape(-1, n) if reply.HasField("dense")
+                             else np.array([p.probabilities for p in reply.predictions]))
+                    outcome = Outcome(thread, started, time.monotonic(), "OK", reply.version, proba)
+                with self._lock:
+                    self.outcomes.append(outcome)
+                if outcome.code != "OK":
+                    if self.stop_on_error:
+                        return
+                    self._stop.wait(0.05)  # no busy loop against a server that is gone
+
+    def snapshot(self) -> list[Outcome]:
+        with self._lock:
+            return list(self.outcomes)
+
+    def codes(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for o in self.snapshot():
+            counts[o.code] = counts.get(o.code, 0) + 1
+        return counts
+
+    def wait_for(self, predicate, what: str, timeout: float = 60.0) -> None:
+        """Until ``predicate(outcomes so far)`` holds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.snapshot()):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"never saw {what}; calls so far by status: {self.codes()}")
+
+
+def wait_until(predicate, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never saw {what}")

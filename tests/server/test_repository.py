@@ -42,6 +42,28 @@ def test_a_corrupt_version_is_refused_and_the_previous_keeps_serving(model_store
     assert repo.get("m")[0].version == 3
 
 
+def test_an_alias_moved_to_a_corrupt_version_stays_at_the_previous_one(model_store, store_url, rng):
+    """`trainer fit --alias production` of a version that is then refused: production keeps
+    answering from the version it named before; a new start has nothing to fall back on."""
+    model_store.publish("m", random_model(rng), aliases=["production"])
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    model_store.publish("m", random_model(rng), aliases=["production"])
+    _corrupt_one_blob(store_url, 2)
+    for _ in range(2):  # and it stays so on the next poll
+        repo.refresh()
+        assert repo.get("m")[0].version == 1
+        assert repo.get("m", alias="production")[0].version == 1
+        assert repo.entry("m").aliases == {"production": 1}
+    fresh = ModelRepository(model_store)
+    fresh.refresh()
+    with pytest.raises(InvalidModel, match="version 2 was refused"):
+        fresh.get("m")
+    model_store.publish("m", random_model(rng), aliases=["production"])
+    repo.refresh()
+    assert repo.get("m", alias="production")[0].version == 3
+
+
 def test_aliases_and_on_demand_versions(model_store, rng):
     for _ in range(3):
         model_store.publish("m", random_model(rng))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store.errors import NotFound
+from store.sql import ModelStore
 from tests.model_factory import random_model
 
 
@@ -76,3 +77,24 @@ def test_not_found_names_what_is_missing(three_versions, call, message):
     with pytest.raises(NotFound, match=message):
         call(three_versions)
     assert dict(three_versions.list_models()[0].aliases) == {}
+
+
+def test_a_listing_never_names_an_aliased_version_it_does_not_list(store_url, rng):
+    """Publishes with an alias commit between the listing's reads (PostgreSQL reads each
+    statement at its own snapshot): every alias still names a version the listing has, so
+    a server polling the store never serves an alias whose version it thinks is missing."""
+    from sqlalchemy import event
+
+    with ModelStore(store_url) as store, ModelStore(store_url) as other:
+        store.publish("m", random_model(rng), aliases=["production"])
+        injected = []
+
+        @event.listens_for(store.engine, "before_cursor_execute")
+        def publish_in_between(conn, cursor, statement, parameters, context, executemany) -> None:
+            if "model_versions" in statement or "model_aliases" in statement:
+                injected.append(other.publish("m", random_model(rng), aliases=["production"]))
+
+        [summary] = store.list_models()
+        event.remove(store.engine, "before_cursor_execute", publish_in_between)
+        assert injected == [2, 3]
+        assert set(summary.aliases.values()) <= set(summary.versions), summary
