@@ -24,7 +24,9 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Callable
@@ -105,8 +107,9 @@ class App:
         self.repository = ModelRepository(self.store)
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self.serving = threading.Event()  # what health reports for our services
+        self._executor = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
         self.grpc_server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc"),
+            self._executor,
             interceptors=(ServerInterceptor(self.tokens),),
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
@@ -231,6 +234,7 @@ class App:
         self.serving.clear()
         self.health.enter_graceful_shutdown()
         self.grpc_server.stop(self.config.grace_seconds).wait()
+        self._executor.shutdown(wait=False, cancel_futures=True)  # idle RPC threads end now
         self.poller.stop()
         if hasattr(self, "_http_server"):
             self._http_server.shutdown()
@@ -280,7 +284,30 @@ def serve(config: ServeConfig, parent_pid: int | None = None) -> int:
         threading.Thread(target=_watch_parent, args=(parent_pid, done), name="parent-watch", daemon=True).start()
     done.wait()
     app.stop()
-    return 1 if app.failure is not None else 0
+    code = 1 if app.failure is not None else 0
+    _exit_if_threads_linger(code)
+    return code
+
+
+LINGER_SECONDS = 2.0
+
+
+def _exit_if_threads_linger(code: int) -> None:
+    """Once ``stop`` returns, grpc has answered or cancelled every call; a thread still at
+    work (a cancelled call's handler) must not hold the process past its grace, as the
+    interpreter's exit would: give them ``LINGER_SECONDS``, then exit anyway, naming them."""
+    deadline = time.monotonic() + LINGER_SECONDS
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in others if t.is_alive()]
+    if left:
+        log.warning("threads still running %.0f s after the drain: %s; exiting without them", LINGER_SECONDS,
+                    ", ".join(left))
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _watch_parent(parent_pid: int, done: threading.Event) -> None:
