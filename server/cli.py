@@ -244,8 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from server.app import ServeConfig, serve
 
+    try:
+        store_url = resolve_store_url(args.store)
+    except BnServeError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
     config = ServeConfig(
-        store_url=resolve_store_url(args.store),
+        store_url=store_url,
         host=args.host,
         port=args.port,
         metrics_port=args.metrics_port,

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_STORE_URL = "sqlite:///bnserve.db"  # a file in the working directory
 STORE_URL_ENV = "BNSERVE_STORE_URL"
+STORE_URL_FILE_ENV = "BNSERVE_STORE_URL_FILE"  # a file holding the URL (a mounted Secret)
 
 WRITE_OPTION = "bnserve_write"  # execution option: this connection's transaction writes
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -34,10 +35,36 @@ _PG_MIGRATION_LOCK = 0x626E7365727665  # advisory lock key ("bnserve"), held whi
 
 
 def resolve_store_url(cli_value: str | None) -> str:
-    """--store if given, else $BNSERVE_STORE_URL, else DEFAULT_STORE_URL."""
+    """--store if given, else $BNSERVE_STORE_URL, else the file named by
+    $BNSERVE_STORE_URL_FILE (a mounted Secret: its text, surrounding whitespace dropped),
+    else DEFAULT_STORE_URL. A password belongs in the environment or a file, where ``ps``
+    does not show it: one on the command line is used, with a warning."""
     if cli_value:
+        if has_password(cli_value):
+            log.warning("the --store URL holds a password, which the process list shows to every user; "
+                        "pass it in %s or %s instead", STORE_URL_ENV, STORE_URL_FILE_ENV)
         return cli_value
-    return os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
+    if os.environ.get(STORE_URL_ENV):
+        return os.environ[STORE_URL_ENV]
+    path = os.environ.get(STORE_URL_FILE_ENV)
+    if path:
+        try:
+            text = Path(path).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInput(f"{STORE_URL_FILE_ENV}={path}: cannot read the store URL: "
+                               f"{exc.strerror if isinstance(exc, OSError) else 'not UTF-8 text'}") from None
+        if not text:
+            raise InvalidInput(f"{STORE_URL_FILE_ENV}={path}: the file is empty")
+        return text
+    return DEFAULT_STORE_URL
+
+
+def has_password(url: str) -> bool:
+    """Whether ``url`` carries a password."""
+    try:
+        return bool(make_url(url).password)
+    except ArgumentError:
+        return False
 
 
 def redacted(url: str) -> str:

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from store.engine import (
     DEFAULT_STORE_URL,
     STORE_URL_ENV,
+    STORE_URL_FILE_ENV,
     create_store_engine,
     redacted,
     resolve_store_url,
@@ -41,6 +42,7 @@ __all__ = [
     "DEFAULT_ALIAS",
     "DEFAULT_STORE_URL",
     "STORE_URL_ENV",
+    "STORE_URL_FILE_ENV",
     "ModelStore",
     "ModelSummary",
     "ModelVersion",

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from store.errors import InvalidInput, StoreUnavailable
-from store.sql import DEFAULT_STORE_URL, STORE_URL_ENV, ModelStore, resolve_store_url
+from store.sql import DEFAULT_STORE_URL, STORE_URL_ENV, STORE_URL_FILE_ENV, ModelStore, resolve_store_url
 
 
 def test_the_flag_wins_over_the_environment(monkeypatch):
@@ -41,3 +41,30 @@ def test_an_unreachable_database_is_unavailable_without_its_password(caplog):
     with caplog.at_level(logging.DEBUG), pytest.raises(StoreUnavailable, match=redacted) as raised:
         ModelStore(url)
     assert "hunter2" not in raised.value.message and "hunter2" not in caplog.text
+
+
+def test_the_url_may_come_from_a_file_a_mounted_secret(monkeypatch, tmp_path):
+    monkeypatch.delenv(STORE_URL_ENV, raising=False)
+    path = tmp_path / "url"
+    path.write_text("  sqlite:///from-file.db\n")
+    monkeypatch.setenv(STORE_URL_FILE_ENV, str(path))
+    assert resolve_store_url(None) == "sqlite:///from-file.db"
+    monkeypatch.setenv(STORE_URL_ENV, "sqlite:///from-env.db")
+    assert resolve_store_url(None) == "sqlite:///from-env.db"  # the variable wins over the file
+    monkeypatch.delenv(STORE_URL_ENV)
+    path.write_text("\n")
+    with pytest.raises(InvalidInput, match="the file is empty"):
+        resolve_store_url(None)
+    monkeypatch.setenv(STORE_URL_FILE_ENV, str(tmp_path / "absent"))
+    with pytest.raises(InvalidInput, match="cannot read the store URL"):
+        resolve_store_url(None)
+
+
+def test_a_password_on_the_command_line_is_used_with_a_warning_that_does_not_repeat_it(caplog):
+    with caplog.at_level(logging.WARNING):
+        assert resolve_store_url("postgresql+psycopg://u:hunter2@h/db") == "postgresql+psycopg://u:hunter2@h/db"
+    assert "process list" in caplog.text and "hunter2" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        resolve_store_url("sqlite:///plain.db")
+    assert caplog.text == ""
