@@ -75,8 +75,12 @@ def client(target: str, streams: int, seconds: float, features: list[str], rows:
     errors: list[dict[str, int]] = [{} for _ in range(streams)]
     wrong: list[int] = [0] * streams
     versions: list[set[int]] = [set() for _ in range(streams)]
-    start = threading.Barrier(streams + 1)
     deadline = [0.0]
+
+    def start_clock() -> None:  # run by the barrier before it releases anyone: no thread sees no deadline
+        deadline[0] = time.monotonic() + seconds
+
+    start = threading.Barrier(streams + 1, action=start_clock)
 
     def stream(i: int) -> None:
         rng = np.random.default_rng(i)
@@ -104,8 +108,7 @@ def client(target: str, streams: int, seconds: float, features: list[str], rows:
     for t in threads:
         t.start()
     start.wait()
-    began = time.monotonic()
-    deadline[0] = began + seconds
+    began = deadline[0] - seconds
     for t in threads:
         t.join()
     elapsed = time.monotonic() - began
