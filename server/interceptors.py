@@ -86,22 +86,32 @@ def _denying(handler: Any) -> Any:
     return handler._replace(stream_stream=_deny_stream, request_deserializer=_skip)
 
 
-def _parsing(deserialize: Callable | None, behavior: Callable) -> Callable:
-    """``behavior`` taking the request's bytes and parsing them itself, so that bytes that are
-    not a valid message are INVALID_ARGUMENT (grpc's own parsing would answer INTERNAL)."""
+_MALFORMED = object()  # what a request that is not a valid message is parsed to
+
+
+def _parsing(deserialize: Callable | None, behavior: Callable) -> tuple[Callable | None, Callable]:
+    """(deserializer, behavior) such that bytes that are not a valid message reach
+    ``behavior``'s wrapper as INVALID_ARGUMENT, where grpc's own parsing would answer
+    INTERNAL. grpc still parses (a deserializer returning None means a failure to grpc, so a
+    marker object stands for one); parsing the bytes in the handler instead costs a 1,000-row
+    Predict about a third of its throughput."""
     if deserialize is None:
-        return behavior
+        return None, behavior
     message = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
     what = f"a valid {message.full_name} message" if message is not None else "a valid request message"
 
-    def parsed(raw: bytes, context: grpc.ServicerContext) -> Any:
+    def tolerant(raw: bytes) -> Any:
         try:
-            request = deserialize(raw)
+            return deserialize(raw)
         except Exception:
-            raise InvalidInput(f"the request is not {what}") from None
+            return _MALFORMED
+
+    def checked(request: Any, context: grpc.ServicerContext) -> Any:
+        if request is _MALFORMED:
+            raise InvalidInput(f"the request is not {what}")
         return behavior(request, context)
 
-    return parsed
+    return tolerant, checked
 
 
 class ServerInterceptor(grpc.ServerInterceptor):
@@ -136,12 +146,12 @@ class ServerInterceptor(grpc.ServerInterceptor):
         service, method = _split(full_method)
         if handler.unary_unary:
             labels = ("UNARY", service, method)
-            behavior = _parsing(handler.request_deserializer, handler.unary_unary)
-            return handler._replace(request_deserializer=None, unary_unary=self._wrap_unary(behavior, labels))
+            deserialize, behavior = _parsing(handler.request_deserializer, handler.unary_unary)
+            return handler._replace(request_deserializer=deserialize, unary_unary=self._wrap_unary(behavior, labels))
         if handler.unary_stream:
             labels = ("SERVER_STREAM", service, method)
-            behavior = _parsing(handler.request_deserializer, handler.unary_stream)
-            return handler._replace(request_deserializer=None, unary_stream=self._wrap_stream(behavior, labels))
+            deserialize, behavior = _parsing(handler.request_deserializer, handler.unary_stream)
+            return handler._replace(request_deserializer=deserialize, unary_stream=self._wrap_stream(behavior, labels))
         if handler.stream_stream:
             labels = ("BIDI_STREAM", service, method)
             return handler._replace(stream_stream=self._wrap_stream(handler.stream_stream, labels))
