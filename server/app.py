@@ -282,7 +282,11 @@ def serve(config: ServeConfig, parent_pid: int | None = None) -> int:
     app.start(on_failure=done.set)
     if parent_pid is not None:
         threading.Thread(target=_watch_parent, args=(parent_pid, done), name="parent-watch", daemon=True).start()
-    done.wait()
+    # Not a bare done.wait(): the kernel may deliver SIGTERM to one of grpc's threads, and
+    # Python runs the handler only when the main thread next runs bytecode; blocked in an
+    # untimed wait it never would, and the server would ignore the signal.
+    while not done.wait(SIGNAL_POLL_SECONDS):
+        pass
     app.stop()
     code = 1 if app.failure is not None else 0
     _exit_if_threads_linger(code)
@@ -290,6 +294,7 @@ def serve(config: ServeConfig, parent_pid: int | None = None) -> int:
 
 
 LINGER_SECONDS = 2.0
+SIGNAL_POLL_SECONDS = 0.2  # how often the main thread wakes to run a signal handler that is due
 
 
 def _exit_if_threads_linger(code: int) -> None:

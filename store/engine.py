@@ -12,13 +12,15 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from pathlib import Path
+from typing import Callable
 
 from alembic import command
 from alembic.config import Config
 from alembic.util import CommandError
 from sqlalchemy import Engine, create_engine, event, make_url, text
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
 from store.errors import InvalidInput, StoreUnavailable
 
@@ -119,6 +121,30 @@ def upgrade_to_head(engine: Engine) -> None:
     """
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    if engine.dialect.name == "sqlite":
+        _retry_while_locked(lambda: _upgrade(engine, config))
+    else:
+        _upgrade(engine, config)
+    log.debug("store schema at head on %s", engine.url.render_as_string(hide_password=True))
+
+
+def _retry_while_locked(step: Callable[[], None]) -> None:
+    """Run ``step`` again while SQLite answers "database is locked", up to the busy timeout.
+    The busy timeout covers most waits, not all: CI once saw four processes opening one new
+    store file at the same moment fail so (tests/store/test_concurrency.py)."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            step()
+            return
+        except OperationalError as exc:
+            if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                raise
+            log.debug("store locked while opening; trying again")
+            time.sleep(0.1)
+
+
+def _upgrade(engine: Engine, config: Config) -> None:
     with writer(engine).begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
@@ -127,4 +153,3 @@ def upgrade_to_head(engine: Engine) -> None:
             command.upgrade(config, "head")
         except CommandError as exc:
             raise StoreUnavailable(f"the store schema cannot be brought to this code's head: {exc}") from None
-    log.debug("store schema at head on %s", engine.url.render_as_string(hide_password=True))
