@@ -13,7 +13,6 @@ import re
 import signal
 import socket
 import subprocess
-import time
 
 import grpc
 import numpy as np
@@ -25,7 +24,7 @@ from server.api import predictor_pb2 as pb
 from server.api import predictor_pb2_grpc
 from store.inference import compile_model
 from store.sql import ModelStore
-from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
+from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving, wait_until
 from trainer.data import load
 
 CHANNELS = 24
@@ -54,15 +53,6 @@ def predicts_served_by(metrics_dir: str, pid: int) -> float:
     return 0.0
 
 
-def wait_for(predicate, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"never saw {what}")
-
-
 @pytest.fixture
 def workers(store_url):
     fit = run_cli("trainer", "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess",
@@ -78,7 +68,7 @@ def workers(store_url):
     try:
         try:
             wait_serving(channel)
-            wait_for(lambda: len(children(proc.pid)) == 2, "two workers")
+            wait_until(lambda: len(children(proc.pid)) == 2, "two workers")
         except AssertionError:
             proc.kill()
             raise AssertionError("server did not start; its output:\n" + proc.communicate()[0]) from None
@@ -127,10 +117,10 @@ def test_two_workers_answer_and_count_into_one_metrics_endpoint(workers):
 
     # a worker that dies is replaced; what it counted stays in the sums
     os.kill(pids[0], signal.SIGKILL)
-    wait_for(lambda: len(children(proc.pid)) == 2 and pids[0] not in children(proc.pid), "the replacement worker")
+    wait_until(lambda: len(children(proc.pid)) == 2 and pids[0] not in children(proc.pid), "the replacement worker")
     replacement = next(pid for pid in children(proc.pid) if pid not in pids)
     # it has loaded the model once it has set its model-info gauge
-    wait_for(lambda: os.path.exists(os.path.join(metrics_dir, f"gauge_livemax_{replacement}.db")),
+    wait_until(lambda: os.path.exists(os.path.join(metrics_dir, f"gauge_livemax_{replacement}.db")),
              "the replacement worker's model load")
     assert not os.path.exists(os.path.join(metrics_dir, f"gauge_livemax_{pids[0]}.db"))  # the dead one's is gone
     pids = children(proc.pid)
@@ -176,11 +166,11 @@ def test_new_versions_reach_every_worker(workers):
                     return False
         return True
 
-    wait_for(every_connection_sees_version_2, "version 2 on every worker")
+    wait_until(every_connection_sees_version_2, "version 2 on every worker")
     text = scrape(metrics_port)
     assert sample_value(text, "bnserve_model_info", model="chess", version="2", aliases="production") == 1
     # version 1 is no longer held: a multiprocess gauge cannot drop it, so it reads 0
-    wait_for(lambda: sample_value(scrape(metrics_port), "bnserve_model_info", model="chess", version="1") == 0,
+    wait_until(lambda: sample_value(scrape(metrics_port), "bnserve_model_info", model="chess", version="1") == 0,
              "version 1 released by both workers")
 
 
