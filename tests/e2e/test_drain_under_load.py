@@ -153,7 +153,11 @@ def test_sigterm_under_load_drains_in_flight_calls_and_refuses_new_ones(benchmar
         assert set(handled) == {"OK"} and codes["OK"] <= handled["OK"] < started, (handled, started, codes)
     else:
         assert handled == {"OK": started}, handled
-        assert codes["OK"] == started
+        # grpc cancels what is still open when the grace runs out (the health Watch holds the
+        # drain open that long): a call whose handler returned just then may reach its client
+        # as CANCELLED. Only those may be missing from the client's answers.
+        at_grace = [o for o in outcomes if o.code == "CANCELLED" and o.ended >= signalled + GRACE - 0.5]
+        assert codes["OK"] <= started <= codes["OK"] + len(at_grace), (codes, started, len(at_grace))
     # the others never reached a handler: refused, or (grpc core) reset before they were picked up
     assert set(codes) <= {"OK", "UNAVAILABLE", "CANCELLED"}, cut
     assert drained, "no call was in flight at the signal"
