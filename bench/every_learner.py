@@ -23,11 +23,11 @@ import time
 
 import numpy as np
 
-from store.inference import compile_model
-from store.sql import ModelStore
-from trainer.data import load
-from trainer.fit import fit
-from trainer.learners.registry import LEARNERS
+from bnserve.store.inference import compile_model
+from bnserve.store.sql import ModelStore
+from bnserve.trainer.data import load
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.registry import LEARNERS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"

@@ -54,7 +54,7 @@ def rss_mib(pid: int) -> float:
 
 def requests(features: list[str], rows: np.ndarray) -> tuple[list, list]:
     """The single-row and the batch requests the streams cycle through."""
-    from server.api import predictor_pb2 as pb
+    from bnserve.server.api import predictor_pb2 as pb
 
     def request(block: np.ndarray):
         return pb.PredictRequest(model=MODEL_NAME, dense=pb.DenseBatch(features=features, codes=block.ravel().tolist()))
@@ -68,7 +68,7 @@ def client(target: str, streams: int, seconds: float, features: list[str], rows:
     """A client process: ``streams`` threads calling Predict for ``seconds``; puts its figures on ``out``."""
     import grpc
 
-    from server.api import predictor_pb2_grpc
+    from bnserve.server.api import predictor_pb2_grpc
 
     singles, batches = requests(features, rows)
     latencies: list[list[float]] = [[] for _ in range(streams)]

@@ -64,7 +64,7 @@ def fit_child(csv: pathlib.Path, store: str, chunk_rows: int | None) -> tuple[fl
 
 
 def same_model(store: str) -> bool:
-    from store.sql import ModelStore
+    from bnserve.store.sql import ModelStore
 
     with ModelStore(store) as models:
         a, b = (models.load("ooc", version=v).model for v in (1, 2))

@@ -39,8 +39,8 @@ SINGLE_ROW_GOAL_US = 20.0
 def run(work, quick: bool = False, log=print) -> Section:
     from sklearn.naive_bayes import CategoricalNB
 
-    from store.inference import compile_model
-    from trainer.fit import fit
+    from bnserve.store.inference import compile_model
+    from bnserve.trainer.fit import fit
 
     train = work.train(QUICK_FIT_ROWS if quick else FIT_ROWS)
     test = work.test()

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from store.errors import InvalidInput
-from trainer.data import EncodedData, Preprocessing, columns_of, prepare
-from trainer.readers import read_table
-from trainer.evaluate import cross_validate_many, holdout, stderr_progress, end_progress
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.data import EncodedData, Preprocessing, columns_of, prepare
+from bnserve.trainer.readers import read_table
+from bnserve.trainer.evaluate import cross_validate_many, holdout, stderr_progress, end_progress
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"

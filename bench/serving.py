@@ -30,9 +30,9 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from store.model import Model
-from store.sql import ModelStore
-from trainer.data import EncodedData
+from bnserve.store.model import Model
+from bnserve.store.sql import ModelStore
+from bnserve.trainer.data import EncodedData
 
 BIN = pathlib.Path(sys.executable).parent
 MODEL_NAME = "bench"
@@ -49,7 +49,7 @@ def kdb_on_random_data(n_features: int = 50, n_classes: int = 3, k: int = 2, row
     """The benchmark model (KDB, ``k`` feature parents) and the rows it was fitted on: a sample
     of ``bench.synthetic``'s random k-dependence network, the suite's one data generator."""
     from bench.synthetic import random_network, sample
-    from trainer.fit import fit
+    from bnserve.trainer.fit import fit
 
     network = random_network(seed, n_features=n_features, max_states=n_states, n_classes=n_classes, k=k)
     data = sample(network, rows, seed + 1)

@@ -37,9 +37,9 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from store.inference import compile_model  # noqa: E402
-from store.model import CLASS, FEATURE, Model, Network, Node, Variable  # noqa: E402
-from trainer.data import EncodedData  # noqa: E402
+from bnserve.store.inference import compile_model  # noqa: E402
+from bnserve.store.model import CLASS, FEATURE, Model, Network, Node, Variable  # noqa: E402
+from bnserve.trainer.data import EncodedData  # noqa: E402
 
 CLASS_NAME = "class"
 CLASS_PRIOR_CONCENTRATION = 10.0  # Dirichlet of the class prior: roughly balanced classes

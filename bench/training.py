@@ -76,8 +76,8 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
         def one_fit(data):
             return CategoricalNB().fit(data.X, data.y)
     else:
-        from store.inference import compile_model
-        from trainer.fit import fit
+        from bnserve.store.inference import compile_model
+        from bnserve.trainer.fit import fit
 
         def one_fit(data):
             return fit(algo, data, **params(algo))
@@ -200,11 +200,11 @@ def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
     true structure from the same rows, and how many true arcs each learner found."""
     import numpy as np
 
-    from store.inference import compile_model
-    from store.model import Model
-    from trainer.estimate import estimate
-    from trainer.fit import fit
-    from trainer.learners.structure import Structure
+    from bnserve.store.inference import compile_model
+    from bnserve.store.model import Model
+    from bnserve.trainer.estimate import estimate
+    from bnserve.trainer.fit import fit
+    from bnserve.trainer.learners.structure import Structure
 
     net, train, test = work.network, work.train(largest), work.test()
     names = [v.name for v in train.features]
@@ -242,7 +242,7 @@ def bounds_paragraph(row: Row, work, largest: int) -> str:
     algo = row.measurement.split()[0]
     if algo not in ALGOS:
         algo = "fkdb"
-    from trainer.fit import fit
+    from bnserve.trainer.fit import fit
 
     data = work.train(largest)
     profile = cProfile.Profile()

@@ -72,7 +72,7 @@ def _client(conn, names: list[str], rows: list[list[int]]) -> None:
     (time.time) for ``seconds``. It replies to each: "ok", or the number of calls made."""
     import grpc
 
-    from server.api import predictor_pb2, predictor_pb2_grpc
+    from bnserve.server.api import predictor_pb2, predictor_pb2_grpc
 
     requests = [predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names, codes=r))
                 for r in rows]
@@ -175,7 +175,7 @@ class H2Load:
     and requires status OK and the prediction the model gives."""
 
     def __init__(self, names: list[str], row: list[int], callers: int):
-        from server.api import predictor_pb2
+        from bnserve.server.api import predictor_pb2
 
         request = predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names,
                                                                                             codes=row))
@@ -192,7 +192,7 @@ class H2Load:
     def check(self, server: Server) -> None:
         import grpc
 
-        from server.api import predictor_pb2
+        from bnserve.server.api import predictor_pb2
 
         with grpc.insecure_channel(server.target) as channel:
             call = channel.unary_unary(PREDICT_PATH, request_serializer=None, response_deserializer=None)

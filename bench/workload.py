@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.synthetic import SyntheticNetwork, bayes_optimal, calibrate, random_network, sample
-from trainer.data import EncodedData
+from bnserve.trainer.data import EncodedData
 
 SHAPE = {"n_features": 50, "max_states": 4, "n_classes": 3, "k": 2}
 SEED = 0

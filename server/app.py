@@ -38,8 +38,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
-from server import metrics
-from server.api import (
+from bnserve.server import metrics
+from bnserve.server.api import (
     diagnostics_pb2,
     diagnostics_pb2_grpc,
     grpc_service_pb2,
@@ -47,14 +47,14 @@ from server.api import (
     predictor_pb2,
     predictor_pb2_grpc,
 )
-from server.diagnostics import DiagnosticsServicer
-from server.inference_servicer import InferenceServicer
-from server.interceptors import ServerInterceptor
-from server.repository import ModelRepository, Poller
-from server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
-from server.security import TlsMaterial, TokenFile, load_tls
-from server.servicer import PredictorServicer
-from store.sql import ModelStore
+from bnserve.server.diagnostics import DiagnosticsServicer
+from bnserve.server.inference_servicer import InferenceServicer
+from bnserve.server.interceptors import ServerInterceptor
+from bnserve.server.repository import ModelRepository, Poller
+from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
+from bnserve.server.security import TlsMaterial, TokenFile, load_tls
+from bnserve.server.servicer import PredictorServicer
+from bnserve.store.sql import ModelStore
 
 log = logging.getLogger(__name__)
 

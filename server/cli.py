@@ -9,9 +9,9 @@ import os
 import sys
 import time
 
-from server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
-from store.errors import BnServeError
-from store.sql import resolve_store_url
+from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
+from bnserve.store.errors import BnServeError
+from bnserve.store.sql import resolve_store_url
 
 
 def _parse_instance(text: str) -> dict[str, str]:
@@ -164,7 +164,7 @@ def _channel(args: argparse.Namespace):
     --tls-cert/--tls-key), else plaintext. SecurityConfigError for a file it cannot use."""
     import grpc
 
-    from server.security import check_certificates, check_private_key, read_file
+    from bnserve.server.security import check_certificates, check_private_key, read_file
 
     if args.tls_ca is None:
         return grpc.insecure_channel(args.target)
@@ -181,7 +181,7 @@ def _channel(args: argparse.Namespace):
 def _call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
     if args.token_file is None:
         return ()
-    from server.security import parse_tokens, read_file
+    from bnserve.server.security import parse_tokens, read_file
 
     token = parse_tokens(read_file(args.token_file, "--token-file"), args.token_file, "--token-file")[0]
     return (("authorization", f"Bearer {token.decode('ascii')}"),)
@@ -192,9 +192,9 @@ def _predict(args: argparse.Namespace) -> int:
     from google.protobuf import json_format
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from server.api import predictor_pb2 as pb
-    from server.api import predictor_pb2_grpc
-    from server.security import SecurityConfigError
+    from bnserve.server.api import predictor_pb2 as pb
+    from bnserve.server.api import predictor_pb2_grpc
+    from bnserve.server.security import SecurityConfigError
 
     try:
         metadata = _call_metadata(args)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s " + ("[worker %(process)d] " if worker else "") + "%(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
-    from server.app import ServeConfig, serve
+    from bnserve.server.app import ServeConfig, serve
 
     try:
         store_url = resolve_store_url(args.store)
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if args.workers > 1 and not worker:
-            from server.workers import serve_workers
+            from bnserve.server.workers import serve_workers
 
             return serve_workers(config, args.workers, args.log_level)
         return serve(config, parent_pid=args.worker_of)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import grpc
 
-from server.api import diagnostics_pb2 as pb
-from server.api import diagnostics_pb2_grpc
+from bnserve.server.api import diagnostics_pb2 as pb
+from bnserve.server.api import diagnostics_pb2_grpc
 
 
 class DiagnosticsServicer(diagnostics_pb2_grpc.DiagnosticsServicer):

@@ -13,13 +13,13 @@ from typing import Callable
 import grpc
 import numpy as np
 
-from server.api import grpc_service_pb2 as pb
-from server.api import grpc_service_pb2_grpc
-from server.repository import ModelRepository
-from server.limits import DEFAULT_MAX_ROWS, check_rows, check_still_wanted, infer_rows
-from server.tensors import codes_from_inputs, input_metadata, output_metadata, read_inputs, requested_outputs, write_outputs
-from store.errors import InvalidInput, InvalidModel, NotFound, StoreUnavailable
-from store.version import code_version
+from bnserve.server.api import grpc_service_pb2 as pb
+from bnserve.server.api import grpc_service_pb2_grpc
+from bnserve.server.repository import ModelRepository
+from bnserve.server.limits import DEFAULT_MAX_ROWS, check_rows, check_still_wanted, infer_rows
+from bnserve.server.tensors import codes_from_inputs, input_metadata, output_metadata, read_inputs, requested_outputs, write_outputs
+from bnserve.store.errors import InvalidInput, InvalidModel, NotFound, StoreUnavailable
+from bnserve.store.version import code_version
 
 SERVER_NAME = "bnserve"
 PLATFORM = "bnserve"

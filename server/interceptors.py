@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import grpc
 
-from server import metrics
-from server.security import UNAUTHENTICATED_MESSAGE, TokenFile, is_protected
-from store.errors import BnServeError, InvalidInput
+from bnserve.server import metrics
+from bnserve.server.security import UNAUTHENTICATED_MESSAGE, TokenFile, is_protected
+from bnserve.store.errors import BnServeError, InvalidInput
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.errors import DeadlineExceeded, TooLarge
+from bnserve.store.errors import DeadlineExceeded, TooLarge
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024

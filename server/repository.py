@@ -17,11 +17,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from server import metrics
-from store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
-from store.inference import CompiledModel, compile_model
-from store.model import Model
-from store.sql import ModelStore, ModelSummary
+from bnserve.server import metrics
+from bnserve.store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
+from bnserve.store.inference import CompiledModel, compile_model
+from bnserve.store.model import Model
+from bnserve.store.sql import ModelStore, ModelSummary
 
 log = logging.getLogger(__name__)
 

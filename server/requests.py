@@ -12,10 +12,10 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from store.errors import InvalidInput
-from store.discretization import interval_codes
-from store.inference import CompiledModel, check_codes
-from store.model import NOMINAL, NUMERIC, Variable
+from bnserve.store.errors import InvalidInput
+from bnserve.store.discretization import interval_codes
+from bnserve.store.inference import CompiledModel, check_codes
+from bnserve.store.model import NOMINAL, NUMERIC, Variable
 
 MISSING = -1
 _NO_CODES = np.empty(0, dtype=np.int64)

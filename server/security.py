@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from store.errors import BnServeError
+from bnserve.store.errors import BnServeError
 
 log = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ import time
 import grpc
 import numpy as np
 
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from server.repository import ModelRepository, ServedModel
-from server.limits import DEFAULT_MAX_ROWS, check_rows, check_still_wanted, predict_rows
-from server.requests import codes_from_dense, codes_from_instances
-from store.errors import InvalidInput
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.server.repository import ModelRepository, ServedModel
+from bnserve.server.limits import DEFAULT_MAX_ROWS, check_rows, check_still_wanted, predict_rows
+from bnserve.server.requests import codes_from_dense, codes_from_instances
+from bnserve.store.errors import InvalidInput
 
 
 def _selector(request) -> dict:

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from server.requests import codes_from_columns, codes_from_dense
-from store.errors import InvalidInput
-from store.inference import CompiledModel
+from bnserve.server.requests import codes_from_columns, codes_from_dense
+from bnserve.store.errors import InvalidInput
+from bnserve.store.inference import CompiledModel
 
 CODES = "codes"
 LABEL = "label"

@@ -40,8 +40,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from server.app import ServeConfig, load_security
-from store.engine import STORE_URL_ENV
+from bnserve.server.app import ServeConfig, load_security
+from bnserve.store.engine import STORE_URL_ENV
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Supervisor:
     def __init__(self, config: ServeConfig, count: int, log_level: str = "INFO"):
         if count < 2:
             raise ValueError("a supervisor runs at least 2 workers")
-        from store.sql import ModelStore
+        from bnserve.store.sql import ModelStore
 
         load_security(config)  # a bad certificate, key or token file fails here, once
         ModelStore(config.store_url).dispose()  # fails here, once, on a bad URL or store
@@ -103,7 +103,7 @@ class Supervisor:
     def _command(self) -> list[str]:
         c = self.config
         command = [
-            sys.executable, "-m", "server.cli", "serve", "--worker-of", str(os.getpid()),
+            sys.executable, "-m", "bnserve.server.cli", "serve", "--worker-of", str(os.getpid()),
             "--host", c.host, "--port", str(self.port), "--metrics-port", "-1",
             "--poll-seconds", repr(c.poll_seconds), "--grace-seconds", repr(c.grace_seconds),
             "--threads", str(c.threads), "--log-level", self.log_level,

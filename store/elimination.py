@@ -17,8 +17,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from store.gather import LogGather
-from store.model import Node
+from bnserve.store.gather import LogGather
+from bnserve.store.model import Node
 
 BATCH = 0            # einsum label of the row axis
 MAX_CHUNK_CELLS = 1 << 22  # rows x largest factor per row, per chunk: bounds the working memory

@@ -22,7 +22,7 @@ from alembic.util import CommandError
 from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-from store.errors import InvalidInput, StoreUnavailable
+from bnserve.store.errors import InvalidInput, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from store.model import Node
+from bnserve.store.model import Node
 
 GATHER_ROWS = 4096  # rows per chunk of a large batch
 FEW_ROWS = 8  # batches up to this many rows compute their indices in the fewest numpy calls

@@ -28,10 +28,10 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from store.elimination import Elimination, FamilyGraph, component_factors, descendants, unique_rows
-from store.gather import LogGather
-from store.errors import InvalidInput
-from store.model import MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Variable
+from bnserve.store.elimination import Elimination, FamilyGraph, component_factors, descendants, unique_rows
+from bnserve.store.gather import LogGather
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Variable
 
 PLAN_CACHE_SIZE = 1024  # missing-component plans remembered per network
 

@@ -18,8 +18,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from store.discretization import interval_codes, parse_number
-from store.errors import InvalidModel
+from bnserve.store.discretization import interval_codes, parse_number
+from bnserve.store.errors import InvalidModel
 
 CLASS = "class"
 FEATURE = "feature"

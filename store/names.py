@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 import re
 
-from store.errors import InvalidInput
+from bnserve.store.errors import InvalidInput
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 NAME_RULE = "1-128 characters from [A-Za-z0-9._-], starting with a letter or digit"

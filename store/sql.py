@@ -22,7 +22,7 @@ from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from store.engine import (
+from bnserve.store.engine import (
     DEFAULT_STORE_URL,
     STORE_URL_ENV,
     STORE_URL_FILE_ENV,
@@ -32,11 +32,11 @@ from store.engine import (
     upgrade_to_head,
     writer,
 )
-from store.errors import BnServeError, Conflict, InvalidInput, NotFound, StoreUnavailable
-from store.model import Model
-from store.names import check_alias, check_model_name, check_version
-from store.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
-from store.version_rows import model_to_rows, rows_to_model
+from bnserve.store.errors import BnServeError, Conflict, InvalidInput, NotFound, StoreUnavailable
+from bnserve.store.model import Model
+from bnserve.store.names import check_alias, check_model_name, check_version
+from bnserve.store.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
+from bnserve.store.version_rows import model_to_rows, rows_to_model
 
 __all__ = [
     "DEFAULT_ALIAS",

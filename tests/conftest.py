@@ -121,7 +121,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
 @pytest.fixture
 def model_store(store_url: str):
     """A ModelStore on ``store_url``, disposed after the test."""
-    from store.sql import ModelStore
+    from bnserve.store.sql import ModelStore
 
     with ModelStore(store_url) as opened:
         yield opened

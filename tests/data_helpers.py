@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.inference import compile_model
-from store.model import CLASS, Variable
-from trainer.data import EncodedData, load
+from bnserve.store.inference import compile_model
+from bnserve.store.model import CLASS, Variable
+from bnserve.trainer.data import EncodedData, load
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from server.app import App, ServeConfig
-from store.model import Model
-from store.sql import ModelStore
+from bnserve.server.app import App, ServeConfig
+from bnserve.store.model import Model
+from bnserve.store.sql import ModelStore
 
 
 @contextmanager

@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from store.discretization import interval_labels
-from store.model import CLASS, FEATURE, MEAN_JOINT, NUMERIC, SINGLE, Model, Network, Node, Variable
+from bnserve.store.discretization import interval_labels
+from bnserve.store.model import CLASS, FEATURE, MEAN_JOINT, NUMERIC, SINGLE, Model, Network, Node, Variable
 
 CLASS_NAME = "class"
 

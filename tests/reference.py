@@ -17,7 +17,7 @@ import itertools
 import numpy as np
 from hypothesis import strategies as st
 
-from store.model import MEAN_POSTERIOR, SINGLE, Model, Network
+from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model, Network
 from tests.model_factory import random_model
 
 def joint_table(network: Network, cards: dict[str, int]) -> tuple[list[str], np.ndarray]:

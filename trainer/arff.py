@@ -17,8 +17,8 @@ from typing import Iterator, NoReturn
 
 import numpy as np
 
-from store.errors import InvalidInput
-from trainer.readers import NOMINAL, NUMERIC, Declared, RawTable, cells_array, check_header, open_text, seconds_texts
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.readers import NOMINAL, NUMERIC, Declared, RawTable, cells_array, check_header, open_text, seconds_texts
 
 DEFAULT_DATE_FORMAT = "yyyy-MM-dd'T'HH:mm:ss"
 

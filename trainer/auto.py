@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from store.errors import InvalidInput
-from store.model import Model
-from trainer.data import EncodedData
-from trainer.evaluate import Evaluation, cross_validate_many
-from trainer.fit import fit
-from trainer.learners.registry import LEARNERS
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import Model
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.evaluate import Evaluation, cross_validate_many
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.registry import LEARNERS
 
 DEFAULT_CANDIDATES = ("nb", "tan", "kdb", "fkdb", "aode")
 DEFAULT_KS = (1, 2, 3)

@@ -13,21 +13,21 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-from store.errors import BnServeError, InvalidInput
-from store.inference import FLOAT32_ERROR_BOUND
-from store.model import structure_dict
-from store.names import check_alias, check_model_name
-from trainer import data as data_io
-from trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
-from trainer.discretize import Method
-from trainer.readers import FORMATS
-from trainer.streaming import STREAMABLE, load_streamed
-from trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
-from trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
-from trainer.fit import PRECISIONS, fit, with_table_precision
-from trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
-from trainer.report import render
-from trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.store.errors import BnServeError, InvalidInput
+from bnserve.store.inference import FLOAT32_ERROR_BOUND
+from bnserve.store.model import structure_dict
+from bnserve.store.names import check_alias, check_model_name
+from bnserve.trainer import data as data_io
+from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
+from bnserve.trainer.discretize import Method
+from bnserve.trainer.readers import FORMATS
+from bnserve.trainer.streaming import STREAMABLE, load_streamed
+from bnserve.trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
+from bnserve.trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
+from bnserve.trainer.fit import PRECISIONS, fit, with_table_precision
+from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
+from bnserve.trainer.report import render
+from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 
 PROG = "trainer"
 AUTO = "auto"
@@ -418,7 +418,7 @@ def _check_flag(check: Callable[[Any], Any], value: Any, flag: str) -> None:
 
 def _open_store(cli_value: str | None):
     """The SQL store, imported here so that ``evaluate`` needs no database driver."""
-    from store.sql import ModelStore, resolve_store_url
+    from bnserve.store.sql import ModelStore, resolve_store_url
 
     return ModelStore(resolve_store_url(cli_value))
 

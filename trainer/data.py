@@ -25,12 +25,12 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from store.discretization import interval_codes, interval_labels, parse_number
-from store.errors import InvalidInput
-from store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
-from trainer.discretize import Method
-from trainer.readers import RawTable, read_table
-from trainer.stats import PairStatistics, joint_counts
+from bnserve.store.discretization import interval_codes, interval_labels, parse_number
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
+from bnserve.trainer.discretize import Method
+from bnserve.trainer.readers import RawTable, read_table
+from bnserve.trainer.stats import PairStatistics, joint_counts
 
 MISSING = -1
 UNKNOWN = -2  # transient code of a label that is not a state; never leaves this module

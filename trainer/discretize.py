@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from store.errors import InvalidInput
-from trainer.stats import row_entropies
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.stats import row_entropies
 
 MDL = "mdl"
 EQUAL_FREQUENCY = "equal-frequency"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from store.model import CPT_DTYPE, Network, Node
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.structure import Structure
+from bnserve.store.model import CPT_DTYPE, Network, Node
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.structure import Structure
 
 
 def estimate(structure: Structure, data: EncodedData) -> Network:

@@ -16,12 +16,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from store.errors import InvalidInput
-from store.inference import compile_model
-from trainer import comparison, metrics
-from trainer.data import EncodedData
-from trainer.fit import fit
-from trainer.folds import stratified_folds
+from bnserve.store.errors import InvalidInput
+from bnserve.store.inference import compile_model
+from bnserve.trainer import comparison, metrics
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.fit import fit
+from bnserve.trainer.folds import stratified_folds
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,14 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
-from store.errors import InvalidInput
-from store.inference import FLOAT32_ERROR_BOUND, PRECISION_CHECK_ROWS, TABLE_PRECISION, float32_error
-from store.model import NUMERIC, Model, Network
-from store.version import code_version
-from trainer.data import EncodedData
-from trainer.estimate import estimate
-from trainer.stats import feature_columns
-from trainer.learners.registry import LEARNERS
+from bnserve.store.errors import InvalidInput
+from bnserve.store.inference import FLOAT32_ERROR_BOUND, PRECISION_CHECK_ROWS, TABLE_PRECISION, float32_error
+from bnserve.store.model import NUMERIC, Model, Network
+from bnserve.store.version import code_version
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.estimate import estimate
+from bnserve.trainer.stats import feature_columns
+from bnserve.trainer.learners.registry import LEARNERS
 
 
 def fit(algo: str, data: EncodedData, **params: Any) -> Model:

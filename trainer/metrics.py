@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
-from store.model import Model
-from trainer import stats
-from trainer.data import EncodedData
+from bnserve.store.model import Model
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
 
 PROBABILITY_FLOOR = 1e-15  # log-loss of a zero probability is capped at -log(1e-15)
 

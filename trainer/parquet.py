@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from store.errors import InvalidInput
-from trainer.readers import NOMINAL, NUMERIC, Declared, RawTable, check_header, open_binary, seconds_texts
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.readers import NOMINAL, NUMERIC, Declared, RawTable, check_header, open_binary, seconds_texts
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 

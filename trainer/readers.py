@@ -19,8 +19,8 @@ from typing import Iterator, IO, Sequence
 
 import numpy as np
 
-from store.errors import InvalidInput
-from store.model import MAX_NAME_LENGTH
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import MAX_NAME_LENGTH
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_DATASETS = {"chess": "chess.csv.gz"}
@@ -66,11 +66,11 @@ def read_table(source: str, fmt: str | None = None) -> RawTable:
         raise InvalidInput(f"{source}: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     # Imported here, not at the top: those modules build on the helpers below.
     if fmt == "arff":
-        from trainer.arff import read_arff
+        from bnserve.trainer.arff import read_arff
 
         return read_arff(source)
     if fmt == "parquet":
-        from trainer.parquet import read_parquet
+        from bnserve.trainer.parquet import read_parquet
 
         return read_parquet(source)
     return _read_delimited(source, "\t" if fmt == "tsv" else ",")
@@ -149,7 +149,7 @@ def open_binary(source: str) -> IO[bytes]:
         name = source[len(BUILTIN_PREFIX):]
         if name not in BUILTIN_DATASETS:
             raise InvalidInput(f"unknown built-in data set {source!r}; known: {', '.join(BUILTIN_DATASETS)}")
-        raw = resources.files("trainer.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
+        raw = resources.files("bnserve.trainer.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
         return gzip.GzipFile(fileobj=raw)
     try:
         if source.endswith(".gz"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from trainer.evaluate import Comparison, Evaluation
+from bnserve.trainer.evaluate import Comparison, Evaluation
 
 
 def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:

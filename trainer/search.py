@@ -32,9 +32,9 @@ from typing import Any, Callable, Generic, Iterable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.structure import TIE_DECIMALS, ranked
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.structure import TIE_DECIMALS, ranked
 
 State = TypeVar("State")
 Group = tuple[int, ...]  # feature column indices, ascending

@@ -24,15 +24,15 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from store.discretization import interval_codes, interval_labels
-from store.errors import InvalidInput
-from store.model import CLASS, FEATURE, NUMERIC, Variable
-from trainer.data import (
+from bnserve.store.discretization import interval_codes, interval_labels
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import CLASS, FEATURE, NUMERIC, Variable
+from bnserve.trainer.data import (
     AVAILABLE_CASE, Preprocessing, TrainingView, check_columns, is_numeric_column, label_codes, number_or_nan, number_or_none,
 )
-from trainer.discretize import merge_value_tables
-from trainer.readers import iter_tables
-from trainer.stats import PairStatistics, joint_counts
+from bnserve.trainer.discretize import merge_value_tables
+from bnserve.trainer.readers import iter_tables
+from bnserve.trainer.stats import PairStatistics, joint_counts
 
 STREAMABLE = ("nb", "tan", "tan-ddr", "kdb", "fkdb")
 

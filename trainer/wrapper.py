@@ -16,13 +16,13 @@ from typing import Mapping
 
 import numpy as np
 
-from store.inference import compile_model
-from store.model import Model
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.estimate import estimate
-from trainer.folds import stratified_folds
-from trainer.learners.structure import Structure
+from bnserve.store.inference import compile_model
+from bnserve.store.model import Model
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.estimate import estimate
+from bnserve.trainer.folds import stratified_folds
+from bnserve.trainer.learners.structure import Structure
 
 WRAPPER_FOLDS = 5  # paper 003 scores BSEJ and FSS candidates by 5-fold stratified CV
 FAMILY_CACHE_BYTES = 256 * 2**20  # per fold; past it the fold's family cache starts afresh

@@ -9,8 +9,8 @@ a transaction (and, on PostgreSQL, holding the migration lock), in
 from __future__ import annotations
 
 from alembic import context
-from store.engine import create_store_engine
-from store.tables import Base
+from bnserve.store.engine import create_store_engine
+from bnserve.store.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from bench.synthetic import bayes_optimal, calibrate, random_network, sample
-from store.inference import compile_model
-from trainer.fit import fit
-from trainer.stats import joint_counts
+from bnserve.store.inference import compile_model
+from bnserve.trainer.fit import fit
+from bnserve.trainer.stats import joint_counts
 
 
 def test_same_seed_same_network_and_rows():

@@ -130,16 +130,21 @@ def test_build_context_holds_what_pip_install_needs_and_nothing_else():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     setuptools = pyproject["tool"]["setuptools"]
     needed = {"pyproject.toml", pyproject["project"]["readme"]}
-    # Every file of every package pyproject.toml includes, its package data among them.
-    for top in sorted(p.name for p in ROOT.iterdir() if p.is_dir()):
-        if any(fnmatchcase(top, pattern) for pattern in setuptools["packages"]["find"]["include"]):
-            for path in (ROOT / top).rglob("*"):
-                rel = path.relative_to(ROOT).as_posix()
-                if path.is_file() and "__pycache__" not in rel and not rel.endswith((".pyc", ".db")):
-                    needed.add(rel)
+    # Every file of every folder a package maps to, its package data among them.
+    folders = setuptools["package-dir"]
+    for top in sorted(folders.values()):
+        for path in (ROOT / top).rglob("*"):
+            rel = path.relative_to(ROOT).as_posix()
+            if path.is_file() and "__pycache__" not in rel and not rel.endswith((".pyc", ".db")):
+                needed.add(rel)
+
+    def folder(package: str) -> Path:
+        top = max((p for p in folders if package == p or package.startswith(p + ".")), key=len)
+        return ROOT / folders[top] / package[len(top):].lstrip(".").replace(".", "/")
+
     for package, globs in setuptools.get("package-data", {}).items():
         for glob in globs:
-            assert list((ROOT / package).glob(glob)), f"package-data {package}/{glob} matches nothing"
+            assert list(folder(package).glob(glob)), f"package-data {package}/{glob} matches nothing"
     assert needed - context == set(), "pip install . needs these, but .dockerignore leaves them out"
 
     # And the builder stage copies all of it into its working directory.
@@ -155,7 +160,7 @@ def test_build_context_holds_what_pip_install_needs_and_nothing_else():
 
 
 def test_image_runs_the_server_as_non_root_with_the_servers_ports():
-    from server.cli import build_parser
+    from bnserve.server.cli import build_parser
 
     steps = instructions()
     stages = [args for _, k, args in steps if k == "FROM"]

@@ -234,7 +234,7 @@ def test_deployment_keeps_two_replicas_through_a_rollout():
 
 def test_server_settings_parse_with_the_servers_parser_and_match_the_ports():
     """`server serve` as the pod runs it: the container's args with its environment."""
-    from server.cli import build_parser
+    from bnserve.server.cli import build_parser
 
     container = server_container()
     args = build_parser(environ=container_env(container)).parse_args(container.get("args", []))
@@ -249,7 +249,7 @@ def test_server_settings_parse_with_the_servers_parser_and_match_the_ports():
 
 
 def test_probes_ask_grpc_health_on_the_grpc_port():
-    from server.app import PREDICTOR
+    from bnserve.server.app import PREDICTOR
 
     container = server_container()
     grpc_port = {p["name"]: p["containerPort"] for p in container["ports"]}["grpc"]
@@ -379,7 +379,7 @@ def test_cronjob_and_job_share_one_pod_spec():
 
 @pytest.mark.parametrize("what", ["CronJob", "Job"])
 def test_training_command_parses_with_the_trainers_parser(what):
-    from trainer.cli import _learner_params, build_parser
+    from bnserve.trainer.cli import _learner_params, build_parser
 
     argv = training_argv(what)
     assert argv[:2] == ["trainer", "fit"]
@@ -400,8 +400,8 @@ def test_training_command_parses_with_the_trainers_parser(what):
 
 def test_training_command_publishes_the_production_alias(tmp_path, monkeypatch):
     """The CronJob's command, run: it publishes a version that `production` points at."""
-    from store.sql import ModelStore
-    from trainer.cli import main
+    from bnserve.store.sql import ModelStore
+    from bnserve.trainer.cli import main
 
     argv = training_argv("CronJob")
     if not config()["TRAIN_DATA"].startswith("builtin:"):

@@ -297,9 +297,9 @@ def chess_server(tmp_path):
 
 
 def send_predictions(channel: grpc.Channel, ok_calls: int, bad_calls: int) -> None:
-    from server.api import predictor_pb2 as pb
-    from server.api import predictor_pb2_grpc
-    from trainer.data import load
+    from bnserve.server.api import predictor_pb2 as pb
+    from bnserve.server.api import predictor_pb2_grpc
+    from bnserve.trainer.data import load
 
     data = load("builtin:chess")
     names = [v.name for v in data.variables if v.role == "feature"]

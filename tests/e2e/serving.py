@@ -102,7 +102,7 @@ class PredictLoop:
         return self.outcomes
 
     def _run(self, thread: int) -> None:
-        from server.api import predictor_pb2_grpc
+        from bnserve.server.api import predictor_pb2_grpc
 
         with grpc.insecure_channel(self.target, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
             stub = predictor_pb2_grpc.PredictorStub(channel)

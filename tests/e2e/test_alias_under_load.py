@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from bench.serving import Server
-from server.api import predictor_pb2 as pb
-from store.inference import compile_model
-from store.sql import ModelStore
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.store.inference import compile_model
+from bnserve.store.sql import ModelStore
 from tests.e2e.serving import PredictLoop, run_cli
 from tests.model_factory import random_model
 from tests.reliability import record

@@ -29,7 +29,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.serving import MODEL_NAME, Server, kdb_on_random_data, temporary_store
-from server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2 as pb
 from tests.e2e.serving import PredictLoop, scrape
 from tests.reliability import record
 

@@ -9,13 +9,13 @@ import grpc
 import numpy as np
 import pytest
 
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from store.inference import compile_model
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.store.inference import compile_model
 from tests.in_process_server import running_app
-from trainer.data import load
-from trainer.fit import fit
-from trainer.learners.registry import LEARNERS
+from bnserve.trainer.data import load
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.registry import LEARNERS
 
 DATASETS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "datasets"
 

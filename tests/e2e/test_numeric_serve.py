@@ -15,14 +15,14 @@ import grpc
 import numpy as np
 import pytest
 
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from store.inference import compile_model
-from store.model import NUMERIC
-from store.sql import ModelStore
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.store.inference import compile_model
+from bnserve.store.model import NUMERIC
+from bnserve.store.sql import ModelStore
 from tests.data_helpers import dataset_path, write_arff
 from tests.e2e.serving import BIN, free_port, run_cli, wait_serving
-from trainer.data import load_with
+from bnserve.trainer.data import load_with
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from store.sql import ModelStore
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.store.sql import ModelStore
 from tests.certificates import make_pki
 from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
 from tests.model_factory import random_model

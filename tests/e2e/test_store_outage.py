@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import make_url
 
 from bench.serving import Server
-from server.api import predictor_pb2 as pb
-from store.inference import compile_model
-from store.sql import ModelStore
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.store.inference import compile_model
+from bnserve.store.sql import ModelStore
 from tests.e2e.serving import PredictLoop, free_port, run_cli, sample_value, scrape, wait_until
 from tests.model_factory import random_model
 from tests.reliability import record

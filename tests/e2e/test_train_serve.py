@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from store.inference import compile_model
-from store.sql import ModelStore
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.store.inference import compile_model
+from bnserve.store.sql import ModelStore
 from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
-from trainer.data import load
+from bnserve.trainer.data import load
 
 @pytest.fixture
 def chess_rows():

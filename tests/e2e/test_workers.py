@@ -20,12 +20,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from store.inference import compile_model
-from store.sql import ModelStore
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.store.inference import compile_model
+from bnserve.store.sql import ModelStore
 from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving, wait_until
-from trainer.data import load
+from bnserve.trainer.data import load
 
 CHANNELS = 24
 CALLS_PER_CHANNEL = 5

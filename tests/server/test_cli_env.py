@@ -3,7 +3,7 @@ Kubernetes ConfigMap sets them); a flag on the command line wins."""
 
 import pytest
 
-from server.cli import build_parser
+from bnserve.server.cli import build_parser
 
 
 def test_environment_sets_serve_flags_and_a_flag_wins():

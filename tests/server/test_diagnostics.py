@@ -9,8 +9,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 from prometheus_client import REGISTRY
 
-from server.api import diagnostics_pb2 as pb
-from server.api import diagnostics_pb2_grpc
+from bnserve.server.api import diagnostics_pb2 as pb
+from bnserve.server.api import diagnostics_pb2_grpc
 from tests.in_process_server import running_app
 
 SERVICE = "bnserve.v1.Diagnostics"

@@ -27,12 +27,12 @@ from prometheus_client import REGISTRY
 from tritonclient.grpc import service_pb2 as triton_pb
 from tritonclient.grpc import service_pb2_grpc as triton_grpc
 
-from server.api import grpc_service_pb2
-from server.app import App, ServeConfig
-from store.inference import compile_model
-from store.errors import StoreUnavailable
-from store.model import MEAN_JOINT, MEAN_POSTERIOR, NOMINAL, NUMERIC
-from store.sql import ModelStore
+from bnserve.server.api import grpc_service_pb2
+from bnserve.server.app import App, ServeConfig
+from bnserve.store.inference import compile_model
+from bnserve.store.errors import StoreUnavailable
+from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NOMINAL, NUMERIC
+from bnserve.store.sql import ModelStore
 from tests.model_factory import random_model
 from tests.reference import reference_proba
 from tests.in_process_server import running_app
@@ -494,7 +494,7 @@ def test_every_method_has_its_grpc_series_at_zero_before_its_first_call(tmp_path
     probe = f"""
 import json
 from prometheus_client import REGISTRY
-from server.app import App, ServeConfig
+from bnserve.server.app import App, ServeConfig
 app = App(ServeConfig(store_url="sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1))
 get = REGISTRY.get_sample_value
 echo = dict(grpc_type="UNARY", grpc_service="bnserve.v1.Diagnostics", grpc_method="Echo")

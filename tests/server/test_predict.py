@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from store.model import MEAN_JOINT, MEAN_POSTERIOR, NUMERIC
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NUMERIC
 from tests.model_factory import random_model
 from tests.reference import reference_proba
 from tests.in_process_server import running_app
@@ -239,8 +239,8 @@ def test_list_models(server):
 def test_a_model_marked_float32_is_served_from_float32_tables(tmp_path):
     """The server compiles the tables in the dtype the model's metadata chose (trainer
     --precision): its answers are those tables' and within the recorded bound of float64's."""
-    from store.inference import compile_model
-    from trainer.fit import with_table_precision
+    from bnserve.store.inference import compile_model
+    from bnserve.trainer.fit import with_table_precision
 
     model = with_table_precision(random_model(np.random.default_rng(5), n_features=6), "float32")
     rows = np.random.default_rng(6).integers(0, 2, (50, 6))

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from server.repository import ModelRepository, Poller
-from store.errors import InvalidModel, NotFound
-from store.sql import ModelStore
+from bnserve.server.repository import ModelRepository, Poller
+from bnserve.store.errors import InvalidModel, NotFound
+from bnserve.store.sql import ModelStore
 from tests.model_factory import random_model
 
 

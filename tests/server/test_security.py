@@ -21,11 +21,11 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from tritonclient.grpc import service_pb2 as triton_pb
 from tritonclient.grpc import service_pb2_grpc as triton_grpc
 
-from server.api import diagnostics_pb2, diagnostics_pb2_grpc
-from server.api import predictor_pb2 as pb
-from server.api import predictor_pb2_grpc
-from server.app import App, ServeConfig
-from server.security import UNAUTHENTICATED_MESSAGE, SecurityConfigError, TokenFile, load_tls, parse_tokens
+from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.server.app import App, ServeConfig
+from bnserve.server.security import UNAUTHENTICATED_MESSAGE, SecurityConfigError, TokenFile, load_tls, parse_tokens
 from tests.certificates import make_pki
 from tests.e2e.serving import sample_value, scrape
 from tests.in_process_server import running_app
@@ -351,7 +351,7 @@ def test_an_encrypted_key_is_refused(pki, tmp_path):
 
 
 def test_workers_get_the_file_paths_as_absolute_flags(pki, tmp_path, monkeypatch):
-    from server.workers import Supervisor
+    from bnserve.server.workers import Supervisor
 
     token_file = tmp_path / "tokens"
     token_file.write_text("tok-9f8e7d\n")
@@ -371,7 +371,7 @@ def test_workers_get_the_file_paths_as_absolute_flags(pki, tmp_path, monkeypatch
 
 
 def test_supervisor_checks_the_files_before_starting_workers(tmp_path):
-    from server.workers import Supervisor
+    from bnserve.server.workers import Supervisor
 
     config = ServeConfig(store_url=f"sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1,
                          auth_token_file=str(tmp_path / "missing"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import NotFound
-from store.sql import ModelStore
+from bnserve.store.errors import NotFound
+from bnserve.store.sql import ModelStore
 from tests.model_factory import random_model
 
 

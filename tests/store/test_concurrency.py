@@ -9,7 +9,7 @@ import threading
 import numpy as np
 from sqlalchemy import create_engine, text
 
-from store.sql import ModelStore
+from bnserve.store.sql import ModelStore
 from tests.model_factory import random_model
 from tests.reliability import record
 

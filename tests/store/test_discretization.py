@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from store.discretization import interval_codes, interval_labels
-from store.errors import InvalidModel
-from store.model import CLASS, NUMERIC, Model, Network, Node, Variable
+from bnserve.store.discretization import interval_codes, interval_labels
+from bnserve.store.errors import InvalidModel
+from bnserve.store.model import CLASS, NUMERIC, Model, Network, Node, Variable
 
 CUTS = (-1.5, 2.45, 4.75)
 

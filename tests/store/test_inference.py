@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.errors import InvalidInput
-from store import gather
-from store.elimination import FamilyGraph
-from store.inference import FLOAT32_ERROR_BOUND, TABLE_PRECISION, check_codes, compile_model, float32_error
-from store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
+from bnserve.store.errors import InvalidInput
+from bnserve.store import gather
+from bnserve.store.elimination import FamilyGraph
+from bnserve.store.inference import FLOAT32_ERROR_BOUND, TABLE_PRECISION, check_codes, compile_model, float32_error
+from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
 from tests.model_factory import random_model
 from tests.reference import coded_rows, models, reference_joint, reference_proba
 

@@ -22,9 +22,9 @@ import time
 import numpy as np
 import sqlalchemy as sa
 
-from server.repository import ModelRepository
-from store.inference import compile_model
-from store.sql import ModelStore
+from bnserve.server.repository import ModelRepository
+from bnserve.store.inference import compile_model
+from bnserve.store.sql import ModelStore
 from tests.model_factory import random_model
 from tests.reliability import record
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from store.errors import InvalidInput
+from bnserve.store.errors import InvalidInput
 from tests.model_factory import random_model
 
 BAD_NAMES = ["", "-lead", ".hidden", "has space", "slash/y", "x" * 129, "ümlaut", "new\nline", "tail\n", 7, None]

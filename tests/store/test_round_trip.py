@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from store.model import CLASS, MEAN_POSTERIOR, Model, Network, Node, Variable
+from bnserve.store.model import CLASS, MEAN_POSTERIOR, Model, Network, Node, Variable
 from tests.model_factory import random_model
 
 
@@ -89,7 +89,7 @@ def test_list_models_reads_the_catalogue(model_store, rng):
 
 
 def test_reopening_the_store_keeps_everything(store_url, rng):
-    from store.sql import ModelStore
+    from bnserve.store.sql import ModelStore
 
     original = random_model(rng)
     with ModelStore(store_url) as first:

@@ -7,9 +7,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import event, inspect
 
-from store.engine import MIGRATIONS_DIR
-from store.sql import ModelStore
-from store.tables import Base
+from bnserve.store.engine import MIGRATIONS_DIR
+from bnserve.store.sql import ModelStore
+from bnserve.store.tables import Base
 from tests.model_factory import random_model
 
 

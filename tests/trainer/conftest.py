@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.data import EncodedData, load
+from bnserve.trainer.data import EncodedData, load
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +18,7 @@ def store(tmp_path) -> str:
 
 def run(capsys, *argv) -> tuple[int, str, str]:
     """``trainer ARGV`` in this process: (exit code, stdout, stderr)."""
-    from trainer.cli import main
+    from bnserve.trainer.cli import main
 
     code = main(list(argv))
     out, err = capsys.readouterr()

@@ -7,8 +7,8 @@ import pathlib
 
 import pytest
 
-from trainer.auto import candidate_grid, choose, fit_auto
-from trainer.data import load
+from bnserve.trainer.auto import candidate_grid, choose, fit_auto
+from bnserve.trainer.data import load
 
 DATASETS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "datasets"
 
@@ -45,7 +45,7 @@ def test_fit_auto_publishes_the_winner_with_the_candidates_scores(chess):
 
 
 def test_cli_auto_publishes_and_refuses_flags_it_does_not_take(tmp_path, capsys):
-    from trainer.cli import main
+    from bnserve.trainer.cli import main
 
     store = f"sqlite:///{tmp_path / 's.db'}"
     assert main(["fit", "--algo", "auto", "--candidates", "nb,kdb", "--k", "1..2", "--data", "builtin:chess",

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.inference import compile_model
-from store.sql import ModelStore
+from bnserve.store.inference import compile_model
+from bnserve.store.sql import ModelStore
 from tests.trainer.conftest import run
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

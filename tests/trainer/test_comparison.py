@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats import friedmanchisquare
 
-from trainer import comparison, metrics
-from trainer.evaluate import compare, cross_validate_many
-from trainer.fit import fit
+from bnserve.trainer import comparison, metrics
+from bnserve.trainer.evaluate import compare, cross_validate_many
+from bnserve.trainer.fit import fit
 
 
 def slow_auc(score, positive):

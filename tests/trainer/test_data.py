@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from store.model import CLASS, FEATURE
-from trainer.data import encode_with, load, load_with
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import CLASS, FEATURE
+from bnserve.trainer.data import encode_with, load, load_with
 from tests.data_helpers import write
 
 

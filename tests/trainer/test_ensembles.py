@@ -5,14 +5,14 @@ import itertools
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from store.inference import compile_model
-from store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, Variable
-from trainer.data import EncodedData
-from trainer.evaluate import cross_validate
-from trainer.fit import fit
-from trainer.learners.ensembles import aode, bootstrap_samples, rtan
-from trainer.learners.tan import tan
+from bnserve.store.errors import InvalidInput
+from bnserve.store.inference import compile_model
+from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, Variable
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.ensembles import aode, bootstrap_samples, rtan
+from bnserve.trainer.learners.tan import tan
 
 
 @pytest.fixture(scope="module")

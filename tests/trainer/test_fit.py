@@ -5,14 +5,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from store.inference import compile_model
-from store.model import Model
-from trainer.data import load
-from trainer.estimate import estimate
-from trainer.fit import fit
-from trainer.learners.registry import LEARNERS
-from trainer.learners.kdb import kdb
+from bnserve.store.errors import InvalidInput
+from bnserve.store.inference import compile_model
+from bnserve.store.model import Model
+from bnserve.trainer.data import load
+from bnserve.trainer.estimate import estimate
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.learners.kdb import kdb
 
 
 def reference_posterior(model: Model, X: np.ndarray) -> np.ndarray:

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from store.inference import compile_model
-from store.model import CLASS, FEATURE, NUMERIC, Model, Network, Node, Variable
+from bnserve.store.errors import InvalidInput
+from bnserve.store.inference import compile_model
+from bnserve.store.model import CLASS, FEATURE, NUMERIC, Model, Network, Node, Variable
 from tests.model_factory import random_model
 from tests.tools import require_tool
-from trainer.formats import format_of, read_model, write_model
+from bnserve.trainer.formats import format_of, read_model, write_model
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

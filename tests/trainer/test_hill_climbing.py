@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.synthetic import bayes_optimal, random_network, sample
-from store.inference import compile_model
-from store.model import CLASS, FEATURE, Variable
-from trainer.data import EncodedData
-from trainer.fit import fit
-from trainer.learners.hill_climbing import NONE, _Search, hill_climbing
-from trainer.learners.kdb import fkdb_structure
+from bnserve.store.inference import compile_model
+from bnserve.store.model import CLASS, FEATURE, Variable
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.hill_climbing import NONE, _Search, hill_climbing
+from bnserve.trainer.learners.kdb import fkdb_structure
 
 
 def reference_bic(data: EncodedData, child: int, parents: list[int]) -> float:

@@ -9,10 +9,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from trainer import stats
-from trainer.fit import fit
-from trainer.learners.info_as import METRICS, select
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer import stats
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.info_as import METRICS, select
 from tests.data_helpers import accuracy, dataset, make
 
 def slow_metrics(c, a, delta_rows):

@@ -9,11 +9,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.fit import fit
-from trainer.learners.k2 import (
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.k2 import (
     SCORE_EPS,
     SearchData,
     cb_search,

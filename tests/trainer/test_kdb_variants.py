@@ -5,13 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from store.model import CLASS, FEATURE, Variable
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.evaluate import cross_validate
-from trainer.fit import fit
-from trainer.learners.kdb import fkdb, kdb, kdb_structure, parents_without_redundancy
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import CLASS, FEATURE, Variable
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.kdb import fkdb, kdb, kdb_structure, parents_without_redundancy
 
 
 def h(p):

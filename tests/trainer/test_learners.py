@@ -5,10 +5,10 @@ import itertools
 import numpy as np
 import pytest
 
-from trainer import stats
-from trainer.learners.kdb import fkdb, fkdb_structure, kdb, kdb_structure
-from trainer.learners.naive_bayes import naive_bayes
-from trainer.learners.tan import tan
+from bnserve.trainer import stats
+from bnserve.trainer.learners.kdb import fkdb, fkdb_structure, kdb, kdb_structure
+from bnserve.trainer.learners.naive_bayes import naive_bayes
+from bnserve.trainer.learners.tan import tan
 
 TOL = 1e-12
 

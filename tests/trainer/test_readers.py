@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from store.errors import InvalidInput
-from trainer.data import load
-from trainer.readers import FORMATS, NOMINAL, NUMERIC, Declared, format_of, read_table
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.data import load
+from bnserve.trainer.readers import FORMATS, NOMINAL, NUMERIC, Declared, format_of, read_table
 from tests.data_helpers import write
 
 

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-from store.errors import InvalidInput
-from store.inference import compile_model
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.evaluate import cross_validate
-from trainer.fit import fit
-from trainer.learners.selective import ffss, fss, stan
-from trainer.search import greedy_search, maximum_weight_forest, orient_forest
-from trainer.wrapper import CrossValidatedAccuracy
+from bnserve.store.errors import InvalidInput
+from bnserve.store.inference import compile_model
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.selective import ffss, fss, stan
+from bnserve.trainer.search import greedy_search, maximum_weight_forest, orient_forest
+from bnserve.trainer.wrapper import CrossValidatedAccuracy
 from tests.data_helpers import dataset, make
 
 @pytest.fixture(scope="module")

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-from store.inference import compile_model
-from store.model import CLASS, Variable
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.evaluate import cross_validate
-from trainer.fit import fit
-from trainer.learners import semi_naive
-from trainer.learners.semi_naive import asb, bsej, bsej_search
-from trainer.search import augmenting_forest, canonical, grouped_parents
-from trainer.wrapper import CrossValidatedAccuracy
+from bnserve.store.inference import compile_model
+from bnserve.store.model import CLASS, Variable
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners import semi_naive
+from bnserve.trainer.learners.semi_naive import asb, bsej, bsej_search
+from bnserve.trainer.search import augmenting_forest, canonical, grouped_parents
+from bnserve.trainer.wrapper import CrossValidatedAccuracy
 from tests.data_helpers import dataset
 
 @pytest.fixture(scope="module")

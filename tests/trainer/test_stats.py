@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer import stats
+from bnserve.trainer import stats
 
 
 def ref_mi(x, c):

@@ -7,11 +7,11 @@ import gzip
 import numpy as np
 import pytest
 
-from store.errors import InvalidInput
-from trainer.data import IMPUTE, Preprocessing, load
-from trainer.discretize import Method
-from trainer.fit import fit
-from trainer.streaming import STREAMABLE, load_streamed
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.data import IMPUTE, Preprocessing, load
+from bnserve.trainer.discretize import Method
+from bnserve.trainer.fit import fit
+from bnserve.trainer.streaming import STREAMABLE, load_streamed
 from tests.data_helpers import dataset_path, write
 from tests.trainer.conftest import run
 

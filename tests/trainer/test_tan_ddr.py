@@ -7,11 +7,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from store.model import CLASS, FEATURE, Variable
-from trainer import stats
-from trainer.data import EncodedData, load
-from trainer.evaluate import cross_validate
-from trainer.learners.tan import tan_ddr
+from bnserve.store.model import CLASS, FEATURE, Variable
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData, load
+from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.learners.tan import tan_ddr
 from tests.data_helpers import DATASETS
 
 def slow_i_d(xi, xj, c, ci, cj, n_classes):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy.stats import chi2_contingency
 
-from trainer import stats
-from trainer.evaluate import cross_validate
-from trainer.folds import stratified_folds
-from trainer.wrapper import CrossValidatedAccuracy
+from bnserve.trainer import stats
+from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.folds import stratified_folds
+from bnserve.trainer.wrapper import CrossValidatedAccuracy
 
 
 def test_independence_test_is_the_g_test(rng):
@@ -55,10 +55,10 @@ def test_wrapper_score_is_pooled_cv_accuracy(chess):
 
 def test_cached_family_scores_equal_the_compiled_model(chess, rng):
     """The wrapper sums cached log-CPT columns; that must equal estimating and compiling."""
-    from store.inference import compile_model
-    from store.model import Model
-    from trainer.estimate import estimate
-    from trainer.learners.structure import Structure
+    from bnserve.store.inference import compile_model
+    from bnserve.store.model import Model
+    from bnserve.trainer.estimate import estimate
+    from bnserve.trainer.learners.structure import Structure
 
     score = CrossValidatedAccuracy(chess, folds=5, seed=0)
     fold = stratified_folds(chess.y, 5, 0)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from store.model import SINGLE, Model
-from trainer.formats.bif import read_bif, write_bif
-from trainer.formats.dot import write_dot
-from trainer.formats.interchange import single_network
-from trainer.formats.xmlbif import read_xmlbif, write_xmlbif
+from bnserve.store.model import SINGLE, Model
+from bnserve.trainer.formats.bif import read_bif, write_bif
+from bnserve.trainer.formats.dot import write_dot
+from bnserve.trainer.formats.interchange import single_network
+from bnserve.trainer.formats.xmlbif import read_xmlbif, write_xmlbif
 
 IMPORT_FORMATS = ("bif", "xmlbif")
 EXPORT_FORMATS = ("bif", "xmlbif", "dot")

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from store.errors import InvalidInput
-from store.model import Model
-from trainer.formats.interchange import (
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import Model
+from bnserve.trainer.formats.interchange import (
     PROPERTY_PREFIX,
     Declared,
     DeclaredCpt,

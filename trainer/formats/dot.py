@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from store.model import Model, Network
+from bnserve.store.model import Model, Network
 
 FORMAT = "dot"
 CLASS_STYLE = 'style="filled", fillcolor="#ffd966", peripheries=2'

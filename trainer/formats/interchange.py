@@ -20,8 +20,8 @@ from typing import Mapping
 
 import numpy as np
 
-from store.errors import InvalidInput, InvalidModel
-from store.model import (CLASS, FEATURE, NOMINAL, NORMALISATION_TOLERANCE, NUMERIC, SINGLE, Model, Network, Node,
+from bnserve.store.errors import InvalidInput, InvalidModel
+from bnserve.store.model import (CLASS, FEATURE, NOMINAL, NORMALISATION_TOLERANCE, NUMERIC, SINGLE, Model, Network, Node,
                          Variable)
 
 QUIET_TOLERANCE = 1e-6  # off by less: rounding in the file, renormalised without a note

@@ -27,9 +27,9 @@ from xml.parsers import expat
 
 import numpy as np
 
-from store.errors import InvalidInput
-from store.model import Model
-from trainer.formats.interchange import (
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import Model
+from bnserve.trainer.formats.interchange import (
     PROPERTY_PREFIX,
     Declared,
     DeclaredCpt,

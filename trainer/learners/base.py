@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from store.errors import InvalidInput
-from store.model import SINGLE
-from trainer.data import EncodedData
-from trainer.learners.structure import Structure
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import SINGLE
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.structure import Structure
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from store.model import MEAN_JOINT, MEAN_POSTERIOR
-from trainer.data import EncodedData
-from trainer.learners.base import Learned, Learner, Member, Param, non_negative_int, positive_int
-from trainer.learners.structure import Structure
-from trainer.learners.tan import tan
+from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learned, Learner, Member, Param, non_negative_int, positive_int
+from bnserve.trainer.learners.structure import Structure
+from bnserve.trainer.learners.tan import tan
 
 
 def spode(data: EncodedData, p: int) -> Structure:

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.base import Learned, Learner, Param, non_negative_int, one_of
-from trainer.learners.kdb import K, fkdb_structure
-from trainer.learners.structure import TIE_DECIMALS, Structure
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learned, Learner, Param, non_negative_int, one_of
+from bnserve.trainer.learners.kdb import K, fkdb_structure
+from bnserve.trainer.learners.structure import TIE_DECIMALS, Structure
 
 SCORE_EPS = 1e-6  # nats: a BIC gain at or below this is rounding noise, not an improvement
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.base import Learned, Learner, Param, one_of
-from trainer.learners.k2 import MAX_PARENTS, SearchData, cb_search
-from trainer.learners.structure import Structure, ranked
-from trainer.wrapper import CrossValidatedAccuracy
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learned, Learner, Param, one_of
+from bnserve.trainer.learners.k2 import MAX_PARENTS, SearchData, cb_search
+from bnserve.trainer.learners.structure import Structure, ranked
+from bnserve.trainer.wrapper import CrossValidatedAccuracy
 
 METRICS = ("cig", "cgr", "cdc")
 

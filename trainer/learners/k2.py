@@ -34,13 +34,13 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from store.errors import InvalidInput
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.base import Learned, Learner, Param, non_negative_int
-from trainer.learners.structure import Structure, ranked
-from trainer.search import greedy_search
-from trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learned, Learner, Param, non_negative_int
+from bnserve.trainer.learners.structure import Structure, ranked
+from bnserve.trainer.search import greedy_search
+from bnserve.trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 
 SCORE_EPS = 1e-9  # nats: a log-score gain at or below this is rounding noise, not an increase
 MAX_FAMILY_CELLS = 1 << 22  # a parent that would make the CPT larger than this is not considered

@@ -16,10 +16,10 @@ from typing import Sequence
 
 import numpy as np
 
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.base import int_or_range, Learned, Learner, Param, non_negative_float, non_negative_int, positive_int
-from trainer.learners.structure import Structure, ranked
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import int_or_range, Learned, Learner, Param, non_negative_float, non_negative_int, positive_int
+from bnserve.trainer.learners.structure import Structure, ranked
 
 
 def kdb_structure(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from trainer.data import EncodedData
-from trainer.learners.base import Learner
-from trainer.learners.structure import Structure
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learner
+from bnserve.trainer.learners.structure import Structure
 
 
 def naive_bayes(data: EncodedData) -> Structure:

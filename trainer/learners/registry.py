@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-import trainer.learners as package
-from trainer.learners.base import Learner, Param
+import bnserve.trainer.learners as package
+from bnserve.trainer.learners.base import Learner, Param
 
 
 def _collect() -> dict[str, Learner]:

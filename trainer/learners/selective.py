@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.base import Learned, Learner, Param, probability
-from trainer.learners.structure import Structure
-from trainer.search import Group, augmenting_forest, greedy_search, grouped_parents
-from trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learned, Learner, Param, probability
+from bnserve.trainer.learners.structure import Structure
+from bnserve.trainer.search import Group, augmenting_forest, greedy_search, grouped_parents
+from bnserve.trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 
 
 def fss(data: EncodedData) -> Learned:

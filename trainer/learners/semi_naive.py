@@ -28,12 +28,12 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from trainer.data import EncodedData
-from trainer.learners.base import Learned, Learner
-from trainer.learners.selective import ALPHA
-from trainer.learners.structure import Structure
-from trainer.search import Group, SearchResult, augmenting_forest, canonical, greedy_search, grouped_parents
-from trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learned, Learner
+from bnserve.trainer.learners.selective import ALPHA
+from bnserve.trainer.learners.structure import Structure
+from bnserve.trainer.search import Group, SearchResult, augmenting_forest, canonical, greedy_search, grouped_parents
+from bnserve.trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 
 MAX_JOINED_CELLS = 1 << 22  # r_S · r_C of a joined group's largest CPT
 

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from trainer.data import EncodedData
+from bnserve.trainer.data import EncodedData
 
 # Scores equal to this many decimals (nats) count as tied; ties go to the lower column index.
 TIE_DECIMALS = 12

@@ -11,10 +11,10 @@ from typing import Callable
 
 import numpy as np
 
-from trainer import stats
-from trainer.data import EncodedData
-from trainer.learners.base import Learner
-from trainer.learners.structure import TIE_DECIMALS, Structure, ranked
+from bnserve.trainer import stats
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners.base import Learner
+from bnserve.trainer.learners.structure import TIE_DECIMALS, Structure, ranked
 
 
 def maximum_spanning_tree(weights: np.ndarray, root: int) -> tuple[list[int], list[int], list[float]]:
