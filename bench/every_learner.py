@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from bnserve.store.inference import compile_model
-from bnserve.store.sql import ModelStore
+from bnserve.store.predictor import compile_model
+from bnserve.store.db import ModelStore
 from bnserve.trainer.data import load
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
@@ -48,7 +48,7 @@ def main() -> int:
     args = parser.parse_args()
     learners = args.learners.split(",")
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, ModelStore(f"sqlite:///{tmp}/bench.db") as store:
+    with tempfile.TemporaryDirectory() as tmp, ModelStore(f"sqlite:///{tmp}/bench.db", create=True) as store:
         for name in args.datasets.split(","):
             path = DATASETS / f"{name}.csv"
             if not path.exists():

@@ -54,7 +54,7 @@ def worker(kind: str, count: int, directory: pathlib.Path) -> dict:
 
     if kind == "ours":
         from bench.synthetic import random_network
-        from bnserve.store.inference import compile_model
+        from bnserve.store.predictor import compile_model
 
         gc.collect()
         baseline = current_rss_bytes()
@@ -90,8 +90,11 @@ def run_worker(kind: str, count: int, directory: pathlib.Path) -> dict:
 def run(work, quick: bool = False, log=print) -> Section:
     from sklearn.naive_bayes import CategoricalNB
 
-    from bnserve.store.inference import FLOAT32_ERROR_BOUND, TABLE_PRECISION, compile_model
-    from bnserve.trainer.fit import fit, with_table_precision
+    from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND
+    from bnserve.store.predictor.compiled import TABLE_PRECISION
+    from bnserve.store.predictor import compile_model
+    from bnserve.store.predictor.precision import with_table_precision
+    from bnserve.trainer.fit import fit
 
     train = work.train(QUICK_FIT_ROWS if quick else FIT_ROWS)
     test = work.test()

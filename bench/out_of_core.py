@@ -64,9 +64,9 @@ def fit_child(csv: pathlib.Path, store: str, chunk_rows: int | None) -> tuple[fl
 
 
 def same_model(store: str) -> bool:
-    from bnserve.store.sql import ModelStore
+    from bnserve.store.db import ModelStore
 
-    with ModelStore(store) as models:
+    with ModelStore(store, create=True) as models:
         a, b = (models.load("ooc", version=v).model for v in (1, 2))
     return a.variables == b.variables and all(
         x.parents == y.parents and x.cpt.tobytes() == y.cpt.tobytes()

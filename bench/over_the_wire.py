@@ -32,7 +32,7 @@ from bench.serving import (  # noqa: E402
     MODEL_NAME, Server, kdb_on_random_data, p50_p99, result, main_of, temporary_store,
 )
 from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc, predictor_pb2, predictor_pb2_grpc  # noqa: E402
-from bnserve.store.inference import compile_model  # noqa: E402
+from bnserve.store.predictor import compile_model  # noqa: E402
 
 ITEM = "4 over the wire"
 LATENCY_GOAL = 1.3

@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench.serving import (  # noqa: E402
     MODEL_NAME, Server, free_port, kdb_on_random_data, p50_p99, result, main_of, temporary_store,
 )
-from bnserve.store.inference import compile_model  # noqa: E402
+from bnserve.store.predictor import compile_model  # noqa: E402
 
 ITEM = "7 peer (KServe)"
 PEER_VENV = pathlib.Path(__file__).resolve().parent / ".peer-venv"

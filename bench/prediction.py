@@ -39,7 +39,7 @@ SINGLE_ROW_GOAL_US = 20.0
 def run(work, quick: bool = False, log=print) -> Section:
     from sklearn.naive_bayes import CategoricalNB
 
-    from bnserve.store.inference import compile_model
+    from bnserve.store.predictor import compile_model
     from bnserve.trainer.fit import fit
 
     train = work.train(QUICK_FIT_ROWS if quick else FIT_ROWS)

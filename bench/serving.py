@@ -31,7 +31,7 @@ import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bnserve.store.model import Model
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 from bnserve.trainer.data import EncodedData
 
 BIN = pathlib.Path(sys.executable).parent
@@ -59,7 +59,7 @@ def kdb_on_random_data(n_features: int = 50, n_classes: int = 3, k: int = 2, row
 def publish(model: Model, directory: str | os.PathLike) -> str:
     """A SQLite store in ``directory`` holding ``model`` as ``MODEL_NAME`` version 1; its URL."""
     url = f"sqlite:///{pathlib.Path(directory) / 'bench.db'}"
-    with ModelStore(url) as store:
+    with ModelStore(url, create=True) as store:
         store.publish(MODEL_NAME, model, aliases=("production",))
     return url
 

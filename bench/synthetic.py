@@ -37,7 +37,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bnserve.store.inference import compile_model  # noqa: E402
+from bnserve.store.predictor import compile_model  # noqa: E402
 from bnserve.store.model import CLASS, FEATURE, Model, Network, Node, Variable  # noqa: E402
 from bnserve.trainer.data import EncodedData  # noqa: E402
 

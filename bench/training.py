@@ -76,7 +76,7 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
         def one_fit(data):
             return CategoricalNB().fit(data.X, data.y)
     else:
-        from bnserve.store.inference import compile_model
+        from bnserve.store.predictor import compile_model
         from bnserve.trainer.fit import fit
 
         def one_fit(data):
@@ -200,7 +200,7 @@ def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
     true structure from the same rows, and how many true arcs each learner found."""
     import numpy as np
 
-    from bnserve.store.inference import compile_model
+    from bnserve.store.predictor import compile_model
     from bnserve.store.model import Model
     from bnserve.trainer.estimate import estimate
     from bnserve.trainer.fit import fit

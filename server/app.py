@@ -54,7 +54,7 @@ from bnserve.server.repository import ModelRepository, Poller
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
 from bnserve.server.security import TlsMaterial, TokenFile, load_tls
 from bnserve.server.servicer import PredictorServicer
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 
 log = logging.getLogger(__name__)
 

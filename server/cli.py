@@ -11,7 +11,7 @@ import time
 
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
 from bnserve.store.errors import BnServeError
-from bnserve.store.sql import resolve_store_url
+from bnserve.store.db import resolve_store_url
 
 
 def _parse_instance(text: str) -> dict[str, str]:

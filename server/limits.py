@@ -10,10 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from bnserve.store.errors import DeadlineExceeded, TooLarge
+from bnserve.store.errors import BnServeError
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+class TooLarge(BnServeError):
+    """A request beyond a configured limit (rows per request); refused before any work."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class DeadlineExceeded(BnServeError):
+    """The caller's deadline passed (or it cancelled) before the work was done; it is not done."""
+
+    code = "DEADLINE_EXCEEDED"
 
 
 def check_rows(rows: int, limit: int) -> None:

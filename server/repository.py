@@ -19,13 +19,13 @@ import numpy as np
 
 from bnserve.server import metrics
 from bnserve.store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
-from bnserve.store.inference import CompiledModel, compile_model
+from bnserve.store.predictor import CompiledModel, compile_model
 from bnserve.store.model import Model
-from bnserve.store.sql import ModelStore, ModelSummary
+from bnserve.store.model.names import resolve_version
+from bnserve.store.db import ModelStore, ModelSummary
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ALIAS = "production"
 ON_DEMAND_CAPACITY = 16
 
 
@@ -81,14 +81,6 @@ class ModelEntry:
     aliases: Mapping[str, int]              # alias -> version
     loaded: Mapping[int, ServedModel]       # compiled versions held in the snapshot
     refused: Mapping[int, str] = field(default_factory=dict)  # version -> why it was refused
-
-    @property
-    def default_version(self) -> int | None:
-        """Alias "production" if set, else the newest version that loaded."""
-        if DEFAULT_ALIAS in self.aliases:
-            return self.aliases[DEFAULT_ALIAS]
-        good = [v for v in self.versions if v not in self.refused]
-        return max(good) if good else None
 
     def aliases_of(self, version: int) -> tuple[str, ...]:
         return tuple(sorted(a for a, v in self.aliases.items() if v == version))
@@ -216,18 +208,10 @@ class ModelRepository:
         return entry
 
     def get(self, name: str, version: int | None = None, alias: str | None = None) -> tuple[ServedModel, ModelEntry]:
-        """The compiled model for a selector: version, alias, or the default."""
+        """The compiled model for a selector: version, alias, or neither for the default
+        (``resolve_version``: the production alias, else the newest version not refused)."""
         entry = self.entry(name)
-        if alias:
-            if alias not in entry.aliases:
-                raise NotFound(f"model {name!r} has no alias {alias!r}")
-            version = entry.aliases[alias]
-        elif version is None or version == 0:
-            version = entry.default_version
-            if version is None:
-                raise NotFound(f"model {name!r} has no version that could be loaded")
-        if version not in entry.versions:
-            raise NotFound(f"model {name!r} has no version {version}")
+        version = resolve_version(name, entry.versions, entry.aliases, version or None, alias or None, entry.refused)
         if version in entry.refused:
             raise InvalidModel(f"model {name!r} version {version} was refused at load: {entry.refused[version]}")
         served = entry.loaded.get(version)

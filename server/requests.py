@@ -8,16 +8,15 @@ columns and codes (``server.tensors`` decodes its tensors first).
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NoReturn, Sequence
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.discretization import interval_codes
-from bnserve.store.inference import CompiledModel, check_codes
-from bnserve.store.model import NOMINAL, NUMERIC, Variable
+from bnserve.store.model.discretization import interval_codes
+from bnserve.store.predictor import CompiledModel, check_codes
+from bnserve.store.model import MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
 
-MISSING = -1
 _NO_CODES = np.empty(0, dtype=np.int64)
 _NO_VALUES = np.empty(0, dtype=np.float64)
 MAX_LABELS_IN_MESSAGE = 20
@@ -81,34 +80,35 @@ def codes_from_columns(
     for name, column in texts.items():
         j = _feature_column(compiled, name, class_name)
         variable = compiled.features[j]
-        known: dict[str, int] = {}
-        for r, text in enumerate(column):
-            code = known.get(text)
-            if code is None:
-                code = known[text] = _code_of_text(variable, text, f"row {r}")
-            codes[r, j] = code
-    for name, column in numbers.items():
+        coded = variable.codes_of(column)
+        unknown = np.flatnonzero(coded == UNKNOWN)
+        if unknown.size:
+            _refuse(variable, column[int(unknown[0])], f"row {int(unknown[0])}")
+        codes[:, j] = coded
+    for name, numeric in numbers.items():
         variable = _numeric_feature(compiled, name, class_name)
         if name in texts:
             raise InvalidInput(f"feature {name!r} is given both as text and as numbers")
-        codes[:, compiled.feature_index[name]] = interval_codes(variable.cuts, column)
+        codes[:, compiled.feature_index[name]] = interval_codes(variable.cuts, numeric)
     return codes
 
 
 def _code_of_text(variable: Variable, text: str, where: str, unseen_as_missing: bool = False) -> int:
-    """The state code of one raw text value: "" is missing, and so is an unseen label of a
-    nominal feature when ``unseen_as_missing``; anything else unknown is refused."""
-    if text == "":
+    """The state code of one raw text value (``Variable.code_of``); an unseen label of a
+    nominal feature is missing when ``unseen_as_missing``; anything else unknown is refused."""
+    code = variable.code_of(text)
+    if code != UNKNOWN:
+        return code
+    if unseen_as_missing and variable.kind == NOMINAL:
         return MISSING
-    try:
-        return variable.code_of_value(text)
-    except KeyError:
-        if unseen_as_missing and variable.kind == NOMINAL:
-            return MISSING
-        number = " or a number" if variable.kind == NUMERIC else ""
-        raise InvalidInput(
-            f"{where}: feature {variable.name!r} has no state {text!r}; allowed: {_allowed(variable.states)}{number}"
-        ) from None
+    _refuse(variable, text, where)
+
+
+def _refuse(variable: Variable, text: str, where: str) -> NoReturn:
+    number = " or a number" if variable.kind == NUMERIC else ""
+    raise InvalidInput(
+        f"{where}: feature {variable.name!r} has no state {text!r}; allowed: {_allowed(variable.states)}{number}"
+    )
 
 
 def _numeric_feature(compiled: CompiledModel, name: str, class_name: str, where: str = "") -> Variable:

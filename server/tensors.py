@@ -20,7 +20,7 @@ import numpy as np
 
 from bnserve.server.requests import codes_from_columns, codes_from_dense
 from bnserve.store.errors import InvalidInput
-from bnserve.store.inference import CompiledModel
+from bnserve.store.predictor import CompiledModel
 
 CODES = "codes"
 LABEL = "label"

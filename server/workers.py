@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 
 from bnserve.server.app import ServeConfig, load_security
-from bnserve.store.engine import STORE_URL_ENV
+from bnserve.store.db import STORE_URL_ENV
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class Supervisor:
     def __init__(self, config: ServeConfig, count: int, log_level: str = "INFO"):
         if count < 2:
             raise ValueError("a supervisor runs at least 2 workers")
-        from bnserve.store.sql import ModelStore
+        from bnserve.store.db import ModelStore
 
         load_security(config)  # a bad certificate, key or token file fails here, once
         ModelStore(config.store_url).dispose()  # fails here, once, on a bad URL or store

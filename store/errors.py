@@ -41,22 +41,22 @@ class IntegrityError(BnServeError):
     code = "DATA_LOSS"
 
 
-class TooLarge(BnServeError):
-    """A request beyond a configured limit (rows per request); refused before any work."""
-
-    code = "RESOURCE_EXHAUSTED"
-
-
-class DeadlineExceeded(BnServeError):
-    """The caller's deadline passed (or it cancelled) before the work was done; it is not done."""
-
-    code = "DEADLINE_EXCEEDED"
-
-
 class StoreUnavailable(BnServeError):
     """The database cannot be reached or is locked; the caller may retry."""
 
     code = "UNAVAILABLE"
+
+
+class PermissionDenied(BnServeError):
+    """The database refused the store's own role an operation (e.g. a write by a role that may only read)."""
+
+    code = "PERMISSION_DENIED"
+
+
+class SchemaMismatch(BnServeError):
+    """A store whose schema this code cannot use: none yet, or behind (run the migrations)."""
+
+    code = "FAILED_PRECONDITION"
 
 
 class Conflict(BnServeError):

@@ -111,17 +111,26 @@ def pg_fresh_database(pg_database: PgTestDatabase) -> Iterator[str]:
 
 
 @pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path) -> str:
-    """An empty store URL: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
+def empty_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """The URL of an empty database: a SQLite file in tmp_path, or a fresh PostgreSQL schema."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.db'}"
     return request.getfixturevalue("pg_url_factory")()
 
 
 @pytest.fixture
+def store_url(empty_url: str) -> str:
+    """The URL of an empty store, its schema created (``trainer db upgrade``)."""
+    from bnserve.store.db import upgrade_store
+
+    upgrade_store(empty_url)
+    return empty_url
+
+
+@pytest.fixture
 def model_store(store_url: str):
     """A ModelStore on ``store_url``, disposed after the test."""
-    from bnserve.store.sql import ModelStore
+    from bnserve.store.db import ModelStore
 
     with ModelStore(store_url) as opened:
         yield opened

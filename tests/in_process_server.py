@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from bnserve.server.app import App, ServeConfig
 from bnserve.store.model import Model
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 
 
 @contextmanager
@@ -21,7 +21,7 @@ def running_app(directory: Path, models: Mapping[str, Model | Sequence[Model]] =
     ``directory``, start the server on it, wait until it has read the store, and stop it after.
     ``config``: further ServeConfig fields (e.g. tls_cert, auth_token_file, metrics_port)."""
     url = f"sqlite:///{directory / 'store.db'}"
-    with ModelStore(url) as store:
+    with ModelStore(url, create=True) as store:
         for name, versions in models.items():
             for model in versions if isinstance(versions, (list, tuple)) else [versions]:
                 store.publish(name, model)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from bnserve.store.discretization import interval_labels
+from bnserve.store.model.discretization import interval_labels
 from bnserve.store.model import CLASS, FEATURE, MEAN_JOINT, NUMERIC, SINGLE, Model, Network, Node, Variable
 
 CLASS_NAME = "class"

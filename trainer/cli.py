@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from bnserve.store.errors import BnServeError, InvalidInput
-from bnserve.store.inference import FLOAT32_ERROR_BOUND
-from bnserve.store.model import structure_dict
-from bnserve.store.names import check_alias, check_model_name
+from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND
+from bnserve.store.model.serialization import structure_dict
+from bnserve.store.model.names import check_alias, check_model_name
 from bnserve.trainer import data as data_io
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
 from bnserve.trainer.discretize import Method
@@ -24,7 +24,8 @@ from bnserve.trainer.readers import FORMATS
 from bnserve.trainer.streaming import STREAMABLE, load_streamed
 from bnserve.trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
 from bnserve.trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
-from bnserve.trainer.fit import PRECISIONS, fit, with_table_precision
+from bnserve.store.predictor.precision import PRECISIONS, with_table_precision
+from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
 from bnserve.trainer.report import render
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
@@ -143,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
     p.set_defaults(run=_import)
 
+    p = sub.add_parser("db", help="the store's database schema")
+    db = p.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    q = db.add_parser("upgrade", help="create the store's tables, or migrate them to this bnserve's schema; run once "
+                                      "before servers and trainers of a new version use the store")
+    q.add_argument("--store", metavar="URL", help="store URL (default from the environment, else sqlite:///bnserve.db)")
+    q.set_defaults(run=_db)
+
     p = sub.add_parser("export", help="write one model version as BIF, XMLBIF or Graphviz DOT")
     p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
     p.add_argument("--format", choices=EXPORT_FORMATS, help="default: from the --out extension")
@@ -249,7 +257,7 @@ def _fit(args: argparse.Namespace) -> int:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
     model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
     model = with_table_precision(model, args.precision)
-    with _open_store(args.store) as store:  # opened only now: bad input never reaches it
+    with _open_store(args.store, create=True) as store:  # opened only now: bad input never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"
     print(f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}")
@@ -365,7 +373,7 @@ def _import(args: argparse.Namespace) -> int:
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
     model = read_model(args.file, fmt, args.class_name)
-    with _open_store(args.store) as store:  # opened only now: a bad file never reaches it
+    with _open_store(args.store, create=True) as store:  # opened only now: a bad file never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"
     print(f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}")
@@ -416,11 +424,25 @@ def _check_flag(check: Callable[[Any], Any], value: Any, flag: str) -> None:
         raise UsageError(f"{flag}: {exc.message}") from None
 
 
-def _open_store(cli_value: str | None):
-    """The SQL store, imported here so that ``evaluate`` needs no database driver."""
-    from bnserve.store.sql import ModelStore, resolve_store_url
+def _open_store(cli_value: str | None, create: bool = False):
+    """The SQL store, imported here so that ``evaluate`` needs no database driver. ``create``:
+    a command that writes sets up a new, empty store (an existing one must be at this code's schema)."""
+    from bnserve.store.db import ModelStore, resolve_store_url
 
-    return ModelStore(resolve_store_url(cli_value))
+    return ModelStore(resolve_store_url(cli_value), create=create)
+
+
+def _db(args: argparse.Namespace) -> int:
+    """``trainer db upgrade``: the one command that migrates a store's schema."""
+    from bnserve.store.db import redacted, resolve_store_url, upgrade_store
+
+    url = resolve_store_url(args.store)
+    before, after = upgrade_store(url)
+    if before == after:
+        print(f"the store at {redacted(url)} is at schema revision {after}, this bnserve's; nothing to do")
+    else:
+        print(f"upgraded the store at {redacted(url)} from schema revision {before or 'none'} to {after}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bnserve.store.discretization import interval_codes, interval_labels, parse_number
+from bnserve.store.model.discretization import interval_codes, interval_labels, number_of
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.trainer.discretize import Method
@@ -313,14 +313,13 @@ def _numbers(column: np.ndarray) -> np.ndarray | None:
 
 def number_or_none(text: str) -> float | None:
     """The number a text cell holds, or None (also for "nan": NaN is no value here)."""
-    value = parse_number(text)
-    return None if value is None or math.isnan(value) else value
+    value = number_of(text)
+    return None if math.isnan(value) else value
 
 
 def number_or_nan(text: str) -> float:
     """The number a numeric cell holds; NaN when it is empty (missing) or not a number."""
-    value = number_or_none(text) if text != "" else None
-    return math.nan if value is None else value
+    return number_of(text)
 
 
 def _nominal_codes(column: np.ndarray, declared) -> tuple[tuple[str, ...], np.ndarray]:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.trainer import comparison, metrics
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit

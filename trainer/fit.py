@@ -7,7 +7,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.inference import FLOAT32_ERROR_BOUND, PRECISION_CHECK_ROWS, TABLE_PRECISION, float32_error
 from bnserve.store.model import NUMERIC, Model, Network
 from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData
@@ -75,26 +74,3 @@ def arc_cmi(networks: tuple[Network, ...], data: EncodedData) -> list[list]:
         return []
     cmi = data.statistics.cmi_matrix()
     return [[p, c, round(float(cmi[index[c], index[p]]), 6)] for p, c in arcs]
-
-
-PRECISIONS = ("float64", "float32", "auto")
-
-
-def with_table_precision(model: Model, precision: str) -> Model:
-    """``model`` with the dtype the server should compile its tables in, and why, in its metadata.
-
-    ``float64`` (the default) changes nothing. ``float32`` halves the tables; ``auto`` takes
-    float32 where the precision suffices: the largest posterior error over random instances
-    (``store.inference.float32_error``) is at most ``FLOAT32_ERROR_BOUND``. Either way the
-    metadata's ``table_precision`` records the dtype, the error measured and the bound.
-    """
-    if precision not in PRECISIONS:
-        raise InvalidInput(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision == "float64":
-        return model
-    error = float32_error(model)
-    suffices = error <= FLOAT32_ERROR_BOUND
-    dtype = "float32" if precision == "float32" or suffices else "float64"
-    record = {"dtype": dtype, "requested": precision, "float32_max_abs_error": float(f"{error:.3g}"),
-              "bound": FLOAT32_ERROR_BOUND, "random_instances_checked": PRECISION_CHECK_ROWS}
-    return replace(model, metadata={**model.metadata, TABLE_PRECISION: record}).validate()

@@ -24,7 +24,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from bnserve.store.discretization import interval_codes, interval_labels
+from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NUMERIC, Variable
 from bnserve.trainer.data import (

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.store.model import Model
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bench.synthetic import bayes_optimal, calibrate, random_network, sample
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.fit import fit
 from bnserve.trainer.stats import joint_counts
 

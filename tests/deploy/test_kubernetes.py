@@ -400,7 +400,7 @@ def test_training_command_parses_with_the_trainers_parser(what):
 
 def test_training_command_publishes_the_production_alias(tmp_path, monkeypatch):
     """The CronJob's command, run: it publishes a version that `production` points at."""
-    from bnserve.store.sql import ModelStore
+    from bnserve.store.db import ModelStore
     from bnserve.trainer.cli import main
 
     argv = training_argv("CronJob")

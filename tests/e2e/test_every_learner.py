@@ -11,7 +11,7 @@ import pytest
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from tests.in_process_server import running_app
 from bnserve.trainer.data import load
 from bnserve.trainer.fit import fit

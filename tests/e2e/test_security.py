@@ -22,7 +22,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 from tests.certificates import make_pki
 from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
 from tests.model_factory import random_model
@@ -41,7 +41,7 @@ def pki(tmp_path_factory):
 @pytest.fixture(scope="module")
 def store_file(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    with ModelStore(url) as store:
+    with ModelStore(url, create=True) as store:
         store.publish("m", random_model(np.random.default_rng(5), n_features=3))
     return url
 

@@ -14,8 +14,8 @@ from sqlalchemy import make_url
 
 from bench.serving import Server
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.store.inference import compile_model
-from bnserve.store.sql import ModelStore
+from bnserve.store.predictor import compile_model
+from bnserve.store.db import ModelStore
 from tests.e2e.serving import PredictLoop, free_port, run_cli, sample_value, scrape, wait_until
 from tests.model_factory import random_model
 from tests.reliability import record
@@ -39,7 +39,7 @@ def poll_errors(server: Server) -> float:
 def test_a_store_outage_loses_no_call_and_the_server_catches_up(pg_fresh_database):
     direct = pg_fresh_database
     v1, v2 = three_state_model(1), three_state_model(2)
-    with ModelStore(direct) as store:
+    with ModelStore(direct, create=True) as store:
         assert store.publish("m", v1) == 1
     rows = np.random.default_rng(0).integers(0, 3, size=(4, FEATURES))
     request = pb.PredictRequest(model="m", dense=pb.DenseBatch(features=[f"f{i}" for i in range(FEATURES)],

@@ -19,8 +19,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.inference import compile_model
-from bnserve.store.sql import ModelStore
+from bnserve.store.predictor import compile_model
+from bnserve.store.db import ModelStore
 from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
 from bnserve.trainer.data import load
 

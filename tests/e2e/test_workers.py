@@ -22,8 +22,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.inference import compile_model
-from bnserve.store.sql import ModelStore
+from bnserve.store.predictor import compile_model
+from bnserve.store.db import ModelStore, upgrade_store
 from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving, wait_until
 from bnserve.trainer.data import load
 
@@ -180,6 +180,7 @@ def test_workers_refuse_a_port_held_by_another_process(tmp_path):
     holder.listen()
     try:
         port = holder.getsockname()[1]
+        upgrade_store(f"sqlite:///{tmp_path / 's.db'}")
         result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
                          "--port", str(port), "--metrics-port", "-1", "--workers", "2")
         assert result.returncode == 1

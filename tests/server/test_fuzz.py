@@ -21,7 +21,7 @@ from bnserve.server.api import grpc_service_pb2 as ipb
 from bnserve.server.api import grpc_service_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from tests.in_process_server import running_app
 from tests.model_factory import random_model
 

@@ -29,10 +29,10 @@ from tritonclient.grpc import service_pb2_grpc as triton_grpc
 
 from bnserve.server.api import grpc_service_pb2
 from bnserve.server.app import App, ServeConfig
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.store.errors import StoreUnavailable
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NOMINAL, NUMERIC
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 from tests.model_factory import random_model
 from tests.reference import reference_proba
 from tests.in_process_server import running_app
@@ -68,7 +68,7 @@ VERSIONS = [random_model(np.random.default_rng(seed), n_features=2, numeric=0.5)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     directory = tmp_path_factory.mktemp("store")
-    with ModelStore(f"sqlite:///{directory / 'store.db'}") as store:  # the alias first; running_app adds the rest
+    with ModelStore(f"sqlite:///{directory / 'store.db'}", create=True) as store:  # the alias first; running_app adds the rest
         for model in VERSIONS:
             store.publish("multi", model)
         store.set_alias("multi", "production", 2)
@@ -276,7 +276,7 @@ def test_model_metadata_lists_both_input_forms_and_the_outputs(server):
 def test_server_ready_follows_health(tmp_path, monkeypatch):
     """Not ready (nor any model) until the store has been read; then ready, as health says."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    with ModelStore(url) as store:
+    with ModelStore(url, create=True) as store:
         store.publish("m", MODELS["m0"])
     app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=0.05))
     store_up = threading.Event()
@@ -491,6 +491,9 @@ def test_every_method_has_its_grpc_series_at_zero_before_its_first_call(tmp_path
     import subprocess
     import sys
 
+    from bnserve.store.db import upgrade_store
+
+    upgrade_store(f"sqlite:///{tmp_path / 'store.db'}")
     probe = f"""
 import json
 from prometheus_client import REGISTRY

@@ -239,8 +239,8 @@ def test_list_models(server):
 def test_a_model_marked_float32_is_served_from_float32_tables(tmp_path):
     """The server compiles the tables in the dtype the model's metadata chose (trainer
     --precision): its answers are those tables' and within the recorded bound of float64's."""
-    from bnserve.store.inference import compile_model
-    from bnserve.trainer.fit import with_table_precision
+    from bnserve.store.predictor import compile_model
+    from bnserve.store.predictor.precision import with_table_precision
 
     model = with_table_precision(random_model(np.random.default_rng(5), n_features=6), "float32")
     rows = np.random.default_rng(6).integers(0, 2, (50, 6))

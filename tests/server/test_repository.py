@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from bnserve.server.repository import ModelRepository, Poller
 from bnserve.store.errors import InvalidModel, NotFound
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 from tests.model_factory import random_model
 
 
@@ -84,7 +84,7 @@ def test_aliases_and_on_demand_versions(model_store, rng):
 
 def test_a_store_outage_keeps_the_loaded_models_serving(tmp_path, rng):
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    with ModelStore(url) as store:
+    with ModelStore(url, create=True) as store:
         model = random_model(rng)
         store.publish("m", model)
         repo = ModelRepository(store)

@@ -25,6 +25,7 @@ from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.server.app import App, ServeConfig
+from bnserve.store.db import upgrade_store
 from bnserve.server.security import UNAUTHENTICATED_MESSAGE, SecurityConfigError, TokenFile, load_tls, parse_tokens
 from tests.certificates import make_pki
 from tests.e2e.serving import sample_value, scrape
@@ -356,6 +357,7 @@ def test_workers_get_the_file_paths_as_absolute_flags(pki, tmp_path, monkeypatch
     token_file = tmp_path / "tokens"
     token_file.write_text("tok-9f8e7d\n")
     monkeypatch.chdir(tmp_path)
+    upgrade_store(f"sqlite:///{tmp_path / 'store.db'}")
     config = ServeConfig(store_url=f"sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1,
                          tls_cert=str(pki.server.cert), tls_key=str(pki.server.key), tls_client_ca=str(pki.ca.cert),
                          auth_token_file="tokens")

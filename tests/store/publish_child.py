@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # the repo
 import numpy as np  # noqa: E402
 from sqlalchemy import event  # noqa: E402
 
-from bnserve.store.sql import ModelStore  # noqa: E402
+from bnserve.store.db import ModelStore  # noqa: E402
 from tests.model_factory import random_model  # noqa: E402
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bnserve.store.errors import NotFound
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 from tests.model_factory import random_model
 
 

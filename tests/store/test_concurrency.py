@@ -9,7 +9,7 @@ import threading
 import numpy as np
 from sqlalchemy import create_engine, text
 
-from bnserve.store.sql import ModelStore
+from bnserve.store.db import ModelStore
 from tests.model_factory import random_model
 from tests.reliability import record
 
@@ -73,7 +73,7 @@ def _publish_from_process(url: str, worker: int, per_process: int, start, result
     done: list[tuple[int, int]] = []
     try:
         start.wait(timeout=30)
-        with ModelStore(url) as store:
+        with ModelStore(url, create=True) as store:
             start.wait(timeout=30)
             for k in range(per_process):
                 done.append((k, store.publish(NAME, model_for(worker, k))))
@@ -83,7 +83,9 @@ def _publish_from_process(url: str, worker: int, per_process: int, start, result
         results.put((worker, done, None))
 
 
-def test_processes_each_with_its_own_store_publish_distinct_versions(store_url):
+def test_processes_each_with_its_own_store_publish_distinct_versions(empty_url):
+    """The processes also create the new store's schema at once: one does, the others wait."""
+    store_url = empty_url
     """Also opens the stores concurrently on an empty database: the migrations serialise."""
     n_processes, per_process = 4, 2
     context = multiprocessing.get_context("fork")  # the child needs no import of this test module

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from bnserve.store.discretization import interval_codes, interval_labels
+from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.errors import InvalidModel
-from bnserve.store.model import CLASS, NUMERIC, Model, Network, Node, Variable
+from bnserve.store.model import CLASS, MISSING, NUMERIC, UNKNOWN, Model, Network, Node, Variable
 
 CUTS = (-1.5, 2.45, 4.75)
 
@@ -26,19 +26,22 @@ def test_interval_labels_follow_weka_and_round_trip_the_cut_points():
     assert float(interval_labels((cut,))[0][len("(-inf-"):-1]) == cut
 
 
-def test_code_of_value_takes_a_label_or_a_number():
+def test_code_of_takes_a_label_or_a_number_and_codes_of_agrees_with_it():
     v = Variable("x", interval_labels(CUTS), kind=NUMERIC, cuts=CUTS)
-    assert v.code_of_value("(2.45-4.75]") == 2
-    assert v.code_of_value("3") == 2
-    assert v.code_of_value(" 1e3 ") == 3
-    assert v.code_of_value("-inf") == 0
-    for bad in ("nan", "three", ""):
-        with pytest.raises(KeyError):
-            v.code_of_value(bad)
+    assert v.code_of("(2.45-4.75]") == 2
+    assert v.code_of("3") == 2
+    assert v.code_of("2.45") == 1  # a cut point falls in the lower interval
+    assert v.code_of(" 1e3 ") == 3
+    assert v.code_of("-inf") == 0
+    assert v.code_of("") == MISSING
+    for bad in ("nan", "three", "(2.45-4.75"):
+        assert v.code_of(bad) == UNKNOWN
     nominal = Variable("n", ("1", "2"))
-    assert nominal.code_of_value("2") == 1
-    with pytest.raises(KeyError):
-        nominal.code_of_value("2.0")
+    assert nominal.code_of("2") == 1
+    assert nominal.code_of("2.0") == UNKNOWN
+    for variable in (v, nominal):
+        texts = ["(2.45-4.75]", "3", "2.45", " 1e3 ", "-inf", "", "nan", "three", "1", "2", "2.0"]
+        assert variable.codes_of(texts).tolist() == [variable.code_of(t) for t in texts]
 
 
 def _model(feature: Variable) -> Model:

@@ -145,7 +145,7 @@ def refuse_new_aliases(raw) -> None:
 def test_a_blob_is_only_ever_little_endian_floats_never_objects(dtype):
     """Nothing read from the store becomes code or Python objects: a CPT blob is raw
     little-endian floats, and any other dtype (objects, which would need pickle) is refused."""
-    from bnserve.store.model import blob_to_array
+    from bnserve.store.model.serialization import blob_to_array
 
     with pytest.raises(InvalidModel, match="not a little-endian float type"):
         blob_to_array(dtype, (1,), b"\0" * 8)

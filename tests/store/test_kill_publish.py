@@ -23,8 +23,8 @@ import numpy as np
 import sqlalchemy as sa
 
 from bnserve.server.repository import ModelRepository
-from bnserve.store.inference import compile_model
-from bnserve.store.sql import ModelStore
+from bnserve.store.predictor import compile_model
+from bnserve.store.db import ModelStore
 from tests.model_factory import random_model
 from tests.reliability import record
 

@@ -89,7 +89,7 @@ def test_list_models_reads_the_catalogue(model_store, rng):
 
 
 def test_reopening_the_store_keeps_everything(store_url, rng):
-    from bnserve.store.sql import ModelStore
+    from bnserve.store.db import ModelStore
 
     original = random_model(rng)
     with ModelStore(store_url) as first:

@@ -1,15 +1,24 @@
-"""The schema: migrations agree with the mapped tables; SQLite is set up for concurrent writers."""
+"""The schema: migrations agree with the mapped tables, run only as an explicit step, and are checked\nat every open; SQLite is set up for concurrent writers."""
 
 from __future__ import annotations
 
-import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
-from sqlalchemy import event, inspect
+import logging
+import secrets
 
-from bnserve.store.engine import MIGRATIONS_DIR
-from bnserve.store.sql import ModelStore
-from bnserve.store.tables import Base
+import psycopg
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import event, inspect, make_url, text
+
+from bnserve.server.app import App, ServeConfig
+from bnserve.store.db import ModelStore, upgrade_store
+from bnserve.store.db.engine import create_store_engine
+from bnserve.store.db.schema import MIGRATIONS_DIR, head_revision
+from bnserve.store.db.tables import Base
+from bnserve.store.errors import PermissionDenied, SchemaMismatch
 from tests.model_factory import random_model
 
 
@@ -31,7 +40,7 @@ def test_migration_scripts_sit_in_the_package():
 
 @pytest.fixture
 def sqlite_store(tmp_path):
-    with ModelStore(f"sqlite:///{tmp_path / 'store.db'}") as store:
+    with ModelStore(f"sqlite:///{tmp_path / 'store.db'}", create=True) as store:
         yield store
 
 
@@ -52,3 +61,99 @@ def test_sqlite_writes_begin_immediate_and_reads_begin_deferred(sqlite_store, rn
 
     assert writes[0] == "BEGIN IMMEDIATE"
     assert statements[0] == "BEGIN" and "BEGIN IMMEDIATE" not in statements
+
+
+# ------------------------------------------------------------------ migrations are an explicit step
+
+
+def _revision(url: str) -> str | None:
+    from bnserve.store.db.engine import create_store_engine
+    from bnserve.store.db.schema import current_revision
+
+    engine = create_store_engine(url)
+    try:
+        return current_revision(engine)
+    finally:
+        engine.dispose()
+
+
+def test_opening_never_migrates_a_new_store_only_a_writer_creates_it(empty_url):
+    with pytest.raises(SchemaMismatch, match="(no bnserve schema|does not exist).*`trainer db upgrade"):
+        ModelStore(empty_url)
+    assert _revision(empty_url) is None  # refused, and left as it was
+    with ModelStore(empty_url, create=True) as store:  # the first publish into a new store
+        assert store.list_models() == []
+    assert _revision(empty_url) == head_revision()
+    ModelStore(empty_url).dispose()
+
+
+def test_a_missing_sqlite_file_is_refused_and_not_created(tmp_path):
+    path = tmp_path / "mistyped.db"
+    with pytest.raises(SchemaMismatch, match="mistyped.db does not exist"):
+        ModelStore(f"sqlite:///{path}")
+    assert not path.exists()
+
+
+def test_a_store_behind_is_refused_naming_the_command_until_upgraded(empty_url, rng):
+    engine = create_store_engine(empty_url)
+    with engine.begin() as connection:  # the store as the first release left it
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+    engine.dispose()
+    for create in (False, True):  # a writer does not migrate either
+        with pytest.raises(SchemaMismatch, match="revision 0001, behind this bnserve's 0002.*`trainer db upgrade"):
+            ModelStore(empty_url, create=create)
+    assert upgrade_store(empty_url) == ("0001", head_revision())
+    assert upgrade_store(empty_url) == (head_revision(), head_revision())  # again: nothing to do
+    with ModelStore(empty_url) as store:
+        store.publish("m", random_model(rng, n_features=2))
+
+
+def test_a_newer_schema_is_read_with_a_warning_and_never_written(store_url, rng, caplog):
+    with ModelStore(store_url) as store:
+        store.publish("m", random_model(rng, n_features=2))
+    engine = create_store_engine(store_url)
+    with engine.begin() as connection:  # as a later bnserve's migration would leave it
+        connection.execute(text("UPDATE alembic_version SET version_num = 'f00d'"))
+    engine.dispose()
+    with pytest.raises(SchemaMismatch, match="revision f00d, newer than this bnserve's"):
+        ModelStore(store_url, create=True)
+    with caplog.at_level(logging.WARNING), ModelStore(store_url) as store:  # a server of the last release
+        assert store.load("m").version == 1
+    assert "newer than this bnserve's" in caplog.text
+
+
+@pytest.mark.postgresql
+def test_a_role_that_may_only_read_serves(pg_url_factory, rng):
+    """The server writes nothing to the store, so a role granted SELECT alone runs it."""
+    from tests.conftest import _libpq
+
+    owner_url = pg_url_factory()
+    model = random_model(rng, n_features=3)
+    with ModelStore(owner_url, create=True) as store:
+        store.publish("m", model, aliases=["production"])
+    url = make_url(owner_url)
+    schema = url.query["options"].split("search_path=")[1].split()[0]
+    role = f"reader_{secrets.token_hex(4)}"
+    with psycopg.connect(_libpq(owner_url), autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN')
+        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+    reader_url = url.set(username=role, password=None).render_as_string(hide_password=False)
+    try:
+        with ModelStore(reader_url) as store:
+            with pytest.raises(PermissionDenied, match="may not do this: permission denied"):
+                store.publish("m", model)
+        app = App(ServeConfig(store_url=reader_url, host="127.0.0.1", port=0, metrics_port=-1)).start()
+        try:
+            assert app.repository.wait_ready(30)
+            served, _ = app.repository.get("m")
+            assert served.checksum == model.checksum()
+        finally:
+            app.stop()
+    finally:
+        with psycopg.connect(_libpq(owner_url), autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY "{role}"')
+            admin.execute(f'DROP ROLE "{role}"')

@@ -117,13 +117,22 @@ def test_bad_input_is_one_line_and_writes_nothing(capsys, tmp_path, store, argv,
     assert not (tmp_path / "models.db").exists()
 
 
-def test_store_errors_exit_1(capsys, store):
+def test_store_errors_exit_1(capsys, store, tmp_path):
+    for argv in (["show", "nothing"], ["alias", "nothing", "1", "production"], ["list"], ["export", "nothing", "--format", "bif"]):
+        code, _, err = run(capsys, *argv, "--store", store)  # a store that does not exist is not made one
+        assert code == 1 and "models.db does not exist" in err and "trainer fit" in err and err.count("\n") == 1
+    assert not (tmp_path / "models.db").exists()
+
+    code, out, _ = run(capsys, "db", "upgrade", "--store", store)
+    assert code == 0 and "from schema revision none to" in out
     code, _, err = run(capsys, "show", "nothing", "--store", store)
     assert code == 1 and "'nothing'" in err and err.count("\n") == 1
     code, _, err = run(capsys, "alias", "nothing", "1", "production", "--store", store)
     assert code == 1 and "'nothing'" in err
     code, out, _ = run(capsys, "list", "--store", store)
     assert (code, out) == (0, "no models\n")
+    code, out, _ = run(capsys, "db", "upgrade", "--store", store)
+    assert code == 0 and "nothing to do" in out
 
 
 MIXED = "size,colour,class\n" + "".join(f"{s},{'rg'[i % 2]},{'ab'[s > 20]}\n" for i, s in enumerate(range(0, 40, 1)))
@@ -160,7 +169,7 @@ def test_bad_preprocessing_flags_write_nothing(capsys, store, tmp_path, flags, c
     path.write_text(MIXED)
     got, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store, *flags)
     assert got == code and message in err
-    assert run(capsys, "list", "--store", store)[1].strip() == "no models"
+    assert not (tmp_path / "models.db").exists()  # the store was never opened
 
 
 def test_precision_flag_records_the_table_dtype_and_the_check_behind_it(capsys, store):

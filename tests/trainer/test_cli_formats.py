@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnserve.store.inference import compile_model
-from bnserve.store.sql import ModelStore
+from bnserve.store.predictor import compile_model
+from bnserve.store.db import ModelStore
 from tests.trainer.conftest import run
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -70,7 +70,7 @@ def test_export_of_an_ensemble(capsys, tmp_path, store):
         (["export", "car", "--out", "{tmp}/car.txt", "--store", "{store}"], 2, ["car.txt"]),
         (["export", "car:x", "--format", "bif"], 2, ["'x'"]),
         (["export", "car", "--format", "bif", "--network", "-1"], 2, ["--network"]),
-        (["export", "nothing", "--format", "bif", "--out", "{tmp}/n.bif", "--store", "{store}"], 1, ["'nothing'"]),
+        (["export", "nothing", "--format", "bif", "--out", "{tmp}/n.bif", "--store", "{store}"], 1, ["does not exist"]),
         (["show", "car", "--dot", "--json"], 2, ["--json"]),
     ],
 )

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, Variable
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluate import cross_validate

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.store.model import Model
 from bnserve.trainer.data import load
 from bnserve.trainer.estimate import estimate

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, FEATURE, NUMERIC, Model, Network, Node, Variable
 from tests.model_factory import random_model
 from tests.tools import require_tool

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.synthetic import bayes_optimal, random_network, sample
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, FEATURE, Variable
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit

@@ -9,7 +9,7 @@ import pytest
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluate import cross_validate

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-from bnserve.store.inference import compile_model
+from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, Variable
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData

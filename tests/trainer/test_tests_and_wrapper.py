@@ -55,7 +55,7 @@ def test_wrapper_score_is_pooled_cv_accuracy(chess):
 
 def test_cached_family_scores_equal_the_compiled_model(chess, rng):
     """The wrapper sums cached log-CPT columns; that must equal estimating and compiling."""
-    from bnserve.store.inference import compile_model
+    from bnserve.store.predictor import compile_model
     from bnserve.store.model import Model
     from bnserve.trainer.estimate import estimate
     from bnserve.trainer.learners.structure import Structure

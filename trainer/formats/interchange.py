@@ -21,8 +21,7 @@ from typing import Mapping
 import numpy as np
 
 from bnserve.store.errors import InvalidInput, InvalidModel
-from bnserve.store.model import (CLASS, FEATURE, NOMINAL, NORMALISATION_TOLERANCE, NUMERIC, SINGLE, Model, Network, Node,
-                         Variable)
+from bnserve.store.model import CLASS, FEATURE, NOMINAL, NORMALISATION_TOLERANCE, NUMERIC, SINGLE, Model, Network, Node, Variable
 
 QUIET_TOLERANCE = 1e-6  # off by less: rounding in the file, renormalised without a note
 MAX_TOLERANCE = 1e-3    # off by more: the file is wrong, not rounded

@@ -1,6 +1,6 @@
 """Alembic environment for the model store.
 
-At runtime ``store.engine.upgrade_to_head`` passes an open connection, already inside
+At runtime ``bnserve.store.db.schema.upgrade_to_head`` passes an open connection, already inside
 a transaction (and, on PostgreSQL, holding the migration lock), in
 ``config.attributes["connection"]``. From the alembic command line, set
 ``sqlalchemy.url`` in the config instead.
@@ -9,8 +9,8 @@ a transaction (and, on PostgreSQL, holding the migration lock), in
 from __future__ import annotations
 
 from alembic import context
-from bnserve.store.engine import create_store_engine
-from bnserve.store.tables import Base
+from bnserve.store.db.engine import create_store_engine
+from bnserve.store.db.tables import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,12 +1,12 @@
 """Compiled prediction: P(class | observed features) for any model of the contract.
 
 One implementation for the trainer's evaluation and the server. ``compile_model`` turns
-every network into one flat log-probability table (``store.gather``) once;
+every network into one flat log-probability table (``gather``) once;
 ``CompiledModel.predict_proba`` then costs one fused gather and a sum per batch when the
 class's Markov blanket is observed. Rows with missing values take the same gather for the
-factors they observe, plus exact marginalisation (``store.elimination``) of the rest.
+factors they observe, plus exact marginalisation (``elimination``) of the rest.
 
-Combinations (``store.model``):
+Combinations (``bnserve.store.model``):
 - ``single``: the network's posterior.
 - ``mean_posterior``: mean of the networks' posteriors. Each network needs P(c, x_obs)
   only up to a per-row constant, so only Markov-blanket factors are compiled.
@@ -28,10 +28,10 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from bnserve.store.elimination import Elimination, FamilyGraph, component_factors, descendants, unique_rows
-from bnserve.store.gather import LogGather
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Variable
+from bnserve.store.predictor.elimination import Elimination, FamilyGraph, component_factors, descendants, unique_rows
+from bnserve.store.predictor.gather import LogGather
 
 PLAN_CACHE_SIZE = 1024  # missing-component plans remembered per network
 
@@ -206,8 +206,6 @@ class CompiledModel:
 
 TABLE_PRECISION = "table_precision"  # the metadata key: {"dtype": ..., and the check behind it}
 TABLE_DTYPES = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32)}
-FLOAT32_ERROR_BOUND = 1e-5  # |P32 - P64| at most this: the precision suffices (well below any decision margin)
-PRECISION_CHECK_ROWS = 10_000
 
 
 def compile_model(model: Model, *, dtype: np.dtype | type | None = None) -> CompiledModel:
@@ -228,19 +226,6 @@ def compile_model(model: Model, *, dtype: np.dtype | type | None = None) -> Comp
     if np.dtype(dtype) not in TABLE_DTYPES.values():
         raise InvalidInput(f"compiled tables are float64 or float32, not {np.dtype(dtype)}")
     return CompiledModel(model, dtype)
-
-
-def float32_error(model: Model, rows: int = PRECISION_CHECK_ROWS, seed: int = 0) -> float:
-    """The largest |P32(c|x) - P64(c|x)| over ``rows`` random instances: every feature's state
-    drawn uniformly (so unlikely combinations, where log-joints are largest, are tried too),
-    one in ten values missing. Needs no data, so it checks any model, however it was made."""
-    rng = np.random.default_rng(seed)
-    cards = np.array([v.cardinality for v in model.features], dtype=np.int64)
-    codes = (rng.random((rows, len(cards))) * cards).astype(np.int64)
-    codes[rng.random(codes.shape) < 0.1] = -1
-    p64 = compile_model(model, dtype=np.float64).predict_proba(codes)
-    p32 = compile_model(model, dtype=np.float32).predict_proba(codes)
-    return float(np.max(np.abs(p64 - p32))) if rows else 0.0
 
 
 def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:

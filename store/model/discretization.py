@@ -8,6 +8,7 @@ an edge interval.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -25,14 +26,13 @@ def interval_labels(cuts: Sequence[float]) -> tuple[str, ...]:
     """State labels in Weka's style, e.g. ``(-inf-2.45]``, ``(2.45-4.75]``, ``(4.75-inf)``;
     ``(-inf-inf)`` when there is no cut. Cut points print as their shortest exact repr."""
     bounds = ["-inf", *(repr(float(c)) for c in cuts), "inf"]
-    return tuple(
-        f"({lo}-{hi}{')' if hi == 'inf' else ']'}" for lo, hi in zip(bounds[:-1], bounds[1:])
-    )
+    return tuple(f"({lo}-{hi}{')' if hi == 'inf' else ']'}" for lo, hi in zip(bounds[:-1], bounds[1:]))
 
 
-def parse_number(text: str) -> float | None:
-    """The float a raw text value stands for, or None when it is not a number."""
+def number_of(text: str) -> float:
+    """The number a raw text value stands for; NaN when it stands for none (an empty or
+    non-numeric text, and "nan" itself: NaN is no value here)."""
     try:
         return float(text)
     except ValueError:
-        return None
+        return math.nan

@@ -1,7 +1,7 @@
 """One fused gather of log CPT entries for a batch of coded rows.
 
-Shared by the fast path (``store.inference``: the trailing axis is the class) and by
-variable elimination (``store.elimination``: the trailing axes are a factor's free
+Shared by the fast path (``compiled``: the trailing axis is the class) and by
+variable elimination (``elimination``: the trailing axes are a factor's free
 variables), so there is one implementation of the flat-table indexing.
 """
 

@@ -1,16 +1,17 @@
 """The model store: publish, resolve, load and alias model versions in a SQL database.
 
-Modelled on MLflow's registry ``SqlAlchemyStore``: the mapped rows (``store.tables``)
+Modelled on MLflow's registry ``SqlAlchemyStore``: the mapped rows (``tables``)
 never leave a session; callers get plain ``ModelVersion`` and ``ModelSummary`` objects.
 Every public method validates its arguments, then runs one transaction through
 ``_transaction``, which owns commit, rollback and close and turns database errors into
-``store.errors`` kinds. Writes that lose a race on a unique key are retried as a whole,
+``bnserve.store.errors`` kinds. Writes that lose a race on a unique key are retried as a whole,
 in a fresh transaction, a few times before giving up with ``Conflict``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections import defaultdict
@@ -18,40 +19,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence, TypeVar
 
-from sqlalchemy import Engine, func, insert, select, update
+from sqlalchemy import Engine, func, insert, make_url, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from bnserve.store.engine import (
-    DEFAULT_STORE_URL,
-    STORE_URL_ENV,
-    STORE_URL_FILE_ENV,
-    create_store_engine,
-    redacted,
-    resolve_store_url,
-    upgrade_to_head,
-    writer,
+from bnserve.store.db.engine import create_store_engine, writer
+from bnserve.store.db.rows import model_to_rows, rows_to_model
+from bnserve.store.db.schema import UPGRADE_COMMAND, check_schema
+from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
+from bnserve.store.db.url import redacted
+from bnserve.store.errors import (
+    BnServeError, Conflict, InvalidInput, NotFound, PermissionDenied, SchemaMismatch, StoreUnavailable,
 )
-from bnserve.store.errors import BnServeError, Conflict, InvalidInput, NotFound, StoreUnavailable
 from bnserve.store.model import Model
-from bnserve.store.names import check_alias, check_model_name, check_version
-from bnserve.store.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
-from bnserve.store.version_rows import model_to_rows, rows_to_model
-
-__all__ = [
-    "DEFAULT_ALIAS",
-    "DEFAULT_STORE_URL",
-    "STORE_URL_ENV",
-    "STORE_URL_FILE_ENV",
-    "ModelStore",
-    "ModelSummary",
-    "ModelVersion",
-    "resolve_store_url",
-]
+from bnserve.store.model.names import check_alias, check_model_name, check_selector, check_version, resolve_version
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ALIAS = "production"  # what an unqualified load serves, when it is set
 WRITE_ATTEMPTS = 5
 
 T = TypeVar("T")
@@ -87,13 +71,20 @@ class _WriteRace(Conflict):
 
 
 class ModelStore:
-    """Versioned models in SQLite or PostgreSQL; the schema is migrated to head on construction."""
+    """Versioned models in SQLite or PostgreSQL.
 
-    def __init__(self, url: str):
+    Opening checks the schema (``schema.check_schema``) and never migrates it, so a role
+    that may only read can open a store; ``create`` sets up an empty database (a writer's
+    first publish into a new store).
+    """
+
+    def __init__(self, url: str, *, create: bool = False):
         self._url = redacted(url)
+        if not create:
+            _check_sqlite_file(url)
         self._engine = create_store_engine(url)
         try:
-            upgrade_to_head(self._engine)
+            check_schema(self._engine, self._url, create=create)
         except sa_exc.SQLAlchemyError as exc:
             self._engine.dispose()
             raise _translate(exc, f"opening the store at {self._url}") from exc
@@ -174,7 +165,7 @@ class ModelStore:
     def resolve(self, name: str, version: int | None = None, alias: str | None = None) -> int:
         """The version a selector names: ``version`` if it exists; ``alias``'s version;
         neither: the ``production`` alias if set, else the latest version. NotFound otherwise."""
-        version, alias = _check_selector(name, version, alias)
+        version, alias = check_selector(name, version, alias)
         with self._transaction(f"resolving model {name!r}") as session:
             return _resolve(session, name, version, alias)[1]
 
@@ -184,7 +175,7 @@ class ModelStore:
         Raises IntegrityError naming the node whose stored bytes changed, InvalidModel if
         the stored model breaks the contract.
         """
-        version, alias = _check_selector(name, version, alias)
+        version, alias = check_selector(name, version, alias)
         with self._transaction(f"loading model {name!r}") as session:
             model_id, number = _resolve(session, name, version, alias)
             header = session.get(SqlModelVersion, (model_id, number))
@@ -265,6 +256,20 @@ class ModelStore:
         raise AssertionError("unreachable")
 
 
+def _check_sqlite_file(url: str) -> None:
+    """A SQLite store that is to be read must exist: connecting would create an empty file
+    at a mistyped path, and a server would serve nothing from it without a word."""
+    try:
+        parsed = make_url(url)
+    except sa_exc.ArgumentError:
+        return  # create_store_engine says why
+    path = parsed.database
+    if parsed.get_backend_name() == "sqlite" and path and path != ":memory:" and not path.startswith("file:"):
+        if not os.path.exists(path):
+            raise SchemaMismatch(f"no store at {redacted(url)}: the file {path} does not exist (a mistyped path?); "
+                                 f"a new store is created by its first `trainer fit`, or by `{UPGRADE_COMMAND}`")
+
+
 # ---------------------------------------------------------------------- inside a session
 
 
@@ -293,27 +298,14 @@ def _point_alias(session: Session, model_id: int, alias: str, version: int) -> N
 
 
 def _resolve(session: Session, name: str, version: int | None, alias: str | None) -> tuple[int, int]:
-    """(model id, version) for a checked selector; NotFound naming what is missing."""
+    """(model id, version) for a checked selector, by ``resolve_version``; NotFound naming what is missing."""
     model_id = session.scalar(select(SqlModel.id).where(SqlModel.name == name))
     if model_id is None:
         raise NotFound(f"model {name!r} not found")
-    if version is not None:
-        if session.get(SqlModelVersion, (model_id, version)) is None:
-            raise NotFound(f"model {name!r} has no version {version}")
-        return model_id, version
-    aliased = session.scalar(
-        select(SqlModelAlias.version).where(
-            SqlModelAlias.model_id == model_id, SqlModelAlias.alias == (alias or DEFAULT_ALIAS)
-        )
-    )
-    if aliased is not None:
-        return model_id, aliased
-    if alias is not None:
-        raise NotFound(f"model {name!r} has no alias {alias!r}")
-    latest = _latest_version(session, model_id)
-    if latest is None:
-        raise NotFound(f"model {name!r} has no versions")
-    return model_id, latest
+    aliases = dict(session.execute(
+        select(SqlModelAlias.alias, SqlModelAlias.version).where(SqlModelAlias.model_id == model_id)).all())
+    versions = session.scalars(select(SqlModelVersion.version).where(SqlModelVersion.model_id == model_id)).all()
+    return model_id, resolve_version(name, versions, aliases, version, alias)
 
 
 def _latest_version(session: Session, model_id: int) -> int | None:
@@ -327,15 +319,6 @@ def _key(table: type, model_id: int, version: int) -> tuple:
 # ---------------------------------------------------------------------- helpers
 
 
-def _check_selector(name: str, version: int | None, alias: str | None) -> tuple[int | None, str | None]:
-    check_model_name(name)
-    if version is not None and alias is not None:
-        raise InvalidInput(
-            f"model {name!r}: give a version or an alias, not both (version {version!r}, alias {alias!r})"
-        )
-    return (None if version is None else check_version(version)), (None if alias is None else check_alias(alias))
-
-
 def _translate(exc: sa_exc.SQLAlchemyError, what: str) -> BnServeError:
     """The store.errors kind for a database error; the message carries the driver's first line only."""
     detail = _first_line(exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc)
@@ -345,6 +328,8 @@ def _translate(exc: sa_exc.SQLAlchemyError, what: str) -> BnServeError:
         return InvalidInput(f"{what}: the database refused the write: {detail}")
     if isinstance(exc, sa_exc.DataError):
         return InvalidInput(f"{what}: the database refused a value: {detail}")
+    if getattr(getattr(exc, "orig", None), "sqlstate", None) == "42501":  # insufficient_privilege
+        return PermissionDenied(f"{what}: the store's role may not do this: {detail}")
     return StoreUnavailable(f"{what}: the store failed: {detail}")
 
 

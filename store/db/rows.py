@@ -16,8 +16,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from bnserve.store.errors import IntegrityError, InvalidModel
-from bnserve.store.model import NUMERIC, Model, Network, Node, Variable, array_to_blob, blob_to_array, canonical_checksum
-from bnserve.store.tables import SqlArc, SqlCpt, SqlModelVersion, SqlVariable
+from bnserve.store.model import NUMERIC, Model, Network, Node, Variable
+from bnserve.store.model.serialization import array_to_blob, blob_to_array, canonical_checksum
+from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModelVersion, SqlVariable
 
 Row = dict[str, Any]
 

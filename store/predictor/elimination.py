@@ -1,6 +1,6 @@
 """Exact marginalisation of missing features: barren nodes, missing components, variable elimination.
 
-Used by ``store.inference`` for rows with missing values. Barren variables (missing, with
+Used by ``compiled`` for rows with missing values. Barren variables (missing, with
 every descendant missing too) sum out to one and are skipped. The other missing
 variables of a row fall into *components* (linked when they share a CPT's family), and
 Σ over the missing variables of the product of CPTs is the product over components of
@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from bnserve.store.gather import LogGather
+from bnserve.store.predictor.gather import LogGather
 from bnserve.store.model import Node
 
 BATCH = 0            # einsum label of the row axis

@@ -10,24 +10,15 @@ that parent configuration and sums to 1.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
-from bnserve.store.discretization import interval_codes, parse_number
 from bnserve.store.errors import InvalidModel
-
-CLASS = "class"
-FEATURE = "feature"
-ROLES = (CLASS, FEATURE)
-
-NOMINAL = "nominal"
-NUMERIC = "numeric"
-KINDS = (NOMINAL, NUMERIC)
+from bnserve.store.model.serialization import canonical_checksum
+from bnserve.store.model.variable import CLASS, FEATURE, KINDS, NOMINAL, NUMERIC, ROLES, Variable
 
 SINGLE = "single"
 MEAN_JOINT = "mean_joint"          # AODE-like: P(c, x) is the mean of the members' joints
@@ -37,62 +28,6 @@ COMBINATIONS = (SINGLE, MEAN_JOINT, MEAN_POSTERIOR)
 MAX_NAME_LENGTH = 256
 NORMALISATION_TOLERANCE = 1e-9
 CPT_DTYPE = np.dtype("<f8")
-
-
-@dataclass(frozen=True)
-class Variable:
-    """A column of the data: its ordered states and how a raw value becomes a state.
-
-    ``kind`` nominal: the raw value is the state label itself. ``kind`` numeric: the raw
-    value is a number, and ``cuts`` (ascending) split the line into the intervals that are
-    the states (``store.discretization``); the interval label is accepted too.
-    """
-
-    name: str
-    states: tuple[str, ...]
-    role: str = FEATURE
-    kind: str = NOMINAL
-    cuts: tuple[float, ...] = ()
-
-    @property
-    def cardinality(self) -> int:
-        return len(self.states)
-
-    def code_of(self, label: str) -> int:
-        """State code of a state label; raises ``KeyError`` for an unknown one."""
-        return self._index()[label]
-
-    def code_of_value(self, text: str) -> int:
-        """State code of a raw value as text: a state label, or for a numeric variable a
-        number (its interval). Raises ``KeyError`` when it is neither; NaN is neither."""
-        code = self._index().get(text)
-        if code is not None or self.kind != NUMERIC:
-            if code is None:
-                raise KeyError(text)
-            return code
-        number = parse_number(text)
-        if number is None or math.isnan(number):
-            raise KeyError(text)
-        return int(interval_codes(self.cuts, np.array([number]))[0])
-
-    def _index(self) -> dict[str, int]:
-        cached = self.__dict__.get("_label_index")
-        if cached is None:
-            cached = {s: i for i, s in enumerate(self.states)}
-            object.__setattr__(self, "_label_index", cached)
-        return cached
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data; ``cuts`` only for a numeric variable, so nominal models keep their checksums."""
-        d: dict[str, Any] = {"name": self.name, "states": list(self.states), "role": self.role, "kind": self.kind}
-        if self.kind == NUMERIC:
-            d["cuts"] = list(self.cuts)
-        return d
-
-    @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "Variable":
-        return Variable(d["name"], tuple(d["states"]), d.get("role", FEATURE), d.get("kind", NOMINAL),
-                        tuple(float(c) for c in d.get("cuts", ())))
 
 
 @dataclass(frozen=True)
@@ -281,50 +216,3 @@ def _validate_network(net: Network, index: int, cards: Mapping[str, int], class_
         if not np.all(np.abs(sums - 1.0) <= tol):
             worst = float(np.max(np.abs(sums - 1.0)))
             raise InvalidModel(f"{where}: CPT of {node.name!r} has a distribution summing to 1{worst:+.3g}")
-
-
-# ---------------------------------------------------------------- serialisation
-
-
-def array_to_blob(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
-    """(dtype string, shape, little-endian C-order bytes): data only, never pickle."""
-    arr = np.asarray(array)
-    le = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
-    return le.dtype.str, tuple(int(s) for s in arr.shape), np.ascontiguousarray(le).tobytes()
-
-
-def blob_to_array(dtype: str, shape: Sequence[int], data: bytes) -> np.ndarray:
-    """Inverse of ``array_to_blob``; checks the byte count against dtype and shape."""
-    dt = np.dtype(dtype)
-    if dt.kind != "f" or dt.byteorder not in ("<", "|", "="):
-        raise InvalidModel(f"CPT dtype {dtype!r} is not a little-endian float type")
-    count = math.prod(shape)
-    if len(data) != count * dt.itemsize:
-        raise InvalidModel(f"CPT blob has {len(data)} bytes, expected {count * dt.itemsize} for {dtype} {tuple(shape)}")
-    return np.frombuffer(data, dtype=dt).reshape(tuple(shape)).copy()
-
-
-def structure_dict(model: Model) -> dict[str, Any]:
-    """Everything but the CPT values, as plain JSON-able data."""
-    return {
-        "algorithm": model.algorithm,
-        "combination": model.combination,
-        "params": model.params,
-        "metadata": model.metadata,
-        "variables": [v.to_dict() for v in model.variables],
-        "networks": [
-            [{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks
-        ],
-    }
-
-
-def canonical_checksum(model: Model) -> str:
-    """sha256 of the canonical JSON of the structure followed by every CPT blob in order."""
-    h = hashlib.sha256()
-    h.update(json.dumps(structure_dict(model), sort_keys=True, separators=(",", ":")).encode())
-    for net in model.networks:
-        for node in net.nodes:
-            dtype, shape, data = array_to_blob(node.cpt)
-            h.update(f"|{node.name}|{dtype}|{shape}|".encode())
-            h.update(data)
-    return h.hexdigest()

@@ -1,0 +1,78 @@
+"""An engine for the store's database, set up per backend.
+
+SQLite (the embedded default) gets foreign keys, WAL and a busy timeout on every
+connection, and SQLAlchemy's documented pysqlite recipe for emitting BEGIN itself, so a
+transaction opened on an engine carrying ``WRITE_OPTION`` starts with BEGIN IMMEDIATE:
+concurrent writers then queue on the busy timeout instead of failing on a lock upgrade.
+PostgreSQL (psycopg 3) needs none of that.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, TypeVar
+
+from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+from bnserve.store.db.url import redacted
+from bnserve.store.errors import InvalidInput
+
+log = logging.getLogger(__name__)
+
+WRITE_OPTION = "bnserve_write"  # execution option: this connection's transaction writes
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+T = TypeVar("T")
+
+
+def create_store_engine(url: str) -> Engine:
+    """An engine for ``url``; raises InvalidInput for a URL or driver we cannot use."""
+    try:
+        parsed = make_url(url)
+        is_sqlite = parsed.get_backend_name() == "sqlite"
+        engine = create_engine(parsed, pool_pre_ping=not is_sqlite)
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise InvalidInput(f"store URL {redacted(url)} cannot be used: {exc}") from None
+    if is_sqlite:
+        _configure_sqlite(engine)
+    return engine
+
+
+def writer(engine: Engine) -> Engine:
+    """The same engine (same pool) whose transactions announce that they write."""
+    return engine.execution_options(**{WRITE_OPTION: True})
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:
+        dbapi_connection.isolation_level = None  # sqlite3 must not emit BEGIN; _on_begin does
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:
+        writes = connection.get_execution_options().get(WRITE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def retry_while_locked(step: Callable[[], T]) -> T:
+    """Run ``step`` again while SQLite answers "database is locked", up to the busy timeout.
+    The busy timeout covers most waits, not all: CI once saw four processes opening one new
+    store file at the same moment fail so (tests/store/test_concurrency.py)."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            return step()
+        except OperationalError as exc:
+            if "locked" not in str(exc.orig) or time.monotonic() > deadline:
+                raise
+            log.debug("store locked while opening; trying again")
+            time.sleep(0.1)

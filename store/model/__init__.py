@@ -1,0 +1,34 @@
+"""The model contract: any Bayesian network classifier as variables, DAGs and CPTs, what
+every learner produces and the server serves (``network``), how raw values become states
+(``variable``, ``discretization``), how a model travels as data (``serialization``), and
+the rules for names, aliases and versions (``names``)."""
+
+from bnserve.store.model.network import (
+    COMBINATIONS,
+    CPT_DTYPE,
+    MAX_NAME_LENGTH,
+    MEAN_JOINT,
+    MEAN_POSTERIOR,
+    NORMALISATION_TOLERANCE,
+    SINGLE,
+    Model,
+    Network,
+    Node,
+)
+from bnserve.store.model.variable import (
+    CLASS,
+    FEATURE,
+    KINDS,
+    MISSING,
+    NOMINAL,
+    NUMERIC,
+    ROLES,
+    UNKNOWN,
+    Variable,
+)
+
+__all__ = [
+    "CLASS", "COMBINATIONS", "CPT_DTYPE", "FEATURE", "KINDS", "MAX_NAME_LENGTH", "MEAN_JOINT", "MEAN_POSTERIOR",
+    "MISSING", "NOMINAL", "NORMALISATION_TOLERANCE", "NUMERIC", "ROLES", "SINGLE", "UNKNOWN", "Model", "Network",
+    "Node", "Variable",
+]

@@ -1,0 +1,76 @@
+"""Model names, aliases and versions: the rules every caller checks before any database
+work, and the one rule that says which version a request means."""
+
+from __future__ import annotations
+
+import numbers
+import re
+from typing import Collection, Mapping, Sequence
+
+from bnserve.store.errors import InvalidInput, NotFound
+
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+NAME_RULE = "1-128 characters from [A-Za-z0-9._-], starting with a letter or digit"
+DEFAULT_ALIAS = "production"  # what a request naming neither a version nor an alias gets, when it is set
+
+
+def check_model_name(name: object) -> str:
+    """``name`` itself if it is a valid model name; InvalidInput naming it otherwise."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise InvalidInput(f"model name {name!r} is invalid: use {NAME_RULE}")
+    return name
+
+
+def check_alias(alias: object) -> str:
+    """``alias`` itself if valid: a model-name-like word that is not all digits (not a version)."""
+    if not isinstance(alias, str) or not NAME_RE.fullmatch(alias):
+        raise InvalidInput(f"alias {alias!r} is invalid: use {NAME_RULE}")
+    if alias.isdigit():
+        raise InvalidInput(f"alias {alias!r} is invalid: an alias cannot be all digits (it would read as a version)")
+    return alias
+
+
+def check_version(version: object) -> int:
+    """``version`` as an int if it is a positive integer (bool refused)."""
+    if isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 1:
+        raise InvalidInput(f"version {version!r} is invalid: versions are integers from 1")
+    return int(version)
+
+
+def check_selector(name: str, version: int | None, alias: str | None) -> tuple[int | None, str | None]:
+    """A checked (version, alias) selector of model ``name``: at most one of them."""
+    check_model_name(name)
+    if version is not None and alias is not None:
+        raise InvalidInput(
+            f"model {name!r}: give a version or an alias, not both (version {version!r}, alias {alias!r})"
+        )
+    return (None if version is None else check_version(version)), (None if alias is None else check_alias(alias))
+
+
+def resolve_version(
+    name: str,
+    versions: Sequence[int],
+    aliases: Mapping[str, int],
+    version: int | None = None,
+    alias: str | None = None,
+    unusable: Collection[int] = (),
+) -> int:
+    """The version a selector names among a model's ``versions``: ``version`` itself; the
+    version ``alias`` points at; neither: the ``DEFAULT_ALIAS`` if set, else the newest
+    version not in ``unusable`` (what the caller knows it cannot load). NotFound names what
+    is missing."""
+    if version is not None:
+        if version not in versions:
+            raise NotFound(f"model {name!r} has no version {version}")
+        return version
+    if alias is not None:
+        if alias not in aliases:
+            raise NotFound(f"model {name!r} has no alias {alias!r}")
+        return aliases[alias]
+    if DEFAULT_ALIAS in aliases:
+        return aliases[DEFAULT_ALIAS]
+    usable = [v for v in versions if v not in unusable]
+    if not usable:
+        raise NotFound(f"model {name!r} has no version that could be loaded" if versions
+                       else f"model {name!r} has no versions")
+    return max(usable)

@@ -1,0 +1,59 @@
+"""A model as data only: arrays as little-endian bytes with dtype and shape, never pickle,
+and the checksum over the canonical bytes that every load verifies."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from bnserve.store.errors import InvalidModel
+
+if TYPE_CHECKING:
+    from bnserve.store.model.network import Model
+
+def array_to_blob(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
+    """(dtype string, shape, little-endian C-order bytes): data only, never pickle."""
+    arr = np.asarray(array)
+    le = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+    return le.dtype.str, tuple(int(s) for s in arr.shape), np.ascontiguousarray(le).tobytes()
+
+
+def blob_to_array(dtype: str, shape: Sequence[int], data: bytes) -> np.ndarray:
+    """Inverse of ``array_to_blob``; checks the byte count against dtype and shape."""
+    dt = np.dtype(dtype)
+    if dt.kind != "f" or dt.byteorder not in ("<", "|", "="):
+        raise InvalidModel(f"CPT dtype {dtype!r} is not a little-endian float type")
+    count = math.prod(shape)
+    if len(data) != count * dt.itemsize:
+        raise InvalidModel(f"CPT blob has {len(data)} bytes, expected {count * dt.itemsize} for {dtype} {tuple(shape)}")
+    return np.frombuffer(data, dtype=dt).reshape(tuple(shape)).copy()
+
+
+def structure_dict(model: Model) -> dict[str, Any]:
+    """Everything but the CPT values, as plain JSON-able data."""
+    return {
+        "algorithm": model.algorithm,
+        "combination": model.combination,
+        "params": model.params,
+        "metadata": model.metadata,
+        "variables": [v.to_dict() for v in model.variables],
+        "networks": [
+            [{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks
+        ],
+    }
+
+
+def canonical_checksum(model: Model) -> str:
+    """sha256 of the canonical JSON of the structure followed by every CPT blob in order."""
+    h = hashlib.sha256()
+    h.update(json.dumps(structure_dict(model), sort_keys=True, separators=(",", ":")).encode())
+    for net in model.networks:
+        for node in net.nodes:
+            dtype, shape, data = array_to_blob(node.cpt)
+            h.update(f"|{node.name}|{dtype}|{shape}|".encode())
+            h.update(data)
+    return h.hexdigest()
