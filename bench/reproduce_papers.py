@@ -23,9 +23,11 @@ from typing import Any
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.data import EncodedData, Preprocessing, columns_of, prepare
-from bnserve.trainer.readers import read_table
-from bnserve.trainer.evaluate import cross_validate_many, holdout, stderr_progress, end_progress
+from bnserve.trainer.data import EncodedData, Preprocessing, prepare
+from bnserve.trainer.data.columns import columns_of
+from bnserve.trainer.io import read_table
+from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
+from bnserve.trainer.progress import end_progress, show_progress
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -231,7 +233,7 @@ def _random_splits(data: EncodedData, protocol: Protocol, cells: list[Cell]) -> 
         train = data.subset(perm[: protocol.train_size])
         test = data.subset(perm[protocol.train_size: protocol.train_size + protocol.test_size])
         for cell in cells:
-            stderr_progress(f"{cell.dataset}: {cell.label} split {s + 1}/{protocol.splits}")
+            show_progress(f"{cell.dataset}: {cell.label} split {s + 1}/{protocol.splits}")
             scores[cell].append(holdout(cell.algo, train, test, **dict(cell.params)).accuracy)
     return scores
 
@@ -251,7 +253,7 @@ def run_cells(cells: list[Cell]) -> dict[Cell, list[float]]:
             else:
                 results = cross_validate_many([(c.algo, dict(c.params)) for c in group], data, dataset=dataset,
                                               folds=protocol.folds, repeats=protocol.repeats, seed=0,
-                                              progress=stderr_progress)
+                                              progress=show_progress)
                 out.update({c: list(r.fold_accuracies) for c, r in zip(group, results)})
         except InvalidInput as exc:
             print(f"{dataset}: skipped: {exc.message}", file=sys.stderr)

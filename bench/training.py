@@ -202,7 +202,7 @@ def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
 
     from bnserve.store.predictor import compile_model
     from bnserve.store.model import Model
-    from bnserve.trainer.estimate import estimate
+    from bnserve.trainer.learners.parameters import estimate
     from bnserve.trainer.fit import fit
     from bnserve.trainer.learners.structure import Structure
 

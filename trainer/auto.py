@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluate import Evaluation, cross_validate_many
+from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
 

@@ -19,19 +19,23 @@ from bnserve.store.model.serialization import structure_dict
 from bnserve.store.model.names import check_alias, check_model_name
 from bnserve.trainer import data as data_io
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
-from bnserve.trainer.discretize import Method
-from bnserve.trainer.readers import FORMATS
-from bnserve.trainer.streaming import STREAMABLE, load_streamed
-from bnserve.trainer.evaluate import compare, cross_validate_many, end_progress, holdout, stderr_progress
+from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.io import FORMATS
+from bnserve.trainer.data.streaming import load_streamed
+from bnserve.trainer.evaluation.comparison import compare
+from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
+from bnserve.trainer.progress import end_progress, show_progress
 from bnserve.trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
 from bnserve.store.predictor.precision import PRECISIONS, with_table_precision
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
-from bnserve.trainer.report import render
+from bnserve.trainer.evaluation.report import render
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 
 PROG = "trainer"
 AUTO = "auto"
+STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
+ROW_FLAGS = [p.flag for p in PARAMETERS.values() if p.needs_rows]
 
 
 class UsageError(Exception):
@@ -249,9 +253,9 @@ def _fit(args: argparse.Namespace) -> int:
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
     if args.chunk_rows:
-        if args.algo not in STREAMABLE or args.fd_min_count is not None:
-            raise UsageError(f"--chunk-rows trains {', '.join(STREAMABLE)} (fkdb without --fd-min-count), "
-                             f"not --algo {args.algo}")
+        if args.algo == AUTO or not LEARNERS[args.algo].streams(params):
+            raise UsageError(f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
+                             f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}")
         data = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, args.chunk_rows)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
@@ -283,7 +287,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                 protocol.update(kind="holdout", test=args.test)
             else:
                 results = cross_validate_many(candidates, train, dataset=source, folds=args.folds,
-                                              repeats=args.repeats, seed=args.seed, progress=stderr_progress)
+                                              repeats=args.repeats, seed=args.seed, progress=show_progress)
                 repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
                 headings[source] = f"{source} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
                 protocol.update(kind="cross-validation", folds=args.folds, repeats=args.repeats)

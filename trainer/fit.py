@@ -10,7 +10,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NUMERIC, Model, Network
 from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.estimate import estimate
+from bnserve.trainer.learners.parameters import estimate
 from bnserve.trainer.stats import feature_columns
 from bnserve.trainer.learners.registry import LEARNERS
 

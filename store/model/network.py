@@ -18,7 +18,7 @@ import numpy as np
 
 from bnserve.store.errors import InvalidModel
 from bnserve.store.model.serialization import canonical_checksum
-from bnserve.store.model.variable import CLASS, FEATURE, KINDS, NOMINAL, NUMERIC, ROLES, Variable
+from bnserve.store.model.variable import CLASS, FEATURE, KINDS, NOMINAL, ROLES, Variable
 
 SINGLE = "single"
 MEAN_JOINT = "mean_joint"          # AODE-like: P(c, x) is the mean of the members' joints

@@ -52,7 +52,7 @@ def test_store_url_from_the_environment(capsys, store, monkeypatch):
 
 
 def chess_lines():
-    with resources.files("bnserve.trainer.datasets").joinpath("chess.csv.gz").open("rb") as f:
+    with resources.files("bnserve.trainer.io.datasets").joinpath("chess.csv.gz").open("rb") as f:
         return gzip.decompress(f.read()).decode().splitlines()
 
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats import friedmanchisquare
 
-from bnserve.trainer import comparison, metrics
-from bnserve.trainer.evaluate import compare, cross_validate_many
+from bnserve.trainer.evaluation import comparison, metrics
+from bnserve.trainer.evaluation.comparison import compare
+from bnserve.trainer.evaluation.cross_validation import cross_validate_many
 from bnserve.trainer.fit import fit
 
 

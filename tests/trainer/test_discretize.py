@@ -11,7 +11,7 @@ import pytest
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NUMERIC
 from bnserve.trainer.data import IMPUTE, Preprocessing, load
-from bnserve.trainer.discretize import Method, equal_frequency_cuts, equal_width_cuts, mdl_cuts
+from bnserve.trainer.data.discretize import Method, equal_frequency_cuts, equal_width_cuts, mdl_cuts
 from tests.data_helpers import dataset, write
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
@@ -152,7 +152,7 @@ def test_declared_types_win_over_inference_and_keep_the_declared_label_order(tmp
 
 
 def test_cut_points_are_short_midpoints_and_separate_even_neighbouring_floats():
-    from bnserve.trainer.discretize import _midpoint
+    from bnserve.trainer.data.discretize import _midpoint
 
     assert _midpoint(12.18, 12.19) == 12.185  # (a + b) / 2 is 12.184999999999999 in floats
     a = 1.0
@@ -173,7 +173,7 @@ def test_a_declared_numeric_column_with_no_value_is_one_interval_and_an_empty_cs
 
 @pytest.mark.parametrize("method", ["mdl", "equal-frequency:5", "equal-width:4"])
 def test_value_tables_of_chunks_merge_to_the_same_cut_points(method):
-    from bnserve.trainer.discretize import merge_value_tables, value_table
+    from bnserve.trainer.data.discretize import merge_value_tables, value_table
 
     rng = np.random.default_rng(3)
     y = rng.integers(0, 3, size=3000)

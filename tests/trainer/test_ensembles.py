@@ -9,7 +9,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, Variable
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.ensembles import aode, bootstrap_samples, rtan
 from bnserve.trainer.learners.tan import tan

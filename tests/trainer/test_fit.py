@@ -9,7 +9,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import compile_model
 from bnserve.store.model import Model
 from bnserve.trainer.data import load
-from bnserve.trainer.estimate import estimate
+from bnserve.trainer.learners.parameters import estimate
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.learners.kdb import kdb

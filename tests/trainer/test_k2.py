@@ -13,17 +13,9 @@ from bnserve.store.errors import InvalidInput
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
-from bnserve.trainer.learners.k2 import (
-    SCORE_EPS,
-    SearchData,
-    cb_search,
-    default_order,
-    family_score,
-    k2_search,
-    orient,
-    pc_level,
-    total_order,
-)
+from bnserve.trainer.learners.search.k2 import SCORE_EPS, SearchData, family_score, k2_search
+from bnserve.trainer.learners.search.cb import cb_search, orient, pc_level, total_order
+from bnserve.trainer.learners.k2 import default_order
 from tests.data_helpers import accuracy, make
 
 

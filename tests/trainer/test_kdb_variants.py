@@ -9,7 +9,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, Variable
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.kdb import fkdb, kdb, kdb_structure, parents_without_redundancy
 

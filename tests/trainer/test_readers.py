@@ -13,7 +13,8 @@ import pytest
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.data import load
-from bnserve.trainer.readers import FORMATS, NOMINAL, NUMERIC, Declared, format_of, read_table
+from bnserve.trainer.io import FORMATS, Declared, format_of, read_table
+from bnserve.store.model import NOMINAL, NUMERIC
 from tests.data_helpers import write
 
 

@@ -12,11 +12,12 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import compile_model
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.selective import ffss, fss, stan
-from bnserve.trainer.search import greedy_search, maximum_weight_forest, orient_forest
-from bnserve.trainer.wrapper import CrossValidatedAccuracy
+from bnserve.trainer.learners.search.greedy import greedy_search
+from bnserve.trainer.learners.search.spanning import maximum_spanning_forest
+from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
 from tests.data_helpers import dataset, make
 
 @pytest.fixture(scope="module")
@@ -198,7 +199,10 @@ def test_maximum_weight_forest_matches_brute_force():
         k = int(rng.integers(1, 7))
         pairs = [p for p in itertools.combinations(range(k), 2) if rng.random() < 0.6]
         edges = {p: float(rng.choice([0.1, 0.2, 0.3, rng.random()])) for p in pairs}
-        chosen = maximum_weight_forest(k, edges)
+        weights = np.full((k, k), -np.inf)
+        for (i, j), w in edges.items():
+            weights[i, j] = weights[j, i] = w
+        chosen = [tuple(sorted(arc)) for arc in maximum_spanning_forest(weights, rng.random(k)).arcs]
         best = -1.0
         for r in range(len(pairs) + 1):
             for subset in itertools.combinations(pairs, r):
@@ -227,15 +231,16 @@ def is_forest(k, edges):
     return True
 
 
-def test_orient_forest_roots_each_tree_at_its_highest_rank():
-    edges = [(0, 1), (1, 2), (3, 4)]
-    weights = {(0, 1): 0.5, (1, 2): 0.25, (3, 4): 0.125}
+def test_the_forest_roots_each_tree_at_its_highest_rank_and_points_arcs_away():
+    weights = np.full((6, 6), -np.inf)
+    for (i, j), w in {(0, 1): 0.5, (1, 2): 0.25, (3, 4): 0.125}.items():
+        weights[i, j] = weights[j, i] = w
     rank = np.array([0.1, 0.3, 0.2, 0.05, 0.05, 0.4])  # node 5 is isolated
-    arcs, order, roots, scores = orient_forest(6, edges, rank, weights)
-    assert roots == (5, 1, 3)  # by rank; the tie in the last tree goes to the lower index
-    assert set(arcs) == {(1, 0), (1, 2), (3, 4)}
-    assert order == (5, 1, 0, 2, 3, 4)
-    assert scores == pytest.approx((0.4, 0.3, 0.5, 0.25, 0.05, 0.125))
+    forest = maximum_spanning_forest(weights, rank)
+    assert forest.roots == (5, 1, 3)  # by rank; the tie in the last tree goes to the lower index
+    assert forest.arcs == ((1, 0), (1, 2), (3, 4))
+    assert forest.order == (5, 1, 0, 2, 3, 4)
+    assert forest.gains == pytest.approx((0.4, 0.3, 0.5, 0.25, 0.05, 0.125))
 
 
 def test_greedy_search_takes_strict_improvements_and_first_of_ties():

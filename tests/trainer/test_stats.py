@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bnserve.trainer import stats
+from bnserve.trainer.learners.parameters import laplace_cpt
 
 
 def ref_mi(x, c):
@@ -106,7 +107,7 @@ def test_laplace_cpt_by_hand():
     x = np.array([0, 0, 1, -1, 1, 0])
     pa = np.array([0, 1, 1, 1, -1, 0])
     # available-case rows: (0,0) (0,1) (1,1) (0,0): N(x=0|pa=0)=2, N(1|0)=0, N(0|1)=1, N(1|1)=1
-    cpt = stats.laplace_cpt([x, pa], [2, 2])
+    cpt = laplace_cpt([x, pa], [2, 2])
     assert cpt.shape == (2, 2)  # (node, parent)
     assert cpt.dtype == np.float64
     assert cpt[:, 0].tolist() == [3 / 4, 1 / 4]
@@ -115,11 +116,11 @@ def test_laplace_cpt_by_hand():
 
 def test_laplace_class_prior_and_two_parents_sum_to_one():
     y = np.array([0, 0, 0, 1, 2])
-    prior = stats.laplace_cpt([y], [3])
+    prior = laplace_cpt([y], [3])
     assert prior.tolist() == pytest.approx([4 / 8, 2 / 8, 2 / 8])  # (N(c)+1)/(M+|C|)
     rng = np.random.default_rng(1)
     cols = [rng.integers(-1, c, 50) for c in (3, 2, 4)]
-    cpt = stats.laplace_cpt(cols, [3, 2, 4])
+    cpt = laplace_cpt(cols, [3, 2, 4])
     assert cpt.shape == (3, 2, 4)
     assert np.allclose(cpt.sum(axis=0), 1.0)
     assert np.all(cpt > 0)

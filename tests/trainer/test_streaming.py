@@ -9,9 +9,12 @@ import pytest
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.data import IMPUTE, Preprocessing, load
-from bnserve.trainer.discretize import Method
+from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.fit import fit
-from bnserve.trainer.streaming import STREAMABLE, load_streamed
+from bnserve.trainer.data.streaming import load_streamed
+from bnserve.trainer.learners.registry import LEARNERS
+
+STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
 from tests.data_helpers import dataset_path, write
 from tests.trainer.conftest import run
 
@@ -91,10 +94,14 @@ def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
     assert (code, err) == (0, "") and "version 1 (fkdb, k=2)" in out
     code, _, err = run(capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store,
                        "--chunk-rows", "50")
-    assert code == 2 and "--chunk-rows trains nb, tan, tan-ddr, kdb, fkdb" in err
+    assert code == 2 and "--chunk-rows trains fkdb, kdb, nb, tan, tan-ddr (without --fd-min-count)" in err
     code, _, err = run(capsys, "fit", "--algo", "fkdb", "--fd-min-count", "5", "--data", path, "--name", "m",
                        "--store", store, "--chunk-rows", "50")
-    assert code == 2
+    assert code == 2 and "not --algo fkdb with those flags" in err
+
+
+def test_the_learners_that_need_only_counts_are_declared_so():
+    assert set(STREAMABLE) == {"nb", "tan", "tan-ddr", "kdb", "fkdb"}
 
 
 def test_one_number_written_two_ways_is_one_value(tmp_path):

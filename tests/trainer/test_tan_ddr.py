@@ -10,7 +10,7 @@ import pytest
 from bnserve.store.model import CLASS, FEATURE, Variable
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData, load
-from bnserve.trainer.evaluate import cross_validate
+from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.learners.tan import tan_ddr
 from tests.data_helpers import DATASETS
 

@@ -7,9 +7,9 @@ import pytest
 from scipy.stats import chi2_contingency
 
 from bnserve.trainer import stats
-from bnserve.trainer.evaluate import cross_validate
-from bnserve.trainer.folds import stratified_folds
-from bnserve.trainer.wrapper import CrossValidatedAccuracy
+from bnserve.trainer.evaluation.cross_validation import cross_validate
+from bnserve.trainer.data.folds import stratified_folds
+from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
 
 
 def test_independence_test_is_the_g_test(rng):
@@ -57,7 +57,7 @@ def test_cached_family_scores_equal_the_compiled_model(chess, rng):
     """The wrapper sums cached log-CPT columns; that must equal estimating and compiling."""
     from bnserve.store.predictor import compile_model
     from bnserve.store.model import Model
-    from bnserve.trainer.estimate import estimate
+    from bnserve.trainer.learners.parameters import estimate
     from bnserve.trainer.learners.structure import Structure
 
     score = CrossValidatedAccuracy(chess, folds=5, seed=0)

@@ -1,8 +1,8 @@
 """What a learner is: a name, its declared parameters, and a function from data to structures.
 
 Each family module lists its learners in a module-level ``LEARNERS`` tuple; the package
-collects them (``trainer.learners.registry``), ``trainer.fit`` runs them and the CLI
-builds its flags from the declared ``Param``s, so adding a learner touches one module.
+collects them (``registry``), ``bnserve.trainer.fit`` runs them and the CLI builds its
+flags from the declared ``Param``s, so adding a learner touches one module.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class Param:
     default: Any
     help: str
     check: Callable[[str, Any], Any] | None = None
+    needs_rows: bool = False  # when given, the learner needs the rows themselves, not only their counts
 
     @property
     def flag(self) -> str:
@@ -66,12 +67,23 @@ class Learned:
 
 @dataclass(frozen=True)
 class Learner:
-    """``learn(data, **params)`` returns a ``Learned`` (or a bare ``Structure`` for one network)."""
+    """``learn(data, **params)`` returns a ``Learned`` (or a bare ``Structure`` for one network).
+
+    ``counts_only``: the learner reads nothing of the rows but their counts (the pairwise
+    statistics and the families' counts), which add up over blocks of rows: it can learn
+    from a file streamed in chunks (``--chunk-rows``), unless a given parameter ``needs_rows``.
+    """
 
     name: str
     learn: Callable[..., Learned | Structure]
     summary: str
     params: tuple[Param, ...] = ()
+    counts_only: bool = False
+
+    def streams(self, given: Mapping[str, Any]) -> bool:
+        """Whether it can learn from counts alone with the parameters ``given`` (None = not given)."""
+        needing = {p.name for p in self.params if p.needs_rows}
+        return self.counts_only and not any(given.get(name) is not None for name in needing)
 
     def run(self, data: EncodedData, given: Mapping[str, Any]) -> tuple[Learned, dict[str, Any]]:
         """Check ``given`` against the declared parameters, fill defaults, learn."""

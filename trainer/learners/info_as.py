@@ -23,9 +23,11 @@ import numpy as np
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner, Param, one_of
-from bnserve.trainer.learners.k2 import MAX_PARENTS, SearchData, cb_search
+from bnserve.trainer.learners.k2 import MAX_PARENTS
+from bnserve.trainer.learners.search.k2 import SearchData
+from bnserve.trainer.learners.search.cb import cb_search
 from bnserve.trainer.learners.structure import Structure, ranked
-from bnserve.trainer.wrapper import CrossValidatedAccuracy
+from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
 
 METRICS = ("cig", "cgr", "cdc")
 

@@ -170,9 +170,12 @@ FD_MIN_COUNT = Param(
     None,
     "one-to-one functional-dependency rule of paper 001 with minimum support l (paper: 100); default off",
     positive_int,
+    needs_rows=True,  # the dependencies are read from the rows
 )
 
 LEARNERS = (
-    Learner("kdb", kdb, "k-dependence Bayesian classifier (Sahami 1996); KDB-θ with --theta", (K, THETA)),
-    Learner("fkdb", _fkdb_learned, "flexible k-dependence Bayesian classifier (paper 001)", (K, FD_MIN_COUNT)),
+    Learner("kdb", kdb, "k-dependence Bayesian classifier (Sahami 1996); KDB-θ with --theta", (K, THETA),
+            counts_only=True),
+    Learner("fkdb", _fkdb_learned, "flexible k-dependence Bayesian classifier (paper 001)", (K, FD_MIN_COUNT),
+            counts_only=True),
 )

@@ -23,8 +23,9 @@ from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner, Param, probability
 from bnserve.trainer.learners.structure import Structure
-from bnserve.trainer.search import Group, augmenting_forest, greedy_search, grouped_parents
-from bnserve.trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
+from bnserve.trainer.learners.search.groups import Group, augmenting_forest, grouped_parents
+from bnserve.trainer.learners.search.greedy import greedy_search
+from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 
 
 def fss(data: EncodedData) -> Learned:

@@ -32,8 +32,9 @@ from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner
 from bnserve.trainer.learners.selective import ALPHA
 from bnserve.trainer.learners.structure import Structure
-from bnserve.trainer.search import Group, SearchResult, augmenting_forest, canonical, greedy_search, grouped_parents
-from bnserve.trainer.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
+from bnserve.trainer.learners.search.groups import Group, augmenting_forest, canonical, grouped_parents
+from bnserve.trainer.learners.search.greedy import SearchResult, greedy_search
+from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 
 MAX_JOINED_CELLS = 1 << 22  # r_S · r_C of a joined group's largest CPT
 

@@ -4,11 +4,14 @@ average ranks, statistic and p-value."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import binomtest, chi2, f as f_dist, rankdata, ttest_rel
+
+from bnserve.trainer.evaluation.cross_validation import Evaluation
 
 DRAW_TOLERANCE = 1e-12  # mean zero-one losses closer than this are a draw
 
@@ -81,3 +84,40 @@ def friedman(losses: Mapping[str, Sequence[float]]) -> Friedman:
         f_value = (n - 1) * statistic / denominator if denominator > 0 else float("inf")
         f_p = float(f_dist.sf(f_value, k - 1, (k - 1) * (n - 1)))
     return Friedman(dict(zip(names, map(float, mean_ranks))), float(statistic), p, float(f_value), f_p, n)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Several algorithms over several data sets, with the papers' statistics."""
+
+    evaluations: tuple[Evaluation, ...]
+    win_draw_loss: tuple[WinDrawLoss, ...]
+    paired_t: Mapping[str, Mapping[str, tuple[float, float]]]  # dataset -> "A vs B" -> (t, p)
+    friedman: Friedman | None = None
+    protocol: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "protocol": dict(self.protocol),
+            "evaluations": [e.to_dict() for e in self.evaluations],
+            "win_draw_loss": [w.to_dict() for w in self.win_draw_loss],
+            "paired_t": {d: {pair: {"t": t, "p": p} for pair, (t, p) in v.items()} for d, v in self.paired_t.items()},
+            "friedman": self.friedman.to_dict() if self.friedman else None,
+        }
+
+
+def compare(evaluations: Sequence[Evaluation], protocol: Mapping[str, Any] | None = None) -> Comparison:
+    """W/D/L and sign tests on zero-one loss for every pair of algorithms; a paired
+    t-test per data set on fold accuracies; Friedman ranks when there are several data sets."""
+    labels = list(dict.fromkeys(e.label for e in evaluations))
+    datasets = list(dict.fromkeys(e.dataset for e in evaluations))
+    by = {(e.label, e.dataset): e for e in evaluations}
+    loss = {label: [by[label, d].zero_one_loss for d in datasets] for label in labels}
+    wdl = tuple(win_draw_loss(a, b, loss[a], loss[b]) for a, b in itertools.combinations(labels, 2))
+    paired = {
+        d: {f"{a} vs {b}": paired_t_test(by[a, d].fold_accuracies, by[b, d].fold_accuracies)
+            for a, b in itertools.combinations(labels, 2)}
+        for d in datasets
+    }
+    fr = friedman(loss) if len(datasets) > 1 and len(labels) > 1 else None
+    return Comparison(tuple(evaluations), wdl, paired, fr, dict(protocol or {}))

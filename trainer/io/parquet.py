@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.readers import NOMINAL, NUMERIC, Declared, RawTable, check_header, open_binary, seconds_texts
+from bnserve.store.model import NOMINAL, NUMERIC
+from bnserve.trainer.io.sources import open_binary
+from bnserve.trainer.io.table import Declared, RawTable, check_header, seconds_texts
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from bnserve.trainer.evaluate import Comparison, Evaluation
+from bnserve.trainer.evaluation.comparison import Comparison
+from bnserve.trainer.evaluation.cross_validation import Evaluation
 
 
 def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:

@@ -18,10 +18,9 @@ import numpy as np
 
 from bnserve.store.predictor import compile_model
 from bnserve.store.model import Model
-from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.estimate import estimate
-from bnserve.trainer.folds import stratified_folds
+from bnserve.trainer.learners.parameters import estimate, laplace_cpt
+from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.learners.structure import Structure
 
 WRAPPER_FOLDS = 5  # paper 003 scores BSEJ and FSS candidates by 5-fold stratified CV
@@ -79,7 +78,7 @@ class CrossValidatedAccuracy:
         if hit is None:
             train, test = self._splits[fold]
             family = (node, *parents)
-            log_cpt = np.log(stats.laplace_cpt([self._column(train, v) for v in family],
+            log_cpt = np.log(laplace_cpt([self._column(train, v) for v in family],
                                                [self._cards[v] for v in family]))
             k = self._cards[self._class]
             at = [np.arange(k)[None, :] if v == self._class else self._column(test, v)[:, None] for v in family]

@@ -18,7 +18,9 @@ from typing import Iterator, NoReturn
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.readers import NOMINAL, NUMERIC, Declared, RawTable, cells_array, check_header, open_text, seconds_texts
+from bnserve.store.model import NOMINAL, NUMERIC
+from bnserve.trainer.io.sources import open_text
+from bnserve.trainer.io.table import Declared, RawTable, cells_array, check_header, seconds_texts
 
 DEFAULT_DATE_FORMAT = "yyyy-MM-dd'T'HH:mm:ss"
 

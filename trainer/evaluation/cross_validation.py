@@ -8,20 +8,18 @@ data (discretisation, imputation) is fitted on each training fold. Predictions c
 
 from __future__ import annotations
 
-import itertools
-import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import compile_model
-from bnserve.trainer import comparison, metrics
+from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
-from bnserve.trainer.folds import stratified_folds
+from bnserve.trainer.data.folds import stratified_folds
 
 
 @dataclass(frozen=True)
@@ -155,56 +153,3 @@ def holdout(algo: str, train: EncodedData, test: EncodedData, **params: Any) -> 
     run.aucs.append(metrics.auc(proba, test.y))
     result = run.result(f"{train.source} -> {test.source}")
     return replace(result, n_rows=test.n_rows)
-
-
-# ------------------------------------------------------------------ comparisons
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Several algorithms over several data sets, with the papers' statistics."""
-
-    evaluations: tuple[Evaluation, ...]
-    win_draw_loss: tuple[comparison.WinDrawLoss, ...]
-    paired_t: Mapping[str, Mapping[str, tuple[float, float]]]  # dataset -> "A vs B" -> (t, p)
-    friedman: comparison.Friedman | None = None
-    protocol: Mapping[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {
-            "protocol": dict(self.protocol),
-            "evaluations": [e.to_dict() for e in self.evaluations],
-            "win_draw_loss": [w.to_dict() for w in self.win_draw_loss],
-            "paired_t": {d: {pair: {"t": t, "p": p} for pair, (t, p) in v.items()} for d, v in self.paired_t.items()},
-            "friedman": self.friedman.to_dict() if self.friedman else None,
-        }
-
-
-def compare(evaluations: Sequence[Evaluation], protocol: Mapping[str, Any] | None = None) -> Comparison:
-    """W/D/L and sign tests on zero-one loss for every pair of algorithms; a paired
-    t-test per data set on fold accuracies; Friedman ranks when there are several data sets."""
-    labels = list(dict.fromkeys(e.label for e in evaluations))
-    datasets = list(dict.fromkeys(e.dataset for e in evaluations))
-    by = {(e.label, e.dataset): e for e in evaluations}
-    loss = {label: [by[label, d].zero_one_loss for d in datasets] for label in labels}
-    wdl = tuple(comparison.win_draw_loss(a, b, loss[a], loss[b]) for a, b in itertools.combinations(labels, 2))
-    paired = {
-        d: {f"{a} vs {b}": comparison.paired_t_test(by[a, d].fold_accuracies, by[b, d].fold_accuracies)
-            for a, b in itertools.combinations(labels, 2)}
-        for d in datasets
-    }
-    fr = comparison.friedman(loss) if len(datasets) > 1 and len(labels) > 1 else None
-    return Comparison(tuple(evaluations), wdl, paired, fr, dict(protocol or {}))
-
-
-def stderr_progress(message: str) -> None:
-    """A one-line progress indicator on stderr, only when it is a terminal."""
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K" + message[:150])
-        sys.stderr.flush()
-
-
-def end_progress() -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\033[K")
-        sys.stderr.flush()

@@ -11,7 +11,7 @@ The file is read in chunks of ``N`` rows, and only counts are kept:
 
 Counts add up, so the model equals, bit for bit, the one learned from the whole file in
 memory. What is held is the counts, the class column and one chunk. The learners that
-need nothing else stream: ``STREAMABLE``.
+need nothing else stream (``Learner.counts_only``).
 """
 
 from __future__ import annotations
@@ -24,18 +24,15 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NUMERIC, Variable
-from bnserve.trainer.data import (
-    AVAILABLE_CASE, Preprocessing, TrainingView, check_columns, is_numeric_column, label_codes, number_or_nan, number_or_none,
-)
-from bnserve.trainer.discretize import merge_value_tables
-from bnserve.trainer.readers import iter_tables
+from bnserve.store.model.discretization import interval_labels, number_of
+from bnserve.trainer.data.columns import check_columns, is_numeric_column
+from bnserve.trainer.data.discretize import merge_value_tables
+from bnserve.trainer.data.encoded import TrainingView
+from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, Preprocessing
+from bnserve.trainer.io import iter_tables
 from bnserve.trainer.stats import PairStatistics, joint_counts
-
-STREAMABLE = ("nb", "tan", "tan-ddr", "kdb", "fkdb")
-
 
 @dataclass
 class _Tally:
@@ -69,17 +66,12 @@ class _Reader:
     def coded(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(X int32 (rows, n features), y int64) of each chunk's rows that have a class."""
         for table in iter_tables(self.source, self.fmt, self.chunk_rows):
-            y = label_codes(table.cells[:, self.class_index].tolist(), self.variables[-1].states).astype(np.int64)
+            y = self.variables[-1].codes_of(table.cells[:, self.class_index].tolist()).astype(np.int64)
             keep = y >= 0
             cells = table.cells[keep] if not keep.all() else table.cells
             X = np.empty((cells.shape[0], len(self.columns)), dtype=np.int32)
             for out, (j, v) in enumerate(zip(self.columns, self.variables[:-1])):
-                values = cells[:, j].tolist()
-                if v.kind == NUMERIC:
-                    numbers = np.fromiter(map(number_or_nan, values), dtype=np.float64, count=len(values))
-                    X[:, out] = interval_codes(v.cuts, numbers)
-                else:
-                    X[:, out] = label_codes(values, v.states)
+                X[:, out] = v.codes_of(cells[:, j].tolist())  # the file pass 1 typed: every value is a state
             yield X, y[keep]
 
 
@@ -182,16 +174,16 @@ def _learn_variables(source: str, class_column: str | None, preprocessing: Prepr
 
 
 def _variable(source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing) -> Variable:
-    """A column's variable from its tally, as ``trainer.data.columns_of`` and ``prepare`` make it."""
+    """A column's variable from its tally, as ``columns.columns_of`` and ``encoded.prepare`` make it."""
     labels = [label for label in tally.labels if label != ""]
-    parsed = [number_or_none(label) for label in labels]
-    numbers = (np.array(parsed, dtype=np.float64) if labels else np.array([np.nan])) if None not in parsed else None
+    parsed = np.array([number_of(label) for label in labels], dtype=np.float64)
+    numbers = (parsed if labels else np.array([np.nan])) if not np.isnan(parsed).any() else None
     if not is_numeric_column(name, None, numbers if name not in preprocessing.nominal else None, preprocessing):
         if not labels:
             raise InvalidInput(f"{source}: column {name!r}: every value is empty")
         return Variable(name, tuple(sorted(labels)), FEATURE)
     if numbers is None:
-        bad = labels[parsed.index(None)]
+        bad = labels[int(np.flatnonzero(np.isnan(parsed))[0])]
         raise InvalidInput(f"{source}: column {name!r} is numeric, but has the value {bad!r}")
     rows = [tally.labels[label] for label in labels]
     counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)

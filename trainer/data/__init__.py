@@ -1,0 +1,12 @@
+"""Data as the learners see it: columns typed (``columns``), preprocessing the user asks for
+(``preprocessing``) and what it learns from the rows (cut points by ``discretize``, imputed
+values), the rows coded against the model's variables (``encoded``), or only their counts
+when a file is too large for memory (``streaming``); stratified folds (``folds``)."""
+
+from bnserve.trainer.data.encoded import EncodedData, TrainingView, encode_like, encode_with, load, load_with, prepare
+from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Preprocessing
+
+__all__ = [
+    "AVAILABLE_CASE", "IMPUTE", "MISSING_POLICIES", "EncodedData", "Preprocessing", "TrainingView", "encode_like",
+    "encode_with", "load", "load_with", "prepare",
+]

@@ -1,0 +1,217 @@
+"""Coded training data, and the preprocessing learned from it.
+
+Three steps: ``columns.columns_of`` types every column (declared by the file, forced by the user,
+or inferred: a column whose values are all numbers is numeric, unless they are whole
+numbers with at most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a
+nominal column) into ``Columns``; ``prepare`` learns from a set of rows what depends on
+the data (cut points of numeric columns, imputed values) and gives ``EncodedData``;
+``encode_like`` codes other rows with those learned variables. Cross-validation prepares
+each training fold afresh (``EncodedData.split``), so nothing leaks from the test fold.
+
+An empty field is missing (code -1). Labels are taken unchanged (no stripping), as the
+server takes them. Rows whose class is missing are dropped and counted. Errors are
+``InvalidInput`` naming the file, line and column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Sequence
+
+import numpy as np
+
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import FEATURE, NUMERIC, UNKNOWN, Variable
+from bnserve.store.model.discretization import interval_codes, interval_labels
+from bnserve.trainer.data.columns import Columns, columns_of
+from bnserve.trainer.data.preprocessing import IMPUTE, Preprocessing
+from bnserve.trainer.io import read_table
+from bnserve.trainer.stats import PairStatistics, joint_counts
+
+
+class TrainingView:
+    """What every learner reads of its training data, whether it holds the rows
+    (``EncodedData``) or only their counts (``trainer.streaming.StreamedData``): the
+    variables (features in column order, then the class) and the class column ``y``."""
+
+    variables: tuple[Variable, ...]
+    y: np.ndarray
+
+    @property
+    def features(self) -> tuple[Variable, ...]:
+        return self.variables[:-1]
+
+    @property
+    def class_variable(self) -> Variable:
+        return self.variables[-1]
+
+    @property
+    def cards(self) -> tuple[int, ...]:
+        """Cardinality of each feature, in column order."""
+        return tuple(v.cardinality for v in self.features)
+
+    @property
+    def n_classes(self) -> int:
+        return self.class_variable.cardinality
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.y.shape[0])
+
+    def class_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.y, minlength=self.n_classes)
+        return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
+
+
+@dataclass(frozen=True)
+class EncodedData(TrainingView):
+    """Coded training data. ``X``: int32 (rows, n_features), -1 = missing; ``y``: int64 (rows,).
+
+    ``variables`` lists the features in file order, then the class (role "class").
+    ``columns`` and ``preprocessing``, when set, are where ``X`` came from and how, so a
+    subset of rows can learn its own cut points (``split``).
+    """
+
+    variables: tuple[Variable, ...]
+    X: np.ndarray
+    y: np.ndarray
+    n_rows_dropped: int = 0
+    source: str = ""
+    columns: Columns | None = field(default=None, repr=False, compare=False)
+    preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
+
+    def subset(self, rows: np.ndarray) -> "EncodedData":
+        """The same variables over a selection of rows (index or boolean array)."""
+        columns = self.columns.subset(rows) if self.columns is not None else None
+        return EncodedData(self.variables, self.X[rows], self.y[rows], 0, self.source, columns, self.preprocessing)
+
+    def split(self, train: np.ndarray, test: np.ndarray) -> tuple["EncodedData", "EncodedData"]:
+        """Training and test rows, with the preprocessing learned again on the training rows
+        alone when it learns from data (numeric columns, imputation)."""
+        if self.columns is None or self.preprocessing is None or not _learns(self.columns, self.preprocessing):
+            return self.subset(train), self.subset(test)
+        fitted = prepare(self.columns.subset(train), self.preprocessing)
+        return fitted, encode_like(self.columns.subset(test), fitted.variables)
+
+    @cached_property
+    def statistics(self) -> PairStatistics:
+        """The pairwise counts the nb/tan/kdb/fkdb learners use, counted once."""
+        return PairStatistics.of(self.X, self.y, self.cards, self.n_classes)
+
+    def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Available-case N(family) per family of column indices (-1: the class), axes in order."""
+        def column(j: int) -> np.ndarray:
+            return self.y if j < 0 else self.X[:, j]
+
+        def card(j: int) -> int:
+            return self.n_classes if j < 0 else self.cards[j]
+
+        return [joint_counts([column(j) for j in f], [card(j) for j in f]) for f in families]
+
+    def fingerprint(self) -> str:
+        """sha256 over the variables (canonical JSON) and the little-endian code arrays."""
+        h = hashlib.sha256()
+        h.update(json.dumps([v.to_dict() for v in self.variables], sort_keys=True, separators=(",", ":")).encode())
+        for name, arr in (("X", self.X.astype("<i4", copy=False)), ("y", self.y.astype("<i8", copy=False))):
+            h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
+            h.update(np.ascontiguousarray(arr))  # the buffer itself: no copy of the data when it is C-ordered
+        return h.hexdigest()
+
+
+def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:
+    return bool(columns.numeric_columns) or preprocessing.missing == IMPUTE
+
+
+def load(source: str, class_column: str | None = None, preprocessing: Preprocessing | None = None,
+         fmt: str | None = None) -> EncodedData:
+    """Read ``source``, type its columns, and learn the preprocessing from all its rows."""
+    preprocessing = preprocessing or Preprocessing()
+    return prepare(columns_of(read_table(source, fmt), class_column, preprocessing), preprocessing)
+
+
+# ---------------------------------------------------------------- learned preprocessing
+
+
+def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
+    """Learn cut points (and, with impute, modes and means) from these rows and code them.
+
+    ``X`` is ``columns.codes`` itself when nothing is learned (all nominal, available-case),
+    so a large nominal file is held once; else a copy."""
+    impute = preprocessing.missing == IMPUTE
+    X = columns.codes.copy() if impute or columns.numeric_columns else columns.codes
+    variables: list[Variable] = []
+    for j, (name, states) in enumerate(zip(columns.names, columns.states)):
+        if states is None:
+            values = columns.values(j)
+            if impute and np.isnan(values).any() and not np.isnan(values).all():
+                values = np.where(np.isnan(values), np.nanmean(values), values)
+            cuts = preprocessing.method(name).cuts(values, columns.y, columns.class_variable.cardinality)
+            variables.append(Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts))
+            X[:, j] = interval_codes(cuts, values)
+        else:
+            variables.append(Variable(name, states, FEATURE))
+            if impute:
+                column = X[:, j]
+                present = column[column >= 0]
+                if present.size and present.size < column.size:
+                    column[column < 0] = np.argmax(np.bincount(present, minlength=len(states)))
+    variables.append(columns.class_variable)
+    return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns, preprocessing)
+
+
+def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
+    """Code rows with variables learned elsewhere (the same columns): numeric values through
+    the learned cut points, missing values left missing."""
+    X = columns.codes.copy()
+    for j, variable in enumerate(variables[:-1]):
+        if variable.kind == NUMERIC:
+            X[:, j] = interval_codes(variable.cuts, columns.values(j))
+    return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source)
+
+
+def encode_with(
+    variables: Sequence[Variable],
+    raw_rows: np.ndarray | Sequence[Sequence[str]],
+    *,
+    source: str = "input",
+    lines: np.ndarray | None = None,
+) -> np.ndarray:
+    """Code raw text against existing variables (``Variable.codes_of``): (rows, len(variables))
+    -> int32, -1 = missing. A value that is not a state (nor, for a numeric variable, a
+    number) raises ``InvalidInput`` naming the column and value (and line if given)."""
+    cells = np.asarray(raw_rows, dtype=object)
+    if cells.size == 0:
+        cells = cells.reshape(0, len(variables))
+    if cells.ndim != 2 or cells.shape[1] != len(variables):
+        raise InvalidInput(f"{source}: expected rows of {len(variables)} values, got an array of shape {cells.shape}")
+    X = np.empty(cells.shape, dtype=np.int32)
+    for j, var in enumerate(variables):
+        values = cells[:, j].tolist()
+        X[:, j] = var.codes_of(values)
+        unknown = np.flatnonzero(X[:, j] == UNKNOWN)
+        if unknown.size:
+            r = int(unknown[0])
+            where = f"line {lines[r]}: " if lines is not None else f"row {r + 1}: "
+            known = "a number" if var.kind == NUMERIC else f"known: {', '.join(var.states)}"
+            raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {values[r]!r}; {known}")
+    return X
+
+
+def load_with(source: str, variables: Sequence[Variable], fmt: str | None = None) -> EncodedData:
+    """Read a file (e.g. a test set) and code it against the training variables, matching columns by name.
+
+    The file must hold every variable as a column (extra columns are ignored); rows with an
+    empty class are dropped.
+    """
+    table = read_table(source, fmt)
+    missing_columns = [v.name for v in variables if v.name not in table.header]
+    if missing_columns:
+        raise InvalidInput(f"{source}: line 1: missing column(s) {', '.join(map(repr, missing_columns))}")
+    columns = [table.header.index(v.name) for v in variables]
+    codes = encode_with(variables, table.cells[:, columns], source=source, lines=table.lines)
+    y = codes[:, -1].astype(np.int64)
+    keep = y >= 0
+    return EncodedData(tuple(variables), codes[keep, :-1], y[keep], int(np.count_nonzero(~keep)), source)

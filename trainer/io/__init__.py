@@ -1,0 +1,39 @@
+"""Reading data files into a ``RawTable`` (header, cells as text, "" = missing): CSV/TSV,
+ARFF and Parquet, chosen by the file's extension or ``--format``, and the built-in data
+sets (``builtin:NAME``). Errors are ``InvalidInput`` naming the file, line and column."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.io.arff import read_arff
+from bnserve.trainer.io.delimited import delimited_chunks, read_delimited
+from bnserve.trainer.io.parquet import read_parquet
+from bnserve.trainer.io.sources import FORMATS, format_of
+from bnserve.trainer.io.table import Declared, RawTable
+
+__all__ = ["FORMATS", "Declared", "RawTable", "format_of", "iter_tables", "read_table"]
+
+
+def read_table(source: str, fmt: str | None = None) -> RawTable:
+    """Parse ``source`` (a path or ``builtin:NAME``) as ``fmt``, by default the one its
+    extension names (CSV when none does); ``.gz`` is read transparently."""
+    if fmt is None:
+        fmt = format_of(source)
+    elif fmt not in FORMATS:
+        raise InvalidInput(f"{source}: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "arff":
+        return read_arff(source)
+    if fmt == "parquet":
+        return read_parquet(source)
+    return read_delimited(source, "\t" if fmt == "tsv" else ",")
+
+
+def iter_tables(source: str, fmt: str | None, chunk_rows: int) -> Iterator[RawTable]:
+    """The file as consecutive ``RawTable``s of at most ``chunk_rows`` data rows each (the
+    header repeated on each), for training on a file larger than memory: CSV and TSV only."""
+    fmt = fmt or format_of(source)
+    if fmt not in ("csv", "tsv"):
+        raise InvalidInput(f"{source}: reading in chunks takes CSV or TSV files, not {fmt}")
+    return delimited_chunks(source, "\t" if fmt == "tsv" else ",", chunk_rows)

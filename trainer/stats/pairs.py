@@ -1,0 +1,245 @@
+"""What the pairwise learners (nb, tan, kdb, fkdb, hc) read: N(xi, c) and N(xi, xj, c) for every
+feature and pair, counted several columns per pass, and the matrices of statistics over them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from bnserve.trainer.stats.counts import shifted_codes, feature_columns, joint_counts
+from bnserve.trainer.stats.information import (
+    conditional_mutual_information_from_counts,
+    dependence_derivative_information_from_counts,
+    mutual_information,
+    mutual_information_from_counts,
+)
+
+
+def class_mutual_information(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> np.ndarray:
+    """I(Xi;C) for every feature column of ``X`` (rows, n): shape (n,), in nats (as
+    ``PairStatistics.class_mi``, without the pairs)."""
+    cols = feature_columns(X)
+    return np.array(
+        [mutual_information(cols[i], y, cards[i], n_classes) for i in range(cols.shape[0])], dtype=np.float64
+    )
+
+
+def conditional_mutual_information_matrix(
+    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int
+) -> np.ndarray:
+    """Symmetric (n, n) matrix of I(Xi;Xj|C), zero diagonal, in nats.
+
+    One bincount per pair over m rows (``_pairwise_class_statistic``): O(n^2 m) time,
+    O(m) extra memory; available-case counts.
+    """
+    return _pairwise_class_statistic(X, y, cards, n_classes, conditional_mutual_information_from_counts)
+
+
+def dependence_derivative_information_matrix(
+    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int
+) -> np.ndarray:
+    """Symmetric (n, n) matrix of I_D(Xi;Xj|C) (paper 004), zero diagonal; available-case counts.
+
+    One bincount per pair, as ``conditional_mutual_information_matrix``: O(n^2 (m + v^2 c)).
+    """
+    return _pairwise_class_statistic(X, y, cards, n_classes, dependence_derivative_information_from_counts)
+
+
+def _pairwise_class_statistic(
+    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, statistic: Callable[[np.ndarray], float]
+) -> np.ndarray:
+    """Symmetric (n, n) matrix of ``statistic(N(xi, xj, c))`` over available-case tables, zero diagonal."""
+    return PairStatistics.of(X, y, cards, n_classes).pair_matrix(statistic)
+
+
+@dataclass
+class PairStatistics:
+    """What the pairwise learners (nb, tan, kdb, fkdb) need from the rows: N(xi, c) per
+    feature (available-case) and N(xi, xj, c) per pair i < j (``pairwise_class_counts``'s
+    tables, with each axis's missing state first). Counts add up, so a file read in chunks
+    (``add``) gives exactly the tables, and so the figures, of the whole file in memory."""
+
+    cards: tuple[int, ...]
+    n_classes: int
+    class_feature: list[np.ndarray]
+    pairs: dict[tuple[int, int], np.ndarray]
+
+    @staticmethod
+    def of(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> "PairStatistics":
+        cols = feature_columns(X)
+        cards = tuple(int(c) for c in cards)
+        class_feature = [joint_counts([cols[i], y], [cards[i], n_classes]) for i in range(len(cards))]
+        pairs = {(i, j): table for i, j, table in pairwise_class_counts(X, y, cards, n_classes)}
+        return PairStatistics(cards, n_classes, class_feature, pairs)
+
+    def add(self, other: "PairStatistics") -> None:
+        """Add the counts of other rows, in place."""
+        for mine, theirs in zip(self.class_feature, other.class_feature):
+            mine += theirs
+        for key, table in other.pairs.items():
+            self.pairs[key] += table
+
+    def class_mi(self) -> np.ndarray:
+        """I(Xi;C) for every feature, in nats."""
+        return np.array([mutual_information_from_counts(t) for t in self.class_feature], dtype=np.float64)
+
+    def pair_matrix(self, statistic: Callable[[np.ndarray], float]) -> np.ndarray:
+        """Symmetric (n, n) matrix of ``statistic`` over each pair's available-case N(xi, xj, c)."""
+        n = len(self.cards)
+        out = np.zeros((n, n), dtype=np.float64)
+        for (i, j), table in self.pairs.items():
+            out[i, j] = out[j, i] = statistic(table[1:, 1:, 1:])
+        return out
+
+    def cmi_matrix(self) -> np.ndarray:
+        """I(Xi;Xj|C), symmetric, zero diagonal, in nats."""
+        return self.pair_matrix(conditional_mutual_information_from_counts)
+
+
+PAIR_TABLE_CELLS = 1 << 16  # cells of one joint table of two feature groups and the class (int64: 512 KiB)
+
+
+TABLE_ROWS_PER_CELL = 4  # and at most one cell per 4 rows: summing the tables out stays cheaper than counting
+
+
+ROW_CHUNK = 1 << 15  # rows counted per bincount: their int64 codes (256 KiB) stay in cache beside the table
+
+
+def pairwise_class_counts(
+    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int
+) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(i, j, N) for every pair of feature columns i < j: N int64 of shape (card_i + 1, card_j + 1,
+    n_classes + 1), N[a + 1, b + 1, c + 1] = N(xi = a, xj = b, c); state 0 of each axis counts
+    the rows where that variable is missing, so ``N[1:, 1:, 1:]`` is the available-case table.
+
+    Not one pass over the rows per pair: consecutive columns are joined into groups
+    (``_feature_groups``) and one bincount per pair of groups, over the groups' joint codes,
+    counts the table of both groups and the class; every pair of columns it holds is summed
+    out of it (the pairs inside a group from the group's first table). A table has at most
+    T = min(``PAIR_TABLE_CELLS``, rows / ``TABLE_ROWS_PER_CELL``) cells: with v = 4 and a
+    million rows, three columns per group and 9 pairs per pass; a column with many states
+    stays alone, one pair per pass. The bincounts run over ``ROW_CHUNK`` rows at a time so
+    their codes stay in cache. O(n^2 (m + T) / g^2) for groups of g columns.
+    """
+    m, n = X.shape
+    if n < 2:
+        return
+    cols = feature_columns(X)
+    ext = [int(c) + 1 for c in cards]
+    ext_c = n_classes + 1
+    groups = _feature_groups(ext, ext_c, min(PAIR_TABLE_CELLS, max(m // TABLE_ROWS_PER_CELL, 1)))
+    sizes = [math.prod(ext[i] for i in g) for g in groups]
+    y1 = np.asarray(y, dtype=np.int64) + 1
+    # per group: its shifted joint code, and the same with the class as the last (fastest) axis
+    codes = [_narrow(shifted_codes([cols[i] for i in g], [cards[i] for i in g]), size)
+             for g, size in zip(groups, sizes)]
+    with_class = [_narrow(code * np.int64(ext_c) + y1, size * ext_c) for code, size in zip(codes, sizes)]
+    buffer = np.empty(min(m, ROW_CHUNK), dtype=np.int64)
+
+    def joint(a: int, b: int | None) -> np.ndarray:
+        """Counts over (group a's columns, group b's columns, class), each axis shifted; b None: (a's, class)."""
+        if b is None:
+            shape = (*(ext[i] for i in groups[a]), ext_c)
+            return np.bincount(with_class[a], minlength=sizes[a] * ext_c).reshape(shape)
+        stride = sizes[b] * ext_c
+        table = np.zeros(sizes[a] * stride, dtype=np.int64)
+        for start in range(0, m, ROW_CHUNK):
+            stop = min(m, start + ROW_CHUNK)
+            chunk = buffer[:stop - start]
+            np.multiply(codes[a][start:stop], stride, out=chunk, dtype=np.int64)
+            chunk += with_class[b][start:stop]
+            table += np.bincount(chunk, minlength=table.size)
+        return table.reshape(*(ext[i] for i in groups[a]), *(ext[i] for i in groups[b]), ext_c)
+
+    def pairs(table: np.ndarray, columns: list[int], among: list[tuple[int, int]]
+              ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Sum ``table`` (axes: ``columns``, then the class) down to each pair of axes (p, q) in ``among``."""
+        every = range(len(columns))
+        for p, q in among:
+            yield columns[p], columns[q], table.sum(axis=tuple(a for a in every if a not in (p, q)))
+
+    def inside(g: list[int], offset: int = 0) -> list[tuple[int, int]]:
+        return [(offset + p, offset + q) for q in range(len(g)) for p in range(q)]
+
+    if len(groups) == 1:
+        yield from pairs(joint(0, None), groups[0], inside(groups[0]))
+        return
+    last = len(groups) - 1
+    for a in range(last):
+        for b in range(a + 1, len(groups)):
+            table = joint(a, b)
+            columns = groups[a] + groups[b]
+            among = [(p, len(groups[a]) + q) for p in range(len(groups[a])) for q in range(len(groups[b]))]
+            if b == a + 1:  # group a's first table: its inner pairs too
+                among += inside(groups[a])
+            if a == 0 and b == last:  # the last group's only table with group 0
+                among += inside(groups[b], len(groups[a]))
+            yield from pairs(table, columns, among)
+
+
+def _feature_groups(ext: Sequence[int], ext_c: int, cells: int) -> list[list[int]]:
+    """Consecutive columns joined while the product of their (card + 1) is at most
+    sqrt(``cells`` / ext_c), so a table of two groups and the class has at most ``cells``
+    cells; a column above the limit is a group of its own."""
+    limit = max(1, math.isqrt(cells // ext_c))
+    groups: list[list[int]] = []
+    size = 0
+    for i, e in enumerate(ext):
+        if groups and size * e <= limit:
+            groups[-1].append(i)
+            size *= e
+        else:
+            groups.append([i])
+            size = e
+    return groups
+
+
+def _narrow(codes: np.ndarray, size: int) -> np.ndarray:
+    """``codes`` (in [0, size)) in the smallest unsigned integer type that holds them."""
+    return codes.astype(np.min_scalar_type(max(size - 1, 0)), copy=False)
+
+
+class ColumnGroups:
+    """The feature columns joined into consecutive groups (``_feature_groups``), each as one
+    shifted joint code, so that one bincount counts a context against several columns.
+
+    ``counts(context, size)`` gives N(context, x_j) for every column j, each column's
+    missing state first: the structure searches count a family's configurations (the
+    context, ``size`` values) against every candidate parent this way, a pass over the rows
+    per group instead of per column. A group whose table would exceed ``cells`` (or one
+    cell per ``TABLE_ROWS_PER_CELL`` rows) is counted column by column.
+    """
+
+    def __init__(self, X: np.ndarray, cards: Sequence[int], group_cells: int = 1 << 7) -> None:
+        cols = feature_columns(X)
+        self.rows = int(X.shape[0])
+        self.ext = [int(c) + 1 for c in cards]
+        self.groups = _feature_groups(self.ext, 1, group_cells * group_cells)
+        self.sizes = [math.prod(self.ext[i] for i in g) for g in self.groups]
+        self.columns = [_narrow(cols[i].astype(np.int64) + 1, e) for i, e in enumerate(self.ext)]
+        self.codes = [self.columns[g[0]] if len(g) == 1 else
+                      _narrow(shifted_codes([cols[i] for i in g], [self.ext[i] - 1 for i in g]), size)
+                      for g, size in zip(self.groups, self.sizes)]
+
+    def counts(self, context: np.ndarray, size: int, skip: Sequence[int] = ()) -> Iterator[tuple[int, np.ndarray]]:
+        """(j, N) for every column j not in ``skip``: N int64 (size, card_j + 1), N[u, s + 1] the rows
+        with context u and x_j = s, N[u, 0] those with x_j missing. ``context`` int64 in [0, size)."""
+        limit = max(PAIR_TABLE_CELLS, self.rows // TABLE_ROWS_PER_CELL)
+        skipped = set(skip)
+        for group, code, group_size in zip(self.groups, self.codes, self.sizes):
+            wanted = [p for p, j in enumerate(group) if j not in skipped]
+            if not wanted:
+                continue
+            if len(wanted) == 1 or size * group_size > limit:
+                for p in wanted:
+                    j = group[p]
+                    joined = context * self.ext[j] + self.columns[j]
+                    yield j, np.bincount(joined, minlength=size * self.ext[j]).reshape(size, self.ext[j])
+                continue
+            table = np.bincount(context * group_size + code, minlength=size * group_size)
+            table = table.reshape(size, *(self.ext[j] for j in group))
+            for p in wanted:
+                yield group[p], table.sum(axis=tuple(1 + a for a in range(len(group)) if a != p))
