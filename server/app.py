@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 from concurrent import futures
-from dataclasses import dataclass
 from typing import Callable
 
 import grpc
@@ -47,13 +46,14 @@ from bnserve.server.api import (
     predictor_pb2,
     predictor_pb2_grpc,
 )
-from bnserve.server.diagnostics import DiagnosticsServicer
-from bnserve.server.inference_servicer import InferenceServicer
+from bnserve.server.config import ServeConfig
+from bnserve.server.dataplane import DataPlane
 from bnserve.server.interceptors import ServerInterceptor
 from bnserve.server.repository import ModelRepository, Poller
-from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
 from bnserve.server.security import TlsMaterial, TokenFile, load_tls
-from bnserve.server.servicer import PredictorServicer
+from bnserve.server.servicers.diagnostics import DiagnosticsServicer
+from bnserve.server.servicers.inference import InferenceServicer
+from bnserve.server.servicers.predictor import PredictorServicer
 from bnserve.store.db import ModelStore
 
 log = logging.getLogger(__name__)
@@ -63,24 +63,6 @@ DIAGNOSTICS = diagnostics_pb2.DESCRIPTOR.services_by_name["Diagnostics"]
 INFERENCE = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
 HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
 REFLECTION = reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"]
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    store_url: str
-    host: str = "0.0.0.0"
-    port: int = 50051
-    metrics_port: int = 9464
-    poll_seconds: float = 10.0
-    grace_seconds: float = 5.0
-    threads: int = 16
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_rows: int = DEFAULT_MAX_ROWS
-    worker: bool = False  # one of several processes on the port (see the module docstring)
-    tls_cert: str | None = None  # PEM certificate chain; with tls_key, the port speaks TLS only
-    tls_key: str | None = None  # PEM private key (unencrypted) of tls_cert
-    tls_client_ca: str | None = None  # PEM CA bundle: clients must present a certificate it signed
-    auth_token_file: str | None = None  # bearer tokens, one a line: every call but health needs one
 
 
 def load_security(config: ServeConfig) -> tuple[TlsMaterial | None, TokenFile | None]:
@@ -119,12 +101,10 @@ class App:
                 ("grpc.so_reuseport", 1 if config.worker else 0),
             ],
         )
-        predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(self.repository, config.max_rows),
-                                                           self.grpc_server)
+        dataplane = DataPlane(self.repository, config.max_rows, ready=self.serving.is_set)
+        predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(dataplane), self.grpc_server)
         diagnostics_pb2_grpc.add_DiagnosticsServicer_to_server(DiagnosticsServicer(), self.grpc_server)
-        grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-            InferenceServicer(self.repository, ready=self.serving.is_set, max_rows=config.max_rows), self.grpc_server
-        )
+        grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(dataplane), self.grpc_server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
         services = (PREDICTOR, DIAGNOSTICS, INFERENCE, HEALTH, REFLECTION)
         metrics.initialize_grpc(services)

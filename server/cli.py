@@ -9,9 +9,9 @@ import os
 import sys
 import time
 
-from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
-from bnserve.store.errors import BnServeError
+from bnserve.server.config import DEFAULTS
 from bnserve.store.db import resolve_store_url
+from bnserve.store.errors import BnServeError
 
 
 def _parse_instance(text: str) -> dict[str, str]:
@@ -76,22 +76,28 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
 
     serve = sub.add_parser("serve", help="load the models in the store and answer gRPC calls")
     serve.add_argument("--store", help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else sqlite:///bnserve.db)")
-    serve.add_argument("--host", default="0.0.0.0", help="address to bind both ports on (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=50051, help="gRPC port (default 50051; 0 picks a free one)")
-    serve.add_argument("--metrics-port", type=int, default=9464, help="Prometheus /metrics port (default 9464; -1 disables)")
-    serve.add_argument("--poll-seconds", type=float, default=10.0, help="how often to look for new versions and alias moves (default 10)")
-    serve.add_argument("--grace-seconds", type=float, default=5.0, help="drain time for in-flight calls on SIGTERM (default 5)")
-    serve.add_argument("--threads", type=int, default=16, help="RPC worker threads (default 16; per worker process)")
-    serve.add_argument("--workers", type=_positive_int, default=1,
-                       help="worker processes sharing the port, one core each (default 1: this process serves)")
+    serve.add_argument("--host", default=DEFAULTS["host"], help="address to bind both ports on (default %(default)s)")
+    serve.add_argument("--port", type=int, default=DEFAULTS["port"],
+                       help="gRPC port (default %(default)s; 0 picks a free one)")
+    serve.add_argument("--metrics-port", type=int, default=DEFAULTS["metrics_port"],
+                       help="Prometheus /metrics port (default %(default)s; -1 disables)")
+    serve.add_argument("--poll-seconds", type=float, default=DEFAULTS["poll_seconds"],
+                       help="how often to look for new versions and alias moves (default %(default)s)")
+    serve.add_argument("--grace-seconds", type=float, default=DEFAULTS["grace_seconds"],
+                       help="drain time for in-flight calls on SIGTERM (default %(default)s)")
+    serve.add_argument("--threads", type=int, default=DEFAULTS["threads"],
+                       help="RPC worker threads (default %(default)s; per worker process)")
+    serve.add_argument("--workers", type=_positive_int, default=DEFAULTS["workers"],
+                       help="worker processes sharing the port, one core each (default %(default)s: this process serves)")
     serve.add_argument("--worker-of", type=int, metavar="PID", help=argparse.SUPPRESS)  # set by --workers
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    serve.add_argument("--max-rows", type=_positive_int, default=DEFAULT_MAX_ROWS,
+    serve.add_argument("--log-level", default=DEFAULTS["log_level"],
+                       help="DEBUG, INFO, WARNING or ERROR (default %(default)s)")
+    serve.add_argument("--max-rows", type=_positive_int, default=DEFAULTS["max_rows"],
                        help=f"most rows one Predict or ModelInfer may hold; more is RESOURCE_EXHAUSTED "
-                            f"(default {DEFAULT_MAX_ROWS:,})")
-    serve.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULT_MAX_MESSAGE_BYTES,
+                            f"(default {DEFAULTS['max_rows']:,})")
+    serve.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULTS["max_message_bytes"],
                        help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
-                            f"(default {DEFAULT_MAX_MESSAGE_BYTES:,}, 64 MiB)")
+                            f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)")
     serve.add_argument("--tls-cert", type=_file_path, metavar="FILE",
                        help="PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)")
     serve.add_argument("--tls-key", type=_file_path, metavar="FILE",
@@ -242,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s " + ("[worker %(process)d] " if worker else "") + "%(name)s: %(message)s",
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
-    from bnserve.server.app import ServeConfig, serve
+    from bnserve.server.app import serve
+    from bnserve.server.config import ServeConfig
 
     try:
         store_url = resolve_store_url(args.store)
@@ -264,12 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
         auth_token_file=args.auth_token_file,
+        workers=args.workers,
+        log_level=args.log_level,
     )
     try:
         if args.workers > 1 and not worker:
             from bnserve.server.workers import serve_workers
 
-            return serve_workers(config, args.workers, args.log_level)
+            return serve_workers(config)
         return serve(config, parent_pid=args.worker_of)
     except BnServeError as exc:
         print(f"error: {exc.message}", file=sys.stderr)

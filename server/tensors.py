@@ -196,11 +196,12 @@ def requested_outputs(request: Any) -> list[str]:
     return names or list(OUTPUTS)
 
 
-def write_outputs(response: Any, names: list[str], classes: tuple[str, ...], proba: np.ndarray) -> None:
-    """Add the named outputs to a ModelInferResponse, their data in raw_output_contents."""
+def write_outputs(response: Any, names: list[str], classes: tuple[str, ...], proba: np.ndarray,
+                  winners: np.ndarray) -> None:
+    """Add the named outputs to a ModelInferResponse, their data in raw_output_contents;
+    ``winners``: each row's most probable class."""
     for name in names:
         if name == LABEL:
-            winners = np.argmax(proba, axis=1)
             response.outputs.add(name=LABEL, datatype=BYTES, shape=[len(proba)])
             response.raw_output_contents.append(join_bytes([classes[w].encode("utf-8") for w in winners]))
         else:

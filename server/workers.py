@@ -2,7 +2,7 @@
 
 One Python process runs one request at a time in Python (the GIL), so one process uses
 about one core. The parent here starts N workers, each a fresh interpreter running
-``python -m server.cli serve --worker-of PARENT_PID ...`` (never a fork: grpc's threads
+``python -m bnserve.server.cli serve --worker-of PARENT_PID ...`` (never a fork: grpc's threads
 and fork do not mix). Every worker binds the same port with SO_REUSEPORT, once it has
 read the store, and the kernel spreads incoming connections over the listening workers
 (per connection, by a hash of its addresses; a connection stays with its worker).
@@ -10,8 +10,8 @@ read the store, and the kernel spreads incoming connections over the listening w
 The parent:
 - checks first what would make every worker fail alike: it reads the TLS and token
   files (each worker reads them again, from the same paths, passed as flags: no key or
-  token is ever on a command line), opens the store (running its migrations once,
-  rather than N workers racing to), and binds the port itself with
+  token is ever on a command line), opens the store once (its schema checked: a bad
+  URL or a store behind fails here, not in N workers), and binds the port itself with
   SO_REUSEPORT, holding it (bound, not listening: it takes no connections) so that the
   port is ours from the start, and so that ``--port 0`` picks one port for all workers;
 - gives the workers a fresh temporary ``PROMETHEUS_MULTIPROC_DIR`` and serves the merge
@@ -40,7 +40,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from bnserve.server.app import ServeConfig, load_security
+from bnserve.server.app import load_security
+from bnserve.server.config import ServeConfig
 from bnserve.store.db import STORE_URL_ENV
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,9 @@ def reserve_port(host: str, port: int) -> socket.socket:
 class Supervisor:
     """The parent of ``count`` workers serving ``config`` (whose ``port`` may be 0)."""
 
-    def __init__(self, config: ServeConfig, count: int, log_level: str = "INFO"):
+    def __init__(self, config: ServeConfig, count: int | None = None):
+        """``count`` workers (default ``config.workers``)."""
+        count = config.workers if count is None else count
         if count < 2:
             raise ValueError("a supervisor runs at least 2 workers")
         from bnserve.store.db import ModelStore
@@ -91,7 +94,6 @@ class Supervisor:
         self._reservation = reserve_port(config.host, config.port)
         self.port = self._reservation.getsockname()[1]
         self.config = config
-        self.log_level = log_level
         self.metrics_dir = tempfile.mkdtemp(prefix="bnserve-metrics-")
         self.metrics_port = -1
         self._http_server = None
@@ -106,7 +108,7 @@ class Supervisor:
             sys.executable, "-m", "bnserve.server.cli", "serve", "--worker-of", str(os.getpid()),
             "--host", c.host, "--port", str(self.port), "--metrics-port", "-1",
             "--poll-seconds", repr(c.poll_seconds), "--grace-seconds", repr(c.grace_seconds),
-            "--threads", str(c.threads), "--log-level", self.log_level,
+            "--threads", str(c.threads), "--log-level", c.log_level,
             "--max-rows", str(c.max_rows), "--max-message-bytes", str(c.max_message_bytes),
         ]
         for flag, path in (("--tls-cert", c.tls_cert), ("--tls-key", c.tls_key),
@@ -209,9 +211,9 @@ class Supervisor:
         shutil.rmtree(self.metrics_dir, ignore_errors=True)
 
 
-def serve_workers(config: ServeConfig, count: int, log_level: str = "INFO") -> int:
-    """Run ``count`` workers until SIGTERM or SIGINT, then shut them down gracefully."""
-    supervisor = Supervisor(config, count, log_level)
+def serve_workers(config: ServeConfig) -> int:
+    """Run ``config.workers`` workers until SIGTERM or SIGINT, then shut them down gracefully."""
+    supervisor = Supervisor(config)
 
     def on_signal(signum, _frame):
         log.info("received %s, shutting down", signal.Signals(signum).name)

@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from bnserve.server.app import App, ServeConfig
+from bnserve.server.app import App
+from bnserve.server.config import ServeConfig
 from bnserve.store.model import Model
 from bnserve.store.db import ModelStore
 

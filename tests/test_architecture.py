@@ -38,11 +38,10 @@ LAYERS = {
     ],
     "bnserve.server": [
         ["api", "limits", "metrics", "security"],
-        ["requests"],
+        ["config", "requests"],
         ["tensors", "repository"],
         ["dataplane"],
         ["servicers", "interceptors"],
-        ["config"],
         ["app"],
         ["workers"],
         ["cli"],

@@ -28,7 +28,8 @@ from tritonclient.grpc import service_pb2 as triton_pb
 from tritonclient.grpc import service_pb2_grpc as triton_grpc
 
 from bnserve.server.api import grpc_service_pb2
-from bnserve.server.app import App, ServeConfig
+from bnserve.server.app import App
+from bnserve.server.config import ServeConfig
 from bnserve.store.predictor import compile_model
 from bnserve.store.errors import StoreUnavailable
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NOMINAL, NUMERIC
@@ -497,7 +498,8 @@ def test_every_method_has_its_grpc_series_at_zero_before_its_first_call(tmp_path
     probe = f"""
 import json
 from prometheus_client import REGISTRY
-from bnserve.server.app import App, ServeConfig
+from bnserve.server.app import App
+from bnserve.server.config import ServeConfig
 app = App(ServeConfig(store_url="sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1))
 get = REGISTRY.get_sample_value
 echo = dict(grpc_type="UNARY", grpc_service="bnserve.v1.Diagnostics", grpc_method="Echo")

@@ -24,7 +24,8 @@ from tritonclient.grpc import service_pb2_grpc as triton_grpc
 from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.server.app import App, ServeConfig
+from bnserve.server.app import App
+from bnserve.server.config import ServeConfig
 from bnserve.store.db import upgrade_store
 from bnserve.server.security import UNAUTHENTICATED_MESSAGE, SecurityConfigError, TokenFile, load_tls, parse_tokens
 from tests.certificates import make_pki

@@ -13,7 +13,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import event, inspect, make_url, text
 
-from bnserve.server.app import App, ServeConfig
+from bnserve.server.app import App
+from bnserve.server.config import ServeConfig
 from bnserve.store.db import ModelStore, upgrade_store
 from bnserve.store.db.engine import create_store_engine
 from bnserve.store.db.schema import MIGRATIONS_DIR, head_revision

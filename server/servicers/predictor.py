@@ -1,21 +1,21 @@
-"""The bnserve.v1.Predictor servicer: translates protobuf to repository calls and back.
+"""The bnserve.v1.Predictor servicer: protobuf to the data plane and back, nothing more.
 
-No logic of its own beyond translation; errors are raised as ``store.errors`` kinds
-and mapped to status codes by ``server.interceptors``.
+Errors are raised as ``bnserve.store.errors`` kinds and mapped to status codes by
+``bnserve.server.interceptors``.
 """
 
 from __future__ import annotations
 
 import json
-import time
 
 import grpc
 import numpy as np
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.server.repository import ModelRepository, ServedModel
-from bnserve.server.limits import DEFAULT_MAX_ROWS, check_rows, check_still_wanted, predict_rows
+from bnserve.server.dataplane import DataPlane
+from bnserve.server.limits import predict_rows
+from bnserve.server.repository import ServedModel
 from bnserve.server.requests import codes_from_dense, codes_from_instances
 from bnserve.store.errors import InvalidInput
 
@@ -32,45 +32,41 @@ def _selector(request) -> dict:
 
 
 class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
-    def __init__(self, repository: ModelRepository, max_rows: int = DEFAULT_MAX_ROWS):
-        self._repository = repository
-        self._max_rows = max_rows
+    def __init__(self, dataplane: DataPlane):
+        self._dataplane = dataplane
 
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
-        started = time.perf_counter()
-        check_rows(predict_rows(request), self._max_rows)
-        served, _ = self._repository.get(request.model, **_selector(request))
-        compiled = served.compiled
-        class_name = served.class_name
         if request.instances and request.HasField("dense"):
             raise InvalidInput("set either instances or dense, not both")
-        if request.HasField("dense"):
-            dense = request.dense
-            codes = codes_from_dense(compiled, class_name, dense.features, dense.codes, dense.values)
-        else:
-            codes = codes_from_instances(compiled, class_name, ((i.values, i.numbers) for i in request.instances),
-                                         request.unseen_as_missing)
-        check_still_wanted(context)
-        proba = compiled.predict_proba(codes)
-        classes = compiled.classes
-        winners = np.argmax(proba, axis=1)
-        response = pb.PredictResponse(model=served.name, version=served.version, classes=classes)
-        if request.dense_response:  # two flat arrays: no message per row
-            response.dense.labels.extend(winners.tolist())
-            response.dense.probabilities.extend(proba.ravel().tolist())
-        else:
-            add = response.predictions.add  # adding in place: no temporary message per row
-            for w, row in zip(winners.tolist(), proba.tolist()):
-                add(label=classes[w], probabilities=row)
-        served.record(winners, started)
-        return response
+
+        def decode(served: ServedModel) -> np.ndarray:
+            if request.HasField("dense"):
+                dense = request.dense
+                return codes_from_dense(served.compiled, served.class_name, dense.features, dense.codes, dense.values)
+            return codes_from_instances(served.compiled, served.class_name,
+                                        ((i.values, i.numbers) for i in request.instances), request.unseen_as_missing)
+
+        def encode(served: ServedModel, proba: np.ndarray, winners: np.ndarray) -> pb.PredictResponse:
+            classes = served.compiled.classes
+            response = pb.PredictResponse(model=served.name, version=served.version, classes=classes)
+            if request.dense_response:  # two flat arrays: no message per row
+                response.dense.labels.extend(winners.tolist())
+                response.dense.probabilities.extend(proba.ravel().tolist())
+            else:
+                add = response.predictions.add  # adding in place: no temporary message per row
+                for w, row in zip(winners.tolist(), proba.tolist()):
+                    add(label=classes[w], probabilities=row)
+            return response
+
+        return self._dataplane.predict(request.model, predict_rows(request), decode, encode, context,
+                                       **_selector(request))
 
     def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: grpc.ServicerContext) -> pb.ModelMetadata:
-        served, entry = self._repository.get(request.model, **_selector(request))
+        served, entry = self._dataplane.model(request.model, **_selector(request))
         return model_metadata(served, entry.aliases_of(served.version), request.include_parameters)
 
     def ListModels(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> pb.ListModelsResponse:
-        models = self._repository.snapshot.models
+        models = self._dataplane.repository.snapshot.models
         return pb.ListModelsResponse(
             models=[
                 pb.ModelSummary(

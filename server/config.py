@@ -1,0 +1,31 @@
+"""What ``server serve`` runs with: every setting and its default, in one place (the CLI's
+flags and ``BNSERVE_*`` variables take their defaults from here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    store_url: str
+    host: str = "0.0.0.0"
+    port: int = 50051
+    metrics_port: int = 9464
+    poll_seconds: float = 10.0
+    grace_seconds: float = 5.0
+    threads: int = 16
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_rows: int = DEFAULT_MAX_ROWS
+    worker: bool = False  # one of several processes on the port, started by a parent (bnserve.server.app)
+    tls_cert: str | None = None  # PEM certificate chain; with tls_key, the port speaks TLS only
+    tls_key: str | None = None  # PEM private key (unencrypted) of tls_cert
+    tls_client_ca: str | None = None  # PEM CA bundle: clients must present a certificate it signed
+    auth_token_file: str | None = None  # bearer tokens, one a line: every call but health needs one
+    workers: int = 1  # processes sharing the port (server.workers); 1: this process serves
+    log_level: str = "INFO"
+
+
+DEFAULTS = {f.name: f.default for f in fields(ServeConfig) if f.name != "store_url"}
