@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from bnserve.store.predictor import compile_model
 from bnserve.store.db import ModelStore
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
@@ -32,10 +32,34 @@ from bnserve.trainer.learners.registry import LEARNERS
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
 DATASETS_BY_SIZE = [
-    "corral", "led7", "led-display", "monks-1-train", "monks-2-train", "monks-3-train", "hayes-roth-train",
-    "spect-train", "zoo", "lymphography", "promoters", "primary-tumor", "balance-scale", "breast-cancer-wisconsin",
-    "tic-tac-toe", "car", "kr-vs-kp", "splice", "mushroom", "nursery", "wine", "ecoli", "hepatitis", "dermatology",
-    "letter", "adult-train", "poker-hand-train", "connect-4",
+    "corral",
+    "led7",
+    "led-display",
+    "monks-1-train",
+    "monks-2-train",
+    "monks-3-train",
+    "hayes-roth-train",
+    "spect-train",
+    "zoo",
+    "lymphography",
+    "promoters",
+    "primary-tumor",
+    "balance-scale",
+    "breast-cancer-wisconsin",
+    "tic-tac-toe",
+    "car",
+    "kr-vs-kp",
+    "splice",
+    "mushroom",
+    "nursery",
+    "wine",
+    "ecoli",
+    "hepatitis",
+    "dermatology",
+    "letter",
+    "adult-train",
+    "poker-hand-train",
+    "connect-4",
 ]
 
 
@@ -72,17 +96,27 @@ def main() -> int:
                     cells.append(f"error: {type(exc).__name__}: {exc}"[:80])
                 print(f"{name} {algo}: {cells[-1]}", file=sys.stderr)
             rows.append((f"{name} ({data.n_rows}×{len(data.features)})", cells))
-    lines = ["# Every learner on every shared data set", "",
-             "Written by `python bench/every_learner.py`: per cell the fit time on all rows, then the accuracy of "
-             "the model after publishing it to a SQLite store, loading it back and compiling it, on its own "
-             "training rows (resubstitution: a check that the path works, not an accuracy estimate; "
-             "docs/accuracy.md has those).", "",
-             "| data set | " + " | ".join(learners) + " |", "|---|" + "---|" * len(learners)]
+    lines = [
+        "# Every learner on every shared data set",
+        "",
+        "Written by `python bench/every_learner.py`: per cell the fit time on all rows, then the accuracy of "
+        "the model after publishing it to a SQLite store, loading it back and compiling it, on its own "
+        "training rows (resubstitution: a check that the path works, not an accuracy estimate; "
+        "docs/accuracy.md has those).",
+        "",
+        "| data set | " + " | ".join(learners) + " |",
+        "|---|" + "---|" * len(learners),
+    ]
     out = ROOT / args.out
     ran = {label.split(" (")[0] for label, _ in rows}
-    kept = [line for line in (out.read_text().splitlines() if out.exists() else [])
-            if line.startswith("| ") and not line.startswith("| data set") and line[2:].split(" (")[0] not in ran
-            and line.count("|") == len(learners) + 2]
+    kept = [
+        line
+        for line in (out.read_text().splitlines() if out.exists() else [])
+        if line.startswith("| ")
+        and not line.startswith("| data set")
+        and line[2:].split(" (")[0] not in ran
+        and line.count("|") == len(learners) + 2
+    ]
     lines += kept + [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows]
     out.parent.mkdir(exist_ok=True)
     out.write_text("\n".join(lines) + "\n")

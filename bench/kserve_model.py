@@ -73,8 +73,7 @@ def serve(model_path: str, name: str, grpc_port: int, http_port: int) -> None:
 
     model = CategoricalNBModel()
     model.load()
-    kserve.ModelServer(grpc_port=grpc_port, http_port=http_port, workers=1,
-                       enable_latency_logging=False).start([model])
+    kserve.ModelServer(grpc_port=grpc_port, http_port=http_port, workers=1, enable_latency_logging=False).start([model])
 
 
 def main() -> int:

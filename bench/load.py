@@ -34,13 +34,19 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.serving import (  # noqa: E402
-    MODEL_NAME, OWN_CONNECTION, Server, cpu_seconds, kdb_on_random_data, p50_p99, temporary_store,
+from bench.serving import (
+    MODEL_NAME,
+    OWN_CONNECTION,
+    Server,
+    cpu_seconds,
+    kdb_on_random_data,
+    p50_p99,
+    temporary_store,
 )
 
 RSS_BOUND_MIB = 50.0  # growth of the server's RSS over the whole run, after the warm-up
 BATCH_ROWS = 16
-BATCH_SHARE = 0.2     # one call in five is a batch
+BATCH_SHARE = 0.2  # one call in five is a batch
 FULL = {"streams": (8, 32), "seconds": 180.0, "warmup": 5.0}
 QUICK = {"streams": (8, 32), "seconds": 10.0, "warmup": 5.0}
 
@@ -59,8 +65,8 @@ def requests(features: list[str], rows: np.ndarray) -> tuple[list, list]:
     def request(block: np.ndarray):
         return pb.PredictRequest(model=MODEL_NAME, dense=pb.DenseBatch(features=features, codes=block.ravel().tolist()))
 
-    singles = [request(rows[i:i + 1]) for i in range(64)]
-    batches = [request(rows[i:i + BATCH_ROWS]) for i in range(0, 64 * BATCH_ROWS, BATCH_ROWS)]
+    singles = [request(rows[i : i + 1]) for i in range(64)]
+    batches = [request(rows[i : i + BATCH_ROWS]) for i in range(0, 64 * BATCH_ROWS, BATCH_ROWS)]
     return singles, batches
 
 
@@ -116,8 +122,15 @@ def client(target: str, streams: int, seconds: float, features: list[str], rows:
     for e in errors:
         for code, n in e.items():
             merged[code] = merged.get(code, 0) + n
-    out.put({"latencies": [x for lat in latencies for x in lat], "errors": merged, "wrong_answers": sum(wrong),
-             "versions": sorted(set().union(*versions)), "elapsed": elapsed})
+    out.put(
+        {
+            "latencies": [x for lat in latencies for x in lat],
+            "errors": merged,
+            "wrong_answers": sum(wrong),
+            "versions": sorted(set().union(*versions)),
+            "elapsed": elapsed,
+        }
+    )
 
 
 def phase(server: Server, streams: int, seconds: float, features: list[str], rows: np.ndarray) -> dict:
@@ -134,15 +147,26 @@ def phase(server: Server, streams: int, seconds: float, features: list[str], row
     answered = len(latencies)
     errors = sum(figures["errors"].values())
     p50, p99 = p50_p99(latencies) if latencies else (float("nan"), float("nan"))
-    return {"streams": streams, "seconds": round(figures["elapsed"], 1), "requests": answered + errors,
-            "answered": answered, "errors": errors, "errors_by_status": figures["errors"],
-            "wrong_answers": figures["wrong_answers"], "versions": figures["versions"],
-            "rate": answered / figures["elapsed"], "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3,
-            "server_cores": cpu / wall, "rss_end_mib": rss_mib(pid)}
+    return {
+        "streams": streams,
+        "seconds": round(figures["elapsed"], 1),
+        "requests": answered + errors,
+        "answered": answered,
+        "errors": errors,
+        "errors_by_status": figures["errors"],
+        "wrong_answers": figures["wrong_answers"],
+        "versions": figures["versions"],
+        "rate": answered / figures["elapsed"],
+        "p50_ms": p50 * 1e3,
+        "p99_ms": p99 * 1e3,
+        "server_cores": cpu / wall,
+        "rss_end_mib": rss_mib(pid),
+    }
 
 
-def run(streams: tuple[int, ...] = QUICK["streams"], seconds: float = QUICK["seconds"],
-        warmup: float = QUICK["warmup"]) -> dict:
+def run(
+    streams: tuple[int, ...] = QUICK["streams"], seconds: float = QUICK["seconds"], warmup: float = QUICK["warmup"]
+) -> dict:
     """The load test; its figures (``ok`` says whether both assertions held)."""
     data, model = kdb_on_random_data(rows=2000)
     features = [v.name for v in data.features]
@@ -158,21 +182,38 @@ def run(streams: tuple[int, ...] = QUICK["streams"], seconds: float = QUICK["sec
         log = server.output()
     errors = sum(p["errors"] + p["wrong_answers"] for p in phases) + warm["errors"] + warm["wrong_answers"]
     growth = rss_end - rss_start
-    return {"started": started, "streams": list(streams), "seconds": seconds, "warmup": warmup,
-            "batch_rows": BATCH_ROWS, "batch_share": BATCH_SHARE, "phases": phases, "warmup_phase": warm,
-            "requests": sum(p["requests"] for p in phases) + warm["requests"], "errors": errors,
-            "rss_at_start_mib": rss_start_process, "rss_after_warmup_mib": rss_start, "rss_end_mib": rss_end,
-            "rss_growth_mib": growth, "rss_bound_mib": RSS_BOUND_MIB, "traceback_in_log": "Traceback" in log,
-            "ok": errors == 0 and growth < RSS_BOUND_MIB and "Traceback" not in log}
+    return {
+        "started": started,
+        "streams": list(streams),
+        "seconds": seconds,
+        "warmup": warmup,
+        "batch_rows": BATCH_ROWS,
+        "batch_share": BATCH_SHARE,
+        "phases": phases,
+        "warmup_phase": warm,
+        "requests": sum(p["requests"] for p in phases) + warm["requests"],
+        "errors": errors,
+        "rss_at_start_mib": rss_start_process,
+        "rss_after_warmup_mib": rss_start,
+        "rss_end_mib": rss_end,
+        "rss_growth_mib": growth,
+        "rss_bound_mib": RSS_BOUND_MIB,
+        "traceback_in_log": "Traceback" in log,
+        "ok": errors == 0 and growth < RSS_BOUND_MIB and "Traceback" not in log,
+    }
 
 
 def table(result: dict) -> str:
-    lines = ["| streams | seconds | requests | errors | p50 ms | p99 ms | requests/s | server cores | RSS at end MiB |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| streams | seconds | requests | errors | p50 ms | p99 ms | requests/s | server cores | RSS at end MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in result["phases"]:
         errors = ", ".join(f"{k} {v}" for k, v in sorted(p["errors_by_status"].items())) or "0"
-        lines.append(f"| {p['streams']} | {p['seconds']:.0f} | {p['requests']:,} | {errors} | {p['p50_ms']:.2f} | "
-                     f"{p['p99_ms']:.2f} | {p['rate']:,.0f} | {p['server_cores']:.2f} | {p['rss_end_mib']:.1f} |")
+        lines.append(
+            f"| {p['streams']} | {p['seconds']:.0f} | {p['requests']:,} | {errors} | {p['p50_ms']:.2f} | "
+            f"{p['p99_ms']:.2f} | {p['rate']:,.0f} | {p['server_cores']:.2f} | {p['rss_end_mib']:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -190,9 +231,11 @@ def main() -> int:
         form["seconds"] = args.seconds
     result = run(**form)
     print(table(result))
-    print(f"server RSS: {result['rss_at_start_mib']:.1f} MiB at start, {result['rss_after_warmup_mib']:.1f} after "
-          f"the warm-up, {result['rss_end_mib']:.1f} at the end: growth {result['rss_growth_mib']:+.1f} MiB "
-          f"(bound {RSS_BOUND_MIB:.0f}); errors {result['errors']}")
+    print(
+        f"server RSS: {result['rss_at_start_mib']:.1f} MiB at start, {result['rss_after_warmup_mib']:.1f} after "
+        f"the warm-up, {result['rss_end_mib']:.1f} at the end: growth {result['rss_growth_mib']:+.1f} MiB "
+        f"(bound {RSS_BOUND_MIB:.0f}); errors {result['errors']}"
+    )
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["ok"] else 1

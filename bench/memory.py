@@ -26,7 +26,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.report import Row, Section, median, ratio  # noqa: E402
+from bench.report import Row, Section, median, ratio
 
 PEER = "CategoricalNB"
 MODELS, QUICK_MODELS = 100, 20
@@ -64,24 +64,40 @@ def worker(kind: str, count: int, directory: pathlib.Path) -> dict:
         compiled = [compile_model(m) for m in models]
         gc.collect()
         held = current_rss_bytes()
-        return {"baseline": baseline, "models": with_models - baseline, "held": held - baseline,
-                "compiled": held - with_models, "nbytes": sum(c.nbytes for c in compiled), "count": len(compiled)}
+        return {
+            "baseline": baseline,
+            "models": with_models - baseline,
+            "held": held - baseline,
+            "compiled": held - with_models,
+            "nbytes": sum(c.nbytes for c in compiled),
+            "count": len(compiled),
+        }
     from sklearn.naive_bayes import CategoricalNB
 
     data = workload.load(directory, "train", PEER_ROWS * count)
     gc.collect()
     baseline = current_rss_bytes()
-    fitted = [CategoricalNB().fit(data.X[i * PEER_ROWS:(i + 1) * PEER_ROWS], data.y[i * PEER_ROWS:(i + 1) * PEER_ROWS])
-              for i in range(count)]
+    fitted = [
+        CategoricalNB().fit(data.X[i * PEER_ROWS : (i + 1) * PEER_ROWS], data.y[i * PEER_ROWS : (i + 1) * PEER_ROWS])
+        for i in range(count)
+    ]
     gc.collect()
     held = current_rss_bytes()
-    return {"baseline": baseline, "held": held - baseline, "nbytes": sum(peer_nbytes(f) for f in fitted),
-            "count": len(fitted)}
+    return {
+        "baseline": baseline,
+        "held": held - baseline,
+        "nbytes": sum(peer_nbytes(f) for f in fitted),
+        "count": len(fitted),
+    }
 
 
 def run_worker(kind: str, count: int, directory: pathlib.Path) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, str(count), str(directory)],
-                         capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", kind, str(count), str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"memory worker {kind} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -90,10 +106,9 @@ def run_worker(kind: str, count: int, directory: pathlib.Path) -> dict:
 def run(work, quick: bool = False, log=print) -> Section:
     from sklearn.naive_bayes import CategoricalNB
 
-    from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND
-    from bnserve.store.predictor.compiled import TABLE_PRECISION
     from bnserve.store.predictor import compile_model
-    from bnserve.store.predictor.precision import with_table_precision
+    from bnserve.store.predictor.compiled import TABLE_PRECISION
+    from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, with_table_precision
     from bnserve.trainer.fit import fit
 
     train = work.train(QUICK_FIT_ROWS if quick else FIT_ROWS)
@@ -129,30 +144,89 @@ def run(work, quick: bool = False, log=print) -> Section:
     rows = test.n_rows
     section = Section("memory")
     section.rows += [
-        Row(item, f"{name}: compiled tables (nbytes), float64", double.nbytes / 1024, peer_nbytes(peer) / 1024,
-            "KiB", f"{PEER} fitted arrays", ratio(double.nbytes, peer_nbytes(peer))),
-        Row(item, f"{name}: compiled tables (nbytes), float32 (--precision float32|auto)", single.nbytes / 1024,
-            double.nbytes / 1024, "KiB", "float64", ratio(single.nbytes, double.nbytes)),
-        Row(item, f"{count} compiled models (n=50, k=2) held: RSS above baseline", ours["held"] / mb,
-            theirs["held"] / mb, "MB", f"{count} {PEER}", ratio(ours["held"], theirs["held"])),
-        Row(item, f"{count} compiled models: RSS of the compiling alone, per model", ours["compiled"] / count / 1024,
-            ours["nbytes"] / count / 1024, "KiB", "nbytes", ratio(ours["compiled"], ours["nbytes"])),
-        Row(item, f"float32 tables: max |P32 − P64| over {rows // 1000}k test rows", error, None, "", "",
-            None, f"≤ {FLOAT32_ERROR_BOUND:g}", error <= FLOAT32_ERROR_BOUND),
-        Row(item, f"trainer --precision auto: max |P32 − P64| over {chosen['random_instances_checked']:,} random "
-            f"instances → serves {chosen['dtype']} (metadata table_precision)", chosen["float32_max_abs_error"],
-            None, "", "", None, f"float32 where ≤ {FLOAT32_ERROR_BOUND:g}", chosen["dtype"] == "float32"),
+        Row(
+            item,
+            f"{name}: compiled tables (nbytes), float64",
+            double.nbytes / 1024,
+            peer_nbytes(peer) / 1024,
+            "KiB",
+            f"{PEER} fitted arrays",
+            ratio(double.nbytes, peer_nbytes(peer)),
+        ),
+        Row(
+            item,
+            f"{name}: compiled tables (nbytes), float32 (--precision float32|auto)",
+            single.nbytes / 1024,
+            double.nbytes / 1024,
+            "KiB",
+            "float64",
+            ratio(single.nbytes, double.nbytes),
+        ),
+        Row(
+            item,
+            f"{count} compiled models (n=50, k=2) held: RSS above baseline",
+            ours["held"] / mb,
+            theirs["held"] / mb,
+            "MB",
+            f"{count} {PEER}",
+            ratio(ours["held"], theirs["held"]),
+        ),
+        Row(
+            item,
+            f"{count} compiled models: RSS of the compiling alone, per model",
+            ours["compiled"] / count / 1024,
+            ours["nbytes"] / count / 1024,
+            "KiB",
+            "nbytes",
+            ratio(ours["compiled"], ours["nbytes"]),
+        ),
+        Row(
+            item,
+            f"float32 tables: max |P32 − P64| over {rows // 1000}k test rows",
+            error,
+            None,
+            "",
+            "",
+            None,
+            f"≤ {FLOAT32_ERROR_BOUND:g}",
+            error <= FLOAT32_ERROR_BOUND,
+        ),
+        Row(
+            item,
+            f"trainer --precision auto: max |P32 − P64| over {chosen['random_instances_checked']:,} random "
+            f"instances → serves {chosen['dtype']} (metadata table_precision)",
+            chosen["float32_max_abs_error"],
+            None,
+            "",
+            "",
+            None,
+            f"float32 where ≤ {FLOAT32_ERROR_BOUND:g}",
+            chosen["dtype"] == "float32",
+        ),
         Row(item, f"float32 tables: argmax changed, share of {rows // 1000}k test rows", 100 * flips, None, "%"),
-        Row(item, f"float32 tables: predict_proba rows/s, batch of {rows // 1000}k", rows / median(t32),
-            rows / median(t64), "rows/s", "float64", ratio(median(t64), median(t32))),
+        Row(
+            item,
+            f"float32 tables: predict_proba rows/s, batch of {rows // 1000}k",
+            rows / median(t32),
+            rows / median(t64),
+            "rows/s",
+            "float64",
+            ratio(median(t64), median(t32)),
+        ),
     ]
-    section.details = {"nbytes": {"float64": double.nbytes, "float32": single.nbytes, "peer": peer_nbytes(peer)},
-                       "held_models": {"ours": ours, "peer": theirs}, "float32_max_abs_error": error,
-                       "float32_argmax_changed": flips, "precision_auto": chosen, "batch_seconds": {"float64": t64, "float32": t32}}
+    section.details = {
+        "nbytes": {"float64": double.nbytes, "float32": single.nbytes, "peer": peer_nbytes(peer)},
+        "held_models": {"ours": ours, "peer": theirs},
+        "float32_max_abs_error": error,
+        "float32_argmax_changed": flips,
+        "precision_auto": chosen,
+        "batch_seconds": {"float64": t64, "float32": t32},
+    }
     for row in section.missed:
         section.bounds[row.measurement] = (
             "float32 log tables round every entry to about 6e-8 relative; over 50 nodes the log-joint "
-            "moves by up to about 1e-5, and a posterior by as much. The default stays float64.")
+            "moves by up to about 1e-5, and a posterior by as much. The default stays float64."
+        )
     return section
 
 

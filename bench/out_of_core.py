@@ -27,8 +27,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.serving import print_table, result  # noqa: E402
-from bench.synthetic import random_network, sample  # noqa: E402
+from bench.serving import print_table, result
+from bench.synthetic import random_network, sample
 
 ITEM = "2 out of core"
 RSS_GOAL_GIB = 1.5
@@ -50,12 +50,26 @@ def write_csv(path: pathlib.Path, rows: int, seed: int = 0) -> None:
 def fit_child(csv: pathlib.Path, store: str, chunk_rows: int | None) -> tuple[float, float]:
     """(seconds, peak RSS in bytes) of one `trainer fit` process; each is measured in its own
     fresh runner process, so ``ru_maxrss`` of its children is this fit's alone."""
-    argv = [str(BIN / "trainer"), "fit", "--algo", "fkdb", "--k", "2", "--data", str(csv), "--name", "ooc",
-            "--store", store] + (["--chunk-rows", str(chunk_rows)] if chunk_rows else [])
-    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
-            f"r = subprocess.run({argv!r}, capture_output=True, text=True); "
-            "sys.stderr.write(r.stderr); "
-            "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, r.returncode)")
+    argv = [
+        str(BIN / "trainer"),
+        "fit",
+        "--algo",
+        "fkdb",
+        "--k",
+        "2",
+        "--data",
+        str(csv),
+        "--name",
+        "ooc",
+        "--store",
+        store,
+    ] + (["--chunk-rows", str(chunk_rows)] if chunk_rows else [])
+    code = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        f"r = subprocess.run({argv!r}, capture_output=True, text=True); "
+        "sys.stderr.write(r.stderr); "
+        "print(time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, r.returncode)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     seconds, rss, returncode = done.stdout.split()
     if int(returncode) != 0:
@@ -70,7 +84,9 @@ def same_model(store: str) -> bool:
         a, b = (models.load("ooc", version=v).model for v in (1, 2))
     return a.variables == b.variables and all(
         x.parents == y.parents and x.cpt.tobytes() == y.cpt.tobytes()
-        for na, nb in zip(a.networks, b.networks, strict=True) for x, y in zip(na.nodes, nb.nodes, strict=True))
+        for na, nb in zip(a.networks, b.networks, strict=True)
+        for x, y in zip(na.nodes, nb.nodes, strict=True)
+    )
 
 
 def run(quick: bool = False, rows: int | None = None, chunk_rows: int = 100_000, peer: bool = True) -> list[dict]:
@@ -86,15 +102,40 @@ def run(quick: bool = False, rows: int | None = None, chunk_rows: int = 100_000,
         out = []
         if peer:
             whole_seconds, whole_rss = fit_child(csv, store, None)
-            out.append(result(ITEM, f"fkdb k=2 fit peak RSS MiB, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
-                              rss / 2**20, whole_rss / 2**20, "—", None))
-            out.append(result(ITEM, f"fkdb k=2 fit seconds, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
-                              seconds, whole_seconds, "—", None))
+            out.append(
+                result(
+                    ITEM,
+                    f"fkdb k=2 fit peak RSS MiB, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
+                    rss / 2**20,
+                    whole_rss / 2**20,
+                    "—",
+                    None,
+                )
+            )
+            out.append(
+                result(
+                    ITEM,
+                    f"fkdb k=2 fit seconds, {rows:,} rows: --chunk-rows {chunk_rows:,} vs in memory",
+                    seconds,
+                    whole_seconds,
+                    "—",
+                    None,
+                )
+            )
             equal = same_model(store)
-            out.append(result(ITEM, "streamed model equals the in-memory one, bit for bit", float(equal), 1.0,
-                              "equal", equal))
-        out.append(result(ITEM, f"fkdb k=2 --chunk-rows fit peak RSS MiB, {rows:,} rows, vs the 1.5 GiB goal",
-                          rss / 2**20, RSS_GOAL_GIB * 1024, f"< {RSS_GOAL_GIB} GiB", rss < RSS_GOAL_GIB * 2**30))
+            out.append(
+                result(ITEM, "streamed model equals the in-memory one, bit for bit", float(equal), 1.0, "equal", equal)
+            )
+        out.append(
+            result(
+                ITEM,
+                f"fkdb k=2 --chunk-rows fit peak RSS MiB, {rows:,} rows, vs the 1.5 GiB goal",
+                rss / 2**20,
+                RSS_GOAL_GIB * 1024,
+                f"< {RSS_GOAL_GIB} GiB",
+                rss < RSS_GOAL_GIB * 2**30,
+            )
+        )
     return out
 
 

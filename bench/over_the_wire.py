@@ -28,11 +28,17 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.serving import (  # noqa: E402
-    MODEL_NAME, Server, kdb_on_random_data, p50_p99, result, main_of, temporary_store,
+from bench.serving import (
+    MODEL_NAME,
+    Server,
+    kdb_on_random_data,
+    main_of,
+    p50_p99,
+    result,
+    temporary_store,
 )
-from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc, predictor_pb2, predictor_pb2_grpc  # noqa: E402
-from bnserve.store.predictor import compile_model  # noqa: E402
+from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc, predictor_pb2, predictor_pb2_grpc
+from bnserve.store.predictor import compile_model
 
 ITEM = "4 over the wire"
 LATENCY_GOAL = 1.3
@@ -45,7 +51,8 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
         "predict_proba 51 µs vs 15 µs): with a gap of 0.5-2 ms between calls this VM's CPU runs cold and every "
         "numpy call pays several times its warm cost (np.zeros(3): 0.3 µs warm, 3 µs after a gap). py-spy, "
         "sampling the thread that holds the GIL: the intercepted Predict is 34.7 % of server time, "
-        "codes_from_dense 16.5 % and predict_proba 11.0 % of it, the rest grpc's own machinery."),
+        "codes_from_dense 16.5 % and predict_proba 11.0 % of it, the rest grpc's own machinery."
+    ),
     f"{BATCH}-row dense Predict rows/s vs in-process predict_proba": (
         "Borderline, 0.25-0.26 across runs. A 1,000-row call (50 KB in, 24 KB out) takes about 2.0 ms of server "
         "CPU and 0.47 ms of client CPU, where the work itself is about 1 ms: parsing the request 154 µs, "
@@ -54,7 +61,8 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
         "py-spy --gil on the server: Predict 54.8 % of the GIL-holding samples (its own list conversions "
         "19.4 %, codes_from_dense 21.5 %, predict_proba 10.8 %), request deserialisation 16.7 %, grpc's "
         "thread-pool and event handling the rest. The other millisecond is the Python gRPC server's "
-        "transport and thread hand-offs, paid once per call, on the same 2 cores as the client."),
+        "transport and thread hand-offs, paid once per call, on the same 2 cores as the client."
+    ),
 }
 
 
@@ -64,10 +72,17 @@ def _single_row(channel: grpc.Channel, data, calls: int) -> dict[str, np.ndarray
     echo = diagnostics_pb2_grpc.DiagnosticsStub(channel)
     names = [v.name for v in data.features]
     rows = data.X[: min(1000, len(data.X))]
-    dense = [predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names, codes=r.tolist()))
-             for r in rows]
-    instances = [predictor_pb2.PredictRequest(model=MODEL_NAME, instances=[predictor_pb2.Instance(
-        values={v.name: v.states[c] for v, c in zip(data.features, r)})]) for r in rows]
+    dense = [
+        predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names, codes=r.tolist()))
+        for r in rows
+    ]
+    instances = [
+        predictor_pb2.PredictRequest(
+            model=MODEL_NAME,
+            instances=[predictor_pb2.Instance(values={v.name: v.states[c] for v, c in zip(data.features, r)})],
+        )
+        for r in rows
+    ]
     floor = diagnostics_pb2.EchoRequest(payload=bytes(dense[0].ByteSize()))
     kinds = {
         "Echo": lambda i: echo.Echo(floor),
@@ -92,12 +107,16 @@ def _batch(channel: grpc.Channel, data, model, rounds: int) -> tuple[float, floa
     predictor = predictor_pb2_grpc.PredictorStub(channel)
     names = [v.name for v in data.features]
     rows = np.ascontiguousarray(data.X[:BATCH], dtype=np.int64)
-    request = predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(
-        features=names, codes=rows.ravel().tolist()), dense_response=True)
+    request = predictor_pb2.PredictRequest(
+        model=MODEL_NAME,
+        dense=predictor_pb2.DenseBatch(features=names, codes=rows.ravel().tolist()),
+        dense_response=True,
+    )
     compiled = compile_model(model)
     reply = predictor.Predict(request)  # warm up, and the answers agree
-    np.testing.assert_allclose(np.reshape(reply.dense.probabilities, (BATCH, -1)), compiled.predict_proba(rows),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        np.reshape(reply.dense.probabilities, (BATCH, -1)), compiled.predict_proba(rows), atol=1e-12
+    )
     wire, local = np.empty(rounds), np.empty(rounds)
     clock = time.perf_counter
     for r in range(rounds):
@@ -122,16 +141,37 @@ def run(quick: bool = False) -> list[dict]:
     for kind, label in (("dense", "dense"), ("instances", "instances")):
         p50, p99 = p50_p99(times[kind])
         goal = kind == "dense"
-        out.append(result(ITEM, f"single-row Predict ({label}) p50 µs vs Echo", p50 * 1e6, f50 * 1e6,
-                          f"≤ {LATENCY_GOAL}" if goal else "—", p50 / f50 <= LATENCY_GOAL if goal else None))
+        out.append(
+            result(
+                ITEM,
+                f"single-row Predict ({label}) p50 µs vs Echo",
+                p50 * 1e6,
+                f50 * 1e6,
+                f"≤ {LATENCY_GOAL}" if goal else "—",
+                p50 / f50 <= LATENCY_GOAL if goal else None,
+            )
+        )
         out.append(result(ITEM, f"single-row Predict ({label}) p99 µs vs Echo", p99 * 1e6, f99 * 1e6, "—", None))
-    out.append(result(ITEM, f"{BATCH}-row dense Predict rows/s vs in-process predict_proba", wire_rate, local_rate,
-                      f"≥ {THROUGHPUT_GOAL}", wire_rate / local_rate >= THROUGHPUT_GOAL))
+    out.append(
+        result(
+            ITEM,
+            f"{BATCH}-row dense Predict rows/s vs in-process predict_proba",
+            wire_rate,
+            local_rate,
+            f"≥ {THROUGHPUT_GOAL}",
+            wire_rate / local_rate >= THROUGHPUT_GOAL,
+        )
+    )
     return out
 
 
 def main() -> int:
-    return main_of(run, __doc__, "KDB k=2, 50 features x 4 states, 3 classes; server on loopback, one client process", "fewer calls (under 30 s)")
+    return main_of(
+        run,
+        __doc__,
+        "KDB k=2, 50 features x 4 states, 3 classes; server on loopback, one client process",
+        "fewer calls (under 30 s)",
+    )
 
 
 if __name__ == "__main__":

@@ -38,10 +38,17 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.serving import (  # noqa: E402
-    MODEL_NAME, Server, free_port, kdb_on_random_data, p50_p99, result, main_of, temporary_store,
+from bench.serving import (
+    MODEL_NAME,
+    Server,
+    free_port,
+    kdb_on_random_data,
+    main_of,
+    p50_p99,
+    result,
+    temporary_store,
 )
-from bnserve.store.predictor import compile_model  # noqa: E402
+from bnserve.store.predictor import compile_model
 
 ITEM = "7 peer (KServe)"
 PEER_VENV = pathlib.Path(__file__).resolve().parent / ".peer-venv"
@@ -59,8 +66,9 @@ def peer_python() -> pathlib.Path:
         return python
     print(f"creating {PEER_VENV} with {', '.join(PEER_PACKAGES)} (once)", file=sys.stderr)
     venv.EnvBuilder(with_pip=True, clear=True).create(PEER_VENV)
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES],
-                             capture_output=True, text=True)
+    install = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], capture_output=True, text=True
+    )
     if install.returncode != 0:
         raise RuntimeError(f"cannot install the peer ({' '.join(PEER_PACKAGES)}):\n{install.stderr[-3000:]}")
     marker.write_text(" ".join(PEER_PACKAGES))
@@ -75,9 +83,22 @@ class PeerServer:
         self.target = f"127.0.0.1:{self.grpc_port}"
         self._log = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
-            [str(python), str(PEER_SCRIPT), "serve", "--model", model_path, "--name", PEER_MODEL,
-             "--grpc-port", str(self.grpc_port), "--http-port", str(self.http_port)],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                str(python),
+                str(PEER_SCRIPT),
+                "serve",
+                "--model",
+                model_path,
+                "--name",
+                PEER_MODEL,
+                "--grpc-port",
+                str(self.grpc_port),
+                "--http-port",
+                str(self.http_port),
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def wait_ready(self, client, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
@@ -122,15 +143,20 @@ def run(quick: bool = False) -> list[dict]:
     rows = np.ascontiguousarray(data.X, dtype=np.int32)
     with tempfile.TemporaryDirectory(prefix="bnserve-peer-") as tmp:
         np.savez(f"{tmp}/rows.npz", X=data.X, y=data.y, cards=np.array(data.cards))
-        fit = subprocess.run([str(python), str(PEER_SCRIPT), "fit", "--rows", f"{tmp}/rows.npz",
-                              "--out", f"{tmp}/model.joblib"], capture_output=True, text=True)
+        fit = subprocess.run(
+            [str(python), str(PEER_SCRIPT), "fit", "--rows", f"{tmp}/rows.npz", "--out", f"{tmp}/model.joblib"],
+            capture_output=True,
+            text=True,
+        )
         if fit.returncode != 0:
             raise RuntimeError(f"fitting CategoricalNB in the peer environment failed:\n{fit.stderr[-3000:]}")
         peer = PeerServer(python, f"{tmp}/model.joblib")
         try:
             with temporary_store(model) as url, Server(url) as ours:
-                clients = {"ours": (tc.InferenceServerClient(ours.target), MODEL_NAME),
-                           "theirs": (tc.InferenceServerClient(peer.target), PEER_MODEL)}
+                clients = {
+                    "ours": (tc.InferenceServerClient(ours.target), MODEL_NAME),
+                    "theirs": (tc.InferenceServerClient(peer.target), PEER_MODEL),
+                }
                 peer.wait_ready(clients["theirs"][0])
                 for client, name in clients.values():  # both answer distributions over 3 classes
                     proba = _infer(client, name, rows[:5]).as_numpy("probabilities")
@@ -147,16 +173,31 @@ def run(quick: bool = False) -> list[dict]:
                         single[kind][i] = clock() - t0
                 batch = {k: np.empty(rounds) for k in clients}
                 for r in range(rounds):
-                    block = rows[(r * BATCH) % (len(rows) - BATCH):][:BATCH]
+                    block = rows[(r * BATCH) % (len(rows) - BATCH) :][:BATCH]
                     for kind, (client, name) in clients.items():
                         t0 = clock()
                         _infer(client, name, block)
                         batch[kind][r] = clock() - t0
                 for client, _ in clients.values():
                     client.close()
-            timed = subprocess.run([str(python), str(PEER_SCRIPT), "time", "--model", f"{tmp}/model.joblib",
-                                    "--rows", f"{tmp}/rows.npz", "--batch", str(BATCH), "--rounds", str(rounds)],
-                                   capture_output=True, text=True, check=True)
+            timed = subprocess.run(
+                [
+                    str(python),
+                    str(PEER_SCRIPT),
+                    "time",
+                    "--model",
+                    f"{tmp}/model.joblib",
+                    "--rows",
+                    f"{tmp}/rows.npz",
+                    "--batch",
+                    str(BATCH),
+                    "--rounds",
+                    str(rounds),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             their_local = BATCH / float(timed.stdout.split()[-1])
         finally:
             peer.stop()
@@ -171,17 +212,29 @@ def run(quick: bool = False) -> list[dict]:
     (o50, o99), (t50, t99) = p50_p99(single["ours"]), p50_p99(single["theirs"])
     ours_rate, their_rate = BATCH / float(np.median(batch["ours"])), BATCH / float(np.median(batch["theirs"]))
     return [
-        result(ITEM, "single-row ModelInfer p50 µs, ours (KDB) vs KServe (CategoricalNB)", o50 * 1e6, t50 * 1e6,
-               "—", None),
+        result(
+            ITEM, "single-row ModelInfer p50 µs, ours (KDB) vs KServe (CategoricalNB)", o50 * 1e6, t50 * 1e6, "—", None
+        ),
         result(ITEM, "single-row ModelInfer p99 µs, ours vs KServe", o99 * 1e6, t99 * 1e6, "—", None),
         result(ITEM, f"{BATCH}-row ModelInfer rows/s, ours vs KServe", ours_rate, their_rate, "—", None),
-        result(ITEM, f"{BATCH}-row predict_proba in process rows/s, KDB vs CategoricalNB (the models alone)",
-               our_local, their_local, "—", None),
+        result(
+            ITEM,
+            f"{BATCH}-row predict_proba in process rows/s, KDB vs CategoricalNB (the models alone)",
+            our_local,
+            their_local,
+            "—",
+            None,
+        ),
     ]
 
 
 def main() -> int:
-    return main_of(run, __doc__, "one tritonclient client, both servers on loopback", "fewer calls (under 30 s once the peer is installed)")
+    return main_of(
+        run,
+        __doc__,
+        "one tritonclient client, both servers on loopback",
+        "fewer calls (under 30 s once the peer is installed)",
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.report import Row, Section, median, ratio  # noqa: E402
+from bench.report import Row, Section, median, ratio
 
 PEER = "CategoricalNB"
 K = 2
@@ -86,17 +86,38 @@ def run(work, quick: bool = False, log=print) -> Section:
     batch_ratio = ratio(ours_rate, peer_rate)
     single_ratio = ratio(ours_us, peer_us)
     section.rows += [
-        Row(item, f"{name}: predict_proba rows/s, batch of {rows // 1000}k", ours_rate, peer_rate, "rows/s",
-            f"{PEER}.predict_proba", batch_ratio, f"ratio ≥ {BATCH_RATIO_GOAL:g}",
-            batch_ratio is not None and batch_ratio >= BATCH_RATIO_GOAL),
-        Row(item, f"{name}: predict_proba of one row, median of {calls}", ours_us, peer_us, "µs",
-            f"{PEER}.predict_proba", single_ratio, f"≤ {SINGLE_ROW_GOAL_US:g} µs", ours_us <= SINGLE_ROW_GOAL_US),
+        Row(
+            item,
+            f"{name}: predict_proba rows/s, batch of {rows // 1000}k",
+            ours_rate,
+            peer_rate,
+            "rows/s",
+            f"{PEER}.predict_proba",
+            batch_ratio,
+            f"ratio ≥ {BATCH_RATIO_GOAL:g}",
+            batch_ratio is not None and batch_ratio >= BATCH_RATIO_GOAL,
+        ),
+        Row(
+            item,
+            f"{name}: predict_proba of one row, median of {calls}",
+            ours_us,
+            peer_us,
+            "µs",
+            f"{PEER}.predict_proba",
+            single_ratio,
+            f"≤ {SINGLE_ROW_GOAL_US:g} µs",
+            ours_us <= SINGLE_ROW_GOAL_US,
+        ),
     ]
     section.details = {
-        "batch_rows": rows, "fit_rows": train.n_rows, "batch_seconds": {"ours": ours_s, "peer": peer_s},
+        "batch_rows": rows,
+        "fit_rows": train.n_rows,
+        "batch_seconds": {"ours": ours_s, "peer": peer_s},
         "single_row_median_us": {"ours": ours_us, "peer": peer_us},
-        "single_row_p90_us": {"ours": float(np.percentile(ours_1, 90) * 1e6),
-                              "peer": float(np.percentile(peer_1, 90) * 1e6)},
+        "single_row_p90_us": {
+            "ours": float(np.percentile(ours_1, 90) * 1e6),
+            "peer": float(np.percentile(peer_1, 90) * 1e6),
+        },
         "argmax_agreement_with_peer": agree,
     }
     for row in section.missed:
@@ -109,7 +130,7 @@ def profile_paragraph(compiled, X: np.ndarray, single: bool) -> str:
     profile.enable()
     if single:
         for i in range(2000):
-            compiled.predict_proba(X[i:i + 1])
+            compiled.predict_proba(X[i : i + 1])
     else:
         compiled.predict_proba(X)
     profile.disable()

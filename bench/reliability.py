@@ -28,7 +28,7 @@ import time
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench import load  # noqa: E402
+from bench import load
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FAULT_TESTS = (
@@ -41,29 +41,21 @@ FAULT_TESTS = (
     "tests/bench/test_load.py",
 )
 WHAT = {  # what each test injects and proves, by the name it records under
-    "store outage while serving (PostgreSQL behind a cut TCP proxy)":
-        "the proxy between server and PostgreSQL closes every connection and refuses new ones while 2 threads "
-        "call Predict; version 2 is published meanwhile; then restored. No call fails, polls fail and are "
-        "counted and logged (no password), version 2 is served after the restore",
-    "server started against a dead store address":
-        "`server serve` against a port nobody listens on: exits 1 at once, naming the store (password hidden)",
-    "versions refused at load (checksum, validation) while serving":
-        "a version with a flipped CPT byte (aliased production in its transaction) and one whose CPT does not "
-        "sum to 1, written while 2 threads call by alias: both refused, counted and logged; production keeps "
-        "answering from version 1; a good version 4 then serves",
-    "publisher SIGKILLed at a random moment":
-        "a process publishing a 1,000-feature model, SIGKILLed after a random delay (0 to 2x the publish time); "
-        "after each kill every version has all its rows, loads, passes its checksums and compiles",
-    "concurrent publishers (processes) of one model":
-        "4 processes publish 2 versions each at once: distinct, gap-free numbers, each version complete",
-    "alias moves under load (4 client threads by alias production)":
-        "versions 2..7 published and production moved among them (and rolled back) while 4 threads call by "
-        "alias: no failure; every answer from a version aliased production, with that version's probabilities",
-    "SIGTERM under load (--workers 1, 8 threads of 20,000-row batches)":
-        "SIGTERM with 8 large calls in flight: every call the server began is answered OK, the rest refused, "
-        "health NOT_SERVING, exit 0",
-    "SIGTERM under load (--workers 2, 8 threads of 20,000-row batches)":
-        "the same with 2 worker processes",
+    "store outage while serving (PostgreSQL behind a cut TCP proxy)": "the proxy between server and PostgreSQL closes every connection and refuses new ones while 2 threads "
+    "call Predict; version 2 is published meanwhile; then restored. No call fails, polls fail and are "
+    "counted and logged (no password), version 2 is served after the restore",
+    "server started against a dead store address": "`server serve` against a port nobody listens on: exits 1 at once, naming the store (password hidden)",
+    "versions refused at load (checksum, validation) while serving": "a version with a flipped CPT byte (aliased production in its transaction) and one whose CPT does not "
+    "sum to 1, written while 2 threads call by alias: both refused, counted and logged; production keeps "
+    "answering from version 1; a good version 4 then serves",
+    "publisher SIGKILLed at a random moment": "a process publishing a 1,000-feature model, SIGKILLed after a random delay (0 to 2x the publish time); "
+    "after each kill every version has all its rows, loads, passes its checksums and compiles",
+    "concurrent publishers (processes) of one model": "4 processes publish 2 versions each at once: distinct, gap-free numbers, each version complete",
+    "alias moves under load (4 client threads by alias production)": "versions 2..7 published and production moved among them (and rolled back) while 4 threads call by "
+    "alias: no failure; every answer from a version aliased production, with that version's probabilities",
+    "SIGTERM under load (--workers 1, 8 threads of 20,000-row batches)": "SIGTERM with 8 large calls in flight: every call the server began is answered OK, the rest refused, "
+    "health NOT_SERVING, exit 0",
+    "SIGTERM under load (--workers 2, 8 threads of 20,000-row batches)": "the same with 2 worker processes",
     "load, CI size (8 streams x 10 s)": "the CI-sized load test: no error, RSS growth under the bound",
 }
 
@@ -91,8 +83,15 @@ def cell(value) -> str:
     return "—" if value is None else str(value)
 
 
-def render(command: str, tests: list[dict], tests_rc: int, tests_seconds: float, tests_summary: str,
-           result: dict, load_seconds: float) -> str:
+def render(
+    command: str,
+    tests: list[dict],
+    tests_rc: int,
+    tests_seconds: float,
+    tests_summary: str,
+    result: dict,
+    load_seconds: float,
+) -> str:
     faults = sum(t.get("faults", 0) for t in tests)
     requests = sum(t.get("requests", 0) for t in tests) + result["requests"]
     versions = sum(t.get("versions", 0) for t in tests)
@@ -122,9 +121,11 @@ def render(command: str, tests: list[dict], tests_rc: int, tests_seconds: float,
     common = {"test", "backend", "at", "faults", "requests", "errors", "versions", "lost"}
     for t in tests:
         other = "; ".join(f"{k}: {cell(v)}" for k, v in sorted(t.items()) if k not in common)
-        out.append(f"| {t['test']} | {t['backend']} | {WHAT.get(t['test'], '')} | {cell(t.get('faults'))} | "
-                   f"{cell(t.get('requests'))} | {cell(t.get('errors'))} | {cell(t.get('versions'))} | "
-                   f"{cell(t.get('lost'))} | {other} |")
+        out.append(
+            f"| {t['test']} | {t['backend']} | {WHAT.get(t['test'], '')} | {cell(t.get('faults'))} | "
+            f"{cell(t.get('requests'))} | {cell(t.get('errors'))} | {cell(t.get('versions'))} | "
+            f"{cell(t.get('lost'))} | {other} |"
+        )
     phases = result["phases"]
     out += [
         "",
@@ -188,9 +189,12 @@ def main() -> int:
     print(load.table(result))
     out = pathlib.Path(args.out)
     out.write_text(render(command, tests, tests_rc, tests_seconds, summary, result, load_seconds))
-    out.with_suffix(".json").write_text(json.dumps(
-        {"command": command, "fault_tests": tests, "fault_tests_exit_code": tests_rc, "load": result},
-        indent=2) + "\n")
+    out.with_suffix(".json").write_text(
+        json.dumps(
+            {"command": command, "fault_tests": tests, "fault_tests_exit_code": tests_rc, "load": result}, indent=2
+        )
+        + "\n"
+    )
     print(f"wrote {out} and {out.with_suffix('.json')}")
     return 0 if tests_rc == 0 and result["ok"] else 1
 

@@ -14,8 +14,9 @@ import math
 import os
 import platform
 import resource
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ def fmt(value: float | None, unit: str = "") -> str:
     elif abs(value) >= 1000:
         text = f"{value:,.0f}"
     else:
-        digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
+        digits = max(0, 2 - math.floor(math.log10(abs(value))))
         text = f"{value:.{digits}f}"
     return f"{text} {unit}".rstrip() if unit else text
 
@@ -98,8 +99,15 @@ def _cells(row: Row) -> list[str]:
     peer = fmt(row.peer, row.unit)
     if row.peer_name and row.peer is not None:
         peer = f"{peer} ({row.peer_name})"
-    return [row.item, row.measurement, fmt(row.ours, row.unit), peer,
-            "—" if row.ratio is None else f"{row.ratio:.2f}×", row.goal, _met(row)]
+    return [
+        row.item,
+        row.measurement,
+        fmt(row.ours, row.unit),
+        peer,
+        "—" if row.ratio is None else f"{row.ratio:.2f}×",
+        row.goal,
+        _met(row),
+    ]
 
 
 def render_table(rows: Sequence[Row]) -> str:
@@ -113,6 +121,7 @@ def render_table(rows: Sequence[Row]) -> str:
 
 def render_markdown(rows: Sequence[Row]) -> str:
     """The same table in Markdown (pipes in cells escaped)."""
+
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 

@@ -33,8 +33,8 @@ import time
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench import workload  # noqa: E402
-from bench.report import Row, Section, fmt, machine, render_markdown, render_table  # noqa: E402
+from bench import workload
+from bench.report import Row, Section, fmt, machine, render_markdown, render_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULES = ("bench.training", "bench.prediction", "bench.memory")
@@ -45,10 +45,16 @@ TEST_ROWS, QUICK_TEST_ROWS = 100_000, 10_000
 
 def git_commit() -> str:
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return head + ("+changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -101,8 +107,14 @@ def markdown(report: dict, sections: list[Section]) -> str:
     if not missed:
         lines += ["Every goal was met in this run.", ""]
     for s, r in missed:
-        lines += [f"### {r.item}: {r.measurement}", "", f"Goal {r.goal}; measured {fmt(r.ours, r.unit)}.", "",
-                  s.bounds.get(r.measurement, "(no analysis recorded)"), ""]
+        lines += [
+            f"### {r.item}: {r.measurement}",
+            "",
+            f"Goal {r.goal}; measured {fmt(r.ours, r.unit)}.",
+            "",
+            s.bounds.get(r.measurement, "(no analysis recorded)"),
+            "",
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -114,10 +126,32 @@ def serving_section(name: str, quick: bool) -> Section:
     try:
         results = module.run(quick=quick)
     except Exception as exc:  # a bench reports what it could not measure and goes on
-        return Section(short, [Row(getattr(module, "ITEM", short), "could not run", None, None, "",
-                                   goal=f"{type(exc).__name__}: {exc}"[:200])])
-    rows = [Row(r["item"], r["measurement"], r["ours"], r["peer"], _unit(r["measurement"]),
-                ratio=r["ratio"], goal="" if r["goal"] == "—" else r["goal"], met=r["met"]) for r in results]
+        return Section(
+            short,
+            [
+                Row(
+                    getattr(module, "ITEM", short),
+                    "could not run",
+                    None,
+                    None,
+                    "",
+                    goal=f"{type(exc).__name__}: {exc}"[:200],
+                )
+            ],
+        )
+    rows = [
+        Row(
+            r["item"],
+            r["measurement"],
+            r["ours"],
+            r["peer"],
+            _unit(r["measurement"]),
+            ratio=r["ratio"],
+            goal="" if r["goal"] == "—" else r["goal"],
+            met=r["met"],
+        )
+        for r in results
+    ]
     return Section(short, rows, dict(getattr(module, "BOUNDS", {})))
 
 
@@ -144,8 +178,11 @@ def main() -> int:
     start = machine()
     sections: list[Section] = []
     with tempfile.TemporaryDirectory(prefix="bnserve-bench-") as tmp:
-        work = workload.prepare(pathlib.Path(tmp), QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS,
-                                QUICK_TEST_ROWS if args.quick else TEST_ROWS)
+        work = workload.prepare(
+            pathlib.Path(tmp),
+            QUICK_TRAIN_ROWS if args.quick else TRAIN_ROWS,
+            QUICK_TEST_ROWS if args.quick else TEST_ROWS,
+        )
         print(f"workload ({work.seconds:.1f} s): {work.describe()}", flush=True)
         for name in MODULES:
             module = importlib.import_module(name)
@@ -165,7 +202,7 @@ def main() -> int:
     print(render_table(rows))
     report = {
         "command": command,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(),
         "seconds": seconds,
         "machine": start,
@@ -174,8 +211,13 @@ def main() -> int:
         "workload": work.describe(),
         "quick": args.quick,
         "rows": [r.to_dict() for r in rows],
-        "bounds": {f"{r.item}: {m}": text for s in sections for m, text in s.bounds.items() for r in s.rows
-                   if r.measurement == m},
+        "bounds": {
+            f"{r.item}: {m}": text
+            for s in sections
+            for m, text in s.bounds.items()
+            for r in s.rows
+            if r.measurement == m
+        },
         "details": {s.name: s.details for s in sections},
     }
     json_path.parent.mkdir(parents=True, exist_ok=True)

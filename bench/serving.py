@@ -23,15 +23,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from bnserve.store.model import Model
 from bnserve.store.db import ModelStore
+from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
 
 BIN = pathlib.Path(sys.executable).parent
@@ -44,8 +44,9 @@ OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 # --------------------------------------------------------------------------- model
 
 
-def kdb_on_random_data(n_features: int = 50, n_classes: int = 3, k: int = 2, rows: int = 5000,
-                       n_states: int = 4, seed: int = 0) -> tuple[EncodedData, Model]:
+def kdb_on_random_data(
+    n_features: int = 50, n_classes: int = 3, k: int = 2, rows: int = 5000, n_states: int = 4, seed: int = 0
+) -> tuple[EncodedData, Model]:
     """The benchmark model (KDB, ``k`` feature parents) and the rows it was fitted on: a sample
     of ``bench.synthetic``'s random k-dependence network, the suite's one data generator."""
     from bench.synthetic import random_network, sample
@@ -82,7 +83,10 @@ def wait_serving(target: str, timeout: float = 60.0, process: subprocess.Popen |
             if process is not None and process.poll() is not None:
                 raise RuntimeError(f"the server at {target} exited with code {process.returncode}")
             try:
-                if health.Check(health_pb2.HealthCheckRequest(), timeout=1).status == health_pb2.HealthCheckResponse.SERVING:
+                if (
+                    health.Check(health_pb2.HealthCheckRequest(), timeout=1).status
+                    == health_pb2.HealthCheckResponse.SERVING
+                ):
                     return
             except grpc.RpcError:
                 pass
@@ -108,11 +112,23 @@ class Server:
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 120.0) -> "Server":
+    def start(self, timeout: float = 120.0) -> Server:
         self.port = free_port()
         self.metrics_port = free_port() if self.metrics else -1
-        command = [str(BIN / "server"), "serve", "--store", self.store_url, "--host", "127.0.0.1",
-                   "--port", str(self.port), "--metrics-port", str(self.metrics_port), "--log-level", "WARNING"]
+        command = [
+            str(BIN / "server"),
+            "serve",
+            "--store",
+            self.store_url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--metrics-port",
+            str(self.metrics_port),
+            "--log-level",
+            "WARNING",
+        ]
         if self.workers != 1:
             command += ["--workers", str(self.workers)]
         if self.threads is not None:
@@ -146,7 +162,7 @@ class Server:
                 self.process.kill()
                 self.process.wait()
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -175,13 +191,21 @@ def p50_p99(seconds: np.ndarray | list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
-def result(item: str, measurement: str, ours: float, peer: float, goal: str,
-           met: bool | None, ratio: float | None = None) -> dict:
+def result(
+    item: str, measurement: str, ours: float, peer: float, goal: str, met: bool | None, ratio: float | None = None
+) -> dict:
     """One reported figure. ``ratio`` defaults to ours / peer; ``goal`` says which way is good."""
     if ratio is None:
         ratio = ours / peer if peer else float("nan")
-    return {"item": item, "measurement": measurement, "ours": ours, "peer": peer, "ratio": ratio,
-            "goal": goal, "met": met}
+    return {
+        "item": item,
+        "measurement": measurement,
+        "ours": ours,
+        "peer": peer,
+        "ratio": ratio,
+        "goal": goal,
+        "met": met,
+    }
 
 
 def print_table(results: list[dict], file=sys.stdout) -> None:
@@ -194,8 +218,11 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
     print("|---|---|---|---|---|---|---|", file=file)
     for r in results:
         met = {True: "yes", False: "**no**", None: "—"}[r["met"]]
-        print(f"| {r['item']} | {r['measurement']} | {number(r['ours'])} | {number(r['peer'])} | "
-              f"{r['ratio']:.2f} | {r['goal']} | {met} |", file=file)
+        print(
+            f"| {r['item']} | {r['measurement']} | {number(r['ours'])} | {number(r['peer'])} | "
+            f"{r['ratio']:.2f} | {r['goal']} | {met} |",
+            file=file,
+        )
 
 
 def main_of(run, doc: str, heading: str, quick_help: str) -> int:

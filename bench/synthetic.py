@@ -37,9 +37,9 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bnserve.store.predictor import compile_model  # noqa: E402
-from bnserve.store.model import CLASS, FEATURE, Model, Network, Node, Variable  # noqa: E402
-from bnserve.trainer.data import EncodedData  # noqa: E402
+from bnserve.store.model import CLASS, FEATURE, Model, Network, Node, Variable
+from bnserve.store.predictor import compile_model
+from bnserve.trainer.data import EncodedData
 
 CLASS_NAME = "class"
 CLASS_PRIOR_CONCENTRATION = 10.0  # Dirichlet of the class prior: roughly balanced classes
@@ -70,8 +70,10 @@ class SyntheticNetwork:
     def variables(self) -> tuple[Variable, ...]:
         """Features ``x00``, ``x01``, … in column order, then the class (``EncodedData``'s order)."""
         width = len(str(max(len(self.cards) - 1, 1)))
-        features = tuple(Variable(f"x{i:0{width}d}", tuple(f"s{j}" for j in range(card)), FEATURE)
-                         for i, card in enumerate(self.cards))
+        features = tuple(
+            Variable(f"x{i:0{width}d}", tuple(f"s{j}" for j in range(card)), FEATURE)
+            for i, card in enumerate(self.cards)
+        )
         return features + (Variable(CLASS_NAME, tuple(f"c{j}" for j in range(self.n_classes)), CLASS),)
 
     def cpt(self, i: int) -> np.ndarray:
@@ -79,12 +81,22 @@ class SyntheticNetwork:
         cpt = (1.0 - self.strength) * self.shared[i] + self.strength * self.specific[i]
         return cpt / cpt.sum(axis=0, keepdims=True)
 
-    def with_strength(self, strength: float) -> "SyntheticNetwork":
+    def with_strength(self, strength: float) -> SyntheticNetwork:
         """The same draws mixed with another ``strength`` in [0, 1]."""
         if not 0.0 <= strength <= 1.0:
             raise ValueError(f"strength must be in [0, 1], got {strength}")
-        return SyntheticNetwork(self.cards, self.n_classes, self.k, self.order, self.parents, self.prior,
-                                self.shared, self.specific, float(strength), self.alpha)
+        return SyntheticNetwork(
+            self.cards,
+            self.n_classes,
+            self.k,
+            self.order,
+            self.parents,
+            self.prior,
+            self.shared,
+            self.specific,
+            float(strength),
+            self.alpha,
+        )
 
     @property
     def model(self) -> Model:
@@ -96,14 +108,26 @@ class SyntheticNetwork:
             nodes = [Node(CLASS_NAME, (), self.prior.copy())]
             for i in self.order:
                 nodes.append(Node(names[i], (CLASS_NAME, *(names[j] for j in self.parents[i])), self.cpt(i)))
-            cached = Model(variables, (Network(tuple(nodes)),), "synthetic-kdb", params={
-                "k": self.k, "strength": self.strength, "alpha": self.alpha}).validate()
+            cached = Model(
+                variables,
+                (Network(tuple(nodes)),),
+                "synthetic-kdb",
+                params={"k": self.k, "strength": self.strength, "alpha": self.alpha},
+            ).validate()
             object.__setattr__(self, "_model", cached)
         return cached
 
 
-def random_network(seed: int | np.random.Generator = 0, *, n_features: int = 50, max_states: int = 4,
-                   n_classes: int = 3, k: int = 2, strength: float = 0.5, alpha: float = 1.0) -> SyntheticNetwork:
+def random_network(
+    seed: int | np.random.Generator = 0,
+    *,
+    n_features: int = 50,
+    max_states: int = 4,
+    n_classes: int = 3,
+    k: int = 2,
+    strength: float = 0.5,
+    alpha: float = 1.0,
+) -> SyntheticNetwork:
     """Draw a random k-dependence network (see the module docstring); same seed, same network."""
     if max_states < 2 or n_classes < 2 or n_features < 1 or k < 0:
         raise ValueError("need n_features >= 1, max_states >= 2, n_classes >= 2, k >= 0")
@@ -120,8 +144,9 @@ def random_network(seed: int | np.random.Generator = 0, *, n_features: int = 50,
         parent_cards = tuple(cards[j] for j in parents[i])
         shared.append(_dirichlet(rng, cards[i], (1, *parent_cards), alpha))
         specific.append(_dirichlet(rng, cards[i], (n_classes, *parent_cards), alpha))
-    return SyntheticNetwork(cards, n_classes, k, order, tuple(parents), prior, tuple(shared), tuple(specific),
-                            0.0, alpha).with_strength(strength)
+    return SyntheticNetwork(
+        cards, n_classes, k, order, tuple(parents), prior, tuple(shared), tuple(specific), 0.0, alpha
+    ).with_strength(strength)
 
 
 def _dirichlet(rng: np.random.Generator, card: int, config_shape: tuple[int, ...], alpha: float) -> np.ndarray:
@@ -129,8 +154,9 @@ def _dirichlet(rng: np.random.Generator, card: int, config_shape: tuple[int, ...
     return draws.T.reshape((card, *config_shape))
 
 
-def sample(network: SyntheticNetwork, rows: int, seed: int | np.random.Generator = 0,
-           source: str = "synthetic") -> EncodedData:
+def sample(
+    network: SyntheticNetwork, rows: int, seed: int | np.random.Generator = 0, source: str = "synthetic"
+) -> EncodedData:
     """``rows`` rows by ancestral sampling: X int32 (rows, n) with no missing value, y int64."""
     rng = np.random.default_rng(seed)
     X = np.empty((rows, len(network.cards)), dtype=np.int32)
@@ -162,12 +188,18 @@ class BayesOptimal:
 def bayes_optimal(network: SyntheticNetwork, data: EncodedData) -> BayesOptimal:
     """Accuracy of argmax P(c | x) under the true network on ``data``."""
     proba = compile_model(network.model).predict_proba(data.X)
-    return BayesOptimal(float(np.mean(proba.argmax(axis=1) == data.y)), float(proba.max(axis=1).mean()),
-                        data.n_rows)
+    return BayesOptimal(float(np.mean(proba.argmax(axis=1) == data.y)), float(proba.max(axis=1).mean()), data.n_rows)
 
 
-def calibrate(network: SyntheticNetwork, target: float, *, rows: int = 20_000, seed: int = 12345,
-              tolerance: float = 0.003, steps: int = 30) -> SyntheticNetwork:
+def calibrate(
+    network: SyntheticNetwork,
+    target: float,
+    *,
+    rows: int = 20_000,
+    seed: int = 12345,
+    tolerance: float = 0.003,
+    steps: int = 30,
+) -> SyntheticNetwork:
     """The network with ``strength`` chosen by bisection so that its expected Bayes-optimal accuracy
     (on ``rows`` rows sampled with ``seed``) is within ``tolerance`` of ``target`` (or as near as
     ``steps`` halvings get). The accuracy grows with the strength from the majority-class rate."""
@@ -195,8 +227,9 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=100_000, help="test rows for the Bayes-optimal accuracy")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    network = random_network(args.seed, n_features=args.features, max_states=args.states,
-                             n_classes=args.classes, k=args.k, alpha=args.alpha)
+    network = random_network(
+        args.seed, n_features=args.features, max_states=args.states, n_classes=args.classes, k=args.k, alpha=args.alpha
+    )
     t0 = time.perf_counter()
     network = network.with_strength(args.strength) if args.strength is not None else calibrate(network, args.target)
     t1 = time.perf_counter()
@@ -204,9 +237,11 @@ def main() -> int:
     t2 = time.perf_counter()
     best = bayes_optimal(network, test)
     arcs = sum(len(p) for p in network.parents)
-    print(f"network: n={args.features} features (2..{args.states} states), c={args.classes} classes, k={args.k}, "
-          f"{arcs} feature arcs, alpha={args.alpha}, strength={network.strength:.4f}"
-          + ("" if args.strength is not None else f" (calibrated to {args.target} in {t1 - t0:.1f} s)"))
+    print(
+        f"network: n={args.features} features (2..{args.states} states), c={args.classes} classes, k={args.k}, "
+        f"{arcs} feature arcs, alpha={args.alpha}, strength={network.strength:.4f}"
+        + ("" if args.strength is not None else f" (calibrated to {args.target} in {t1 - t0:.1f} s)")
+    )
     print(f"sampled {args.rows} rows in {t2 - t1:.2f} s; class counts {np.bincount(test.y).tolist()}")
     print(f"Bayes-optimal accuracy on them: {best.accuracy:.4f} (expected {best.expected_accuracy:.4f})")
     return 0

@@ -29,7 +29,7 @@ import time
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.report import Row, Section, fit_exponent, median, ratio  # noqa: E402
+from bench.report import Row, Section, fit_exponent, median, ratio
 
 ALGOS = ("nb", "tan", "kdb", "fkdb")
 SEARCH_ALGOS = ("hc",)  # k <= 2 learners fitted at the largest size only: their accuracy, and seconds for reference
@@ -45,8 +45,11 @@ ACCURACY_GOAL_POINTS = 2.0  # best of our k <= 2 learners within this of Bayes-o
 
 
 def label(m: int) -> str:
-    return f"{m // 1_000_000}M" if m >= 1_000_000 and m % 1_000_000 == 0 else (
-        f"{m // 1000}k" if m % 1000 == 0 else str(m))
+    return (
+        f"{m // 1_000_000}M"
+        if m >= 1_000_000 and m % 1_000_000 == 0
+        else (f"{m // 1000}k" if m % 1000 == 0 else str(m))
+    )
 
 
 def params(algo: str) -> dict:
@@ -54,8 +57,12 @@ def params(algo: str) -> dict:
 
 
 def run_worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", str(directory), str(rows), algo, str(fits),
-                          "1" if score else "0"], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", str(directory), str(rows), algo, str(fits), "1" if score else "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"training worker {algo} m={rows} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -81,6 +88,7 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
 
         def one_fit(data):
             return fit(algo, data, **params(algo))
+
     data = workload.load(directory, "train", rows)
     gc.collect()
     inherited = peak_rss_bytes()  # ru_maxrss: includes the parent's high-water mark
@@ -94,8 +102,13 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
         seconds.append(time.perf_counter() - t0)
         if peak is None:
             peak = peak_rss_bytes()
-    result = {"seconds": seconds, "peak_rss_above_baseline": peak - baseline, "baseline_rss": baseline,
-              "peak_measure": "VmHWM after clear_refs" if reset else "ru_maxrss", "ru_maxrss_at_start": inherited}
+    result = {
+        "seconds": seconds,
+        "peak_rss_above_baseline": peak - baseline,
+        "baseline_rss": baseline,
+        "peak_measure": "VmHWM after clear_refs" if reset else "ru_maxrss",
+        "ru_maxrss_at_start": inherited,
+    }
     if score:
         test = workload.load(directory, "test", 10**12)
         if algo == PEER:
@@ -116,9 +129,9 @@ def run(work, quick: bool = False, log=print) -> Section:
     accuracy: dict[str, float] = {}
     rounds = 1 if quick else ROUNDS
     plan = [(m, r) for r in range(rounds) for m in sizes[:-1]] + [(largest, 0)]
-    for step, (m, r) in enumerate(plan):
+    for step, (m, _round) in enumerate(plan):
         # rotate the order so that no learner always runs first (or right after the peer)
-        order = everyone[step % len(everyone):] + everyone[:step % len(everyone)]
+        order = everyone[step % len(everyone) :] + everyone[: step % len(everyone)]
         for algo in order:
             fits = 1 if m == largest else (1 if quick else FITS_PER_WORKER)
             got = run_worker(work.directory, m, algo, fits, score=m == largest)
@@ -126,8 +139,10 @@ def run(work, quick: bool = False, log=print) -> Section:
             rss[algo, m].append(got["peak_rss_above_baseline"])
             if "accuracy" in got:
                 accuracy[algo] = got["accuracy"]
-            log(f"  fit {algo:13} m={label(m):>4}: {', '.join(f'{s:.3f}' for s in got['seconds'])} s, "
-                f"peak +{got['peak_rss_above_baseline'] / 2**20:.0f} MB")
+            log(
+                f"  fit {algo:13} m={label(m):>4}: {', '.join(f'{s:.3f}' for s in got['seconds'])} s, "
+                f"peak +{got['peak_rss_above_baseline'] / 2**20:.0f} MB"
+            )
     for algo in SEARCH_ALGOS:
         got = run_worker(work.directory, largest, algo, 1, score=True)
         seconds[algo, largest] = got["seconds"]
@@ -145,36 +160,92 @@ def run(work, quick: bool = False, log=print) -> Section:
             goal = met = None
             if algo == "fkdb" and m == largest:
                 goal, met = f"ratio ≤ {PEER_RATIO_GOAL:g}", r is not None and r <= PEER_RATIO_GOAL
-            section.rows.append(Row(item, f"{name} fit, m={label(m)}", t[algo, m], t[PEER, m], "s",
-                                    f"{PEER}.fit", r, goal or "", met))
+            section.rows.append(
+                Row(item, f"{name} fit, m={label(m)}", t[algo, m], t[PEER, m], "s", f"{PEER}.fit", r, goal or "", met)
+            )
     for algo in ALGOS:
         name = f"{algo} k={K}" if params(algo) else algo
         for m in sizes:
             ours, peer = median(rss[algo, m]) / 2**20, median(rss[PEER, m]) / 2**20
-            section.rows.append(Row(item, f"{name} fit peak RSS above data, m={label(m)}", ours, peer, "MB",
-                                    f"{PEER}.fit", ratio(ours, peer)))
+            section.rows.append(
+                Row(
+                    item,
+                    f"{name} fit peak RSS above data, m={label(m)}",
+                    ours,
+                    peer,
+                    "MB",
+                    f"{PEER}.fit",
+                    ratio(ours, peer),
+                )
+            )
     for algo in ALGOS:
         name = f"{algo} k={K}" if params(algo) else algo
         e = exponent[algo]
-        section.rows.append(Row(item, f"{name} fit time exponent in m ({label(sizes[0])}..{label(largest)})", e,
-                                exponent[PEER], "", f"{PEER}.fit", ratio(e, exponent[PEER]),
-                                f"≤ {EXPONENT_GOAL}", e <= EXPONENT_GOAL))
+        section.rows.append(
+            Row(
+                item,
+                f"{name} fit time exponent in m ({label(sizes[0])}..{label(largest)})",
+                e,
+                exponent[PEER],
+                "",
+                f"{PEER}.fit",
+                ratio(e, exponent[PEER]),
+                f"≤ {EXPONENT_GOAL}",
+                e <= EXPONENT_GOAL,
+            )
+        )
     for algo in SEARCH_ALGOS:
         s = seconds[algo, largest][0]
-        section.rows.append(Row(item, f"{algo} k={K} fit, m={label(largest)} (for reference)", s,
-                                t[PEER, largest], "s", f"{PEER}.fit", ratio(s, t[PEER, largest])))
+        section.rows.append(
+            Row(
+                item,
+                f"{algo} k={K} fit, m={label(largest)} (for reference)",
+                s,
+                t[PEER, largest],
+                "s",
+                f"{PEER}.fit",
+                ratio(s, t[PEER, largest]),
+            )
+        )
     best_algo = max((*ALGOS, *SEARCH_ALGOS), key=lambda a: accuracy[a])
     gap = 100 * (work.bayes_accuracy - accuracy[best_algo])
     for algo in (*ALGOS, *SEARCH_ALGOS):
         name = f"{algo} k={K}" if params(algo) else algo
-        section.rows.append(Row(item, f"{name} test accuracy, trained on m={label(largest)}", 100 * accuracy[algo],
-                                100 * work.bayes_accuracy, "%", "Bayes-optimal", ratio(accuracy[algo],
-                                                                                       work.bayes_accuracy)))
-    section.rows.append(Row(item, f"best of ours (k ≤ 2: {best_algo}) − Bayes-optimal, points", -gap, None, "",
-                            "", None, f"≥ −{ACCURACY_GOAL_POINTS:g}", gap <= ACCURACY_GOAL_POINTS))
-    section.rows.append(Row(item, f"{PEER} test accuracy, trained on m={label(largest)} (for reference)",
-                            100 * accuracy[PEER], 100 * work.bayes_accuracy, "%", "Bayes-optimal",
-                            ratio(accuracy[PEER], work.bayes_accuracy)))
+        section.rows.append(
+            Row(
+                item,
+                f"{name} test accuracy, trained on m={label(largest)}",
+                100 * accuracy[algo],
+                100 * work.bayes_accuracy,
+                "%",
+                "Bayes-optimal",
+                ratio(accuracy[algo], work.bayes_accuracy),
+            )
+        )
+    section.rows.append(
+        Row(
+            item,
+            f"best of ours (k ≤ 2: {best_algo}) − Bayes-optimal, points",
+            -gap,
+            None,
+            "",
+            "",
+            None,
+            f"≥ −{ACCURACY_GOAL_POINTS:g}",
+            gap <= ACCURACY_GOAL_POINTS,
+        )
+    )
+    section.rows.append(
+        Row(
+            item,
+            f"{PEER} test accuracy, trained on m={label(largest)} (for reference)",
+            100 * accuracy[PEER],
+            100 * work.bayes_accuracy,
+            "%",
+            "Bayes-optimal",
+            ratio(accuracy[PEER], work.bayes_accuracy),
+        )
+    )
     section.details = {
         "sizes": list(sizes),
         "seconds": {f"{a} m={m}": v for (a, m), v in seconds.items()},
@@ -200,26 +271,29 @@ def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
     true structure from the same rows, and how many true arcs each learner found."""
     import numpy as np
 
-    from bnserve.store.predictor import compile_model
     from bnserve.store.model import Model
-    from bnserve.trainer.learners.parameters import estimate
+    from bnserve.store.predictor import compile_model
     from bnserve.trainer.fit import fit
+    from bnserve.trainer.learners.parameters import estimate
     from bnserve.trainer.learners.structure import Structure
 
     net, train, test = work.network, work.train(largest), work.test()
     names = [v.name for v in train.features]
     parents = {names[i]: (train.class_variable.name, *(names[j] for j in net.parents[i])) for i in range(len(names))}
     parents[train.class_variable.name] = ()
-    oracle = Model(train.variables, (estimate(Structure(parents, tuple(names[i] for i in net.order)), train),),
-                   "true-structure").validate()
+    oracle = Model(
+        train.variables, (estimate(Structure(parents, tuple(names[i] for i in net.order)), train),), "true-structure"
+    ).validate()
     oracle_accuracy = float(np.mean(compile_model(oracle).predict_proba(test.X).argmax(axis=1) == test.y))
     true_arcs = {frozenset((names[i], names[j])) for i in range(len(names)) for j in net.parents[i]}
     lines = []
     for algo in ("tan", "kdb", "fkdb", *SEARCH_ALGOS):
         model = fit(algo, train, **params(algo))
         arcs = {frozenset(a) for a in model.networks[0].arcs if train.class_variable.name not in a}
-        lines.append(f"| {algo}{' k=2' if params(algo) else ''} | {100 * accuracy[algo]:.2f} % | "
-                     f"{len(arcs & true_arcs)} of {len(true_arcs)} | {len(arcs)} |")
+        lines.append(
+            f"| {algo}{' k=2' if params(algo) else ''} | {100 * accuracy[algo]:.2f} % | "
+            f"{len(arcs & true_arcs)} of {len(true_arcs)} | {len(arcs)} |"
+        )
     return (
         f"Not the estimation: the true network's structure with our Laplace CPTs "
         f"(`trainer.estimate`) estimated from the same {label(largest)} rows scores "
@@ -230,11 +304,11 @@ def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
         f"before it. Where a true child comes before one of its parents in that order the arc is reversed or "
         f"replaced, and a reversed arc into a node with two parents (a v-structure) is not the same "
         f"distribution. True arcs found (as pairs, either direction) at {label(largest)} rows:\n\n"
-        "| learner | test accuracy | true arcs found | arcs learned |\n|---|---|---|---|\n"
-        + "\n".join(lines) + "\n\n"
+        "| learner | test accuracy | true arcs found | arcs learned |\n|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
         "What limits KDB and FKDB is the order they impose, not the precision of the statistics; `hc` "
         "searches without one, and what is left is its search stopping at a local maximum of the BIC. "
-        "The goal stays as stated.\n")
+        "The goal stays as stated.\n"
+    )
 
 
 def bounds_paragraph(row: Row, work, largest: int) -> str:
@@ -252,8 +326,7 @@ def bounds_paragraph(row: Row, work, largest: int) -> str:
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(8)
     top = "\n".join(line for line in text.getvalue().splitlines() if line.strip())
-    return (f"Profile of `fit('{algo}')` at m={label(largest)} (cProfile, in the suite's process):\n\n"
-            f"```\n{top}\n```\n")
+    return f"Profile of `fit('{algo}')` at m={label(largest)} (cProfile, in the suite's process):\n\n```\n{top}\n```\n"
 
 
 def main() -> int:

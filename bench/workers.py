@@ -44,8 +44,15 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.serving import (  # noqa: E402
-    MODEL_NAME, OWN_CONNECTION, Server, cpu_seconds, kdb_on_random_data, result, main_of, temporary_store,
+from bench.serving import (
+    MODEL_NAME,
+    OWN_CONNECTION,
+    Server,
+    cpu_seconds,
+    kdb_on_random_data,
+    main_of,
+    result,
+    temporary_store,
 )
 
 ITEM = "5 all cores"
@@ -61,7 +68,8 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
         "rate (the 'ceiling' row); one worker is itself held near one core (0.86). 1.6x needs clients that do "
         "not share the server's cores (another machine, or a larger one), or cheap ones: install h2load "
         "(Debian: nghttp2-client) and the bench measures with it. The worker processes themselves scale: "
-        "each has its own interpreter and GIL, SO_REUSEPORT spreads connections over them."),
+        "each has its own interpreter and GIL, SO_REUSEPORT spreads connections over them."
+    ),
 }
 CHANNELS_PER_THREAD = 4
 
@@ -74,8 +82,10 @@ def _client(conn, names: list[str], rows: list[list[int]]) -> None:
 
     from bnserve.server.api import predictor_pb2, predictor_pb2_grpc
 
-    requests = [predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names, codes=r))
-                for r in rows]
+    requests = [
+        predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names, codes=r))
+        for r in rows
+    ]
     channels: dict[str, list] = {}
     while True:
         order = conn.recv()
@@ -84,8 +94,10 @@ def _client(conn, names: list[str], rows: list[list[int]]) -> None:
         if order[0] == "connect":
             target = order[1]
             channels[target] = [
-                [predictor_pb2_grpc.PredictorStub(grpc.insecure_channel(target, options=OWN_CONNECTION))
-                 for _ in range(CHANNELS_PER_THREAD)]
+                [
+                    predictor_pb2_grpc.PredictorStub(grpc.insecure_channel(target, options=OWN_CONNECTION))
+                    for _ in range(CHANNELS_PER_THREAD)
+                ]
                 for _ in range(THREADS_PER_CLIENT)
             ]
             for stubs in channels[target]:
@@ -96,7 +108,7 @@ def _client(conn, names: list[str], rows: list[list[int]]) -> None:
         _, target, start_at, seconds = order
         counts = [0] * THREADS_PER_CLIENT
 
-        def caller(t: int) -> None:
+        def caller(t: int, target=target, start_at=start_at, seconds=seconds, counts=counts) -> None:
             stubs = channels[target][t]
             while time.time() < start_at:
                 time.sleep(0.001)
@@ -148,8 +160,12 @@ class Clients:
         calls = sum(pipe.recv() for pipe in self._pipes)
         server_cpu = sum(cpu_seconds(p) for p in pids) - server_cpu0
         client_cpu = sum(cpu_seconds(p.pid) for p in self.processes) - client_cpu0
-        return {"rate": calls / seconds, "server_cores": server_cpu / seconds, "client_cores": client_cpu / seconds,
-                "server_cpu_per_call": server_cpu / calls}
+        return {
+            "rate": calls / seconds,
+            "server_cores": server_cpu / seconds,
+            "client_cores": client_cpu / seconds,
+            "server_cpu_per_call": server_cpu / calls,
+        }
 
     def close(self) -> None:
         for pipe in self._pipes:
@@ -177,8 +193,9 @@ class H2Load:
     def __init__(self, names: list[str], row: list[int], callers: int):
         from bnserve.server.api import predictor_pb2
 
-        request = predictor_pb2.PredictRequest(model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names,
-                                                                                            codes=row))
+        request = predictor_pb2.PredictRequest(
+            model=MODEL_NAME, dense=predictor_pb2.DenseBatch(features=names, codes=row)
+        )
         self.message = request.SerializeToString()
         self.callers = callers
         self._dir = tempfile.TemporaryDirectory(prefix="bnserve-h2load-")
@@ -206,15 +223,39 @@ class H2Load:
         children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         out = subprocess.run(
-            [H2LOAD, "--duration", f"{round(seconds * 1000)}ms", "--warm-up-time", "500ms", "-c", str(self.callers), "-m", "1",
-             "-t", "1", "-d", str(self.body), "-H", "content-type: application/grpc", "-H", "te: trailers",
-             f"http://{server.target}{PREDICT_PATH}"], capture_output=True, text=True, check=False)
+            [
+                H2LOAD,
+                "--duration",
+                f"{round(seconds * 1000)}ms",
+                "--warm-up-time",
+                "500ms",
+                "-c",
+                str(self.callers),
+                "-m",
+                "1",
+                "-t",
+                "1",
+                "-d",
+                str(self.body),
+                "-H",
+                "content-type: application/grpc",
+                "-H",
+                "te: trailers",
+                f"http://{server.target}{PREDICT_PATH}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         wall = time.monotonic() - t0  # the warm-up too: the CPU figures are over all of it
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         server_cpu = sum(cpu_seconds(p) for p in pids) - server_cpu0
         client_cpu = (children.ru_utime - children0.ru_utime) + (children.ru_stime - children0.ru_stime)
-        done = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, "
-                         r"(\d+) errored", out.stdout)
+        done = re.search(
+            r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+            r"(\d+) errored",
+            out.stdout,
+        )
         if out.returncode != 0 or done is None:
             raise RuntimeError(f"h2load failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
         total, _, succeeded, failed, errored = (int(g) for g in done.groups())
@@ -222,8 +263,12 @@ class H2Load:
         if failed or errored or succeeded == 0 or rate is None:
             raise RuntimeError(f"h2load: {failed} failed, {errored} errored of {total}:\n{out.stdout}")
         calls_per_second = float(rate.group(1))  # over the measured duration, after the warm-up
-        return {"rate": calls_per_second, "server_cores": server_cpu / wall, "client_cores": client_cpu / wall,
-                "server_cpu_per_call": server_cpu / (calls_per_second * wall)}
+        return {
+            "rate": calls_per_second,
+            "server_cores": server_cpu / wall,
+            "client_cores": client_cpu / wall,
+            "server_cpu_per_call": server_cpu / (calls_per_second * wall),
+        }
 
     def close(self) -> None:
         self._dir.cleanup()
@@ -264,34 +309,71 @@ def run(quick: bool = False) -> list[dict]:
         return float(np.median([b["rate"] / a["rate"] for a, b in zip(figures[kind, 1], figures[kind, 2])]))
 
     cores = os.cpu_count() or 1
-    label = {"h2load": f"{callers} callers from h2load (C, one thread)",
-             "python": f"{callers} callers from Python gRPC clients ({CLIENT_PROCESSES} processes)"}
+    label = {
+        "h2load": f"{callers} callers from h2load (C, one thread)",
+        "python": f"{callers} callers from Python gRPC clients ({CLIENT_PROCESSES} processes)",
+    }
     goal_kind = "h2load" if "h2load" in loads else "python"
     out = []
     for kind in loads:
         r = scaling(kind)
         is_goal = kind == goal_kind
-        out.append(result(ITEM, f"single-row Predict calls/s, {label[kind]}: 2 workers vs 1", median(kind, 2, "rate"),
-                          median(kind, 1, "rate"), f"≥ {GOAL}" if is_goal else "—", r >= GOAL if is_goal else None,
-                          ratio=r))
+        out.append(
+            result(
+                ITEM,
+                f"single-row Predict calls/s, {label[kind]}: 2 workers vs 1",
+                median(kind, 2, "rate"),
+                median(kind, 1, "rate"),
+                f"≥ {GOAL}" if is_goal else "—",
+                r >= GOAL if is_goal else None,
+                ratio=r,
+            )
+        )
         # what every core busy could give with 2 workers, at the CPU each call took (server + clients)
-        ceiling = float(np.median([cores * f["rate"] / (f["server_cores"] + f["client_cores"])
-                                   for f in figures[kind, 2]]))
+        ceiling = float(
+            np.median([cores * f["rate"] / (f["server_cores"] + f["client_cores"]) for f in figures[kind, 2]])
+        )
         out += [
-            result(ITEM, f"{kind}: ceiling {cores} cores / (server + client CPU per call), 2 workers, "
-                   "vs 1 worker's calls/s", ceiling, median(kind, 1, "rate"), "—", None),
-            result(ITEM, f"{kind}: server CPU (cores busy), 2 workers vs 1", median(kind, 2, "server_cores"),
-                   median(kind, 1, "server_cores"), "—", None),
-            result(ITEM, f"{kind}: client CPU (cores busy), 2 workers vs 1", median(kind, 2, "client_cores"),
-                   median(kind, 1, "client_cores"), "—", None),
-            result(ITEM, f"{kind}: server CPU µs per call, 2 workers vs 1", median(kind, 2, "server_cpu_per_call") * 1e6,
-                   median(kind, 1, "server_cpu_per_call") * 1e6, "—", None),
+            result(
+                ITEM,
+                f"{kind}: ceiling {cores} cores / (server + client CPU per call), 2 workers, vs 1 worker's calls/s",
+                ceiling,
+                median(kind, 1, "rate"),
+                "—",
+                None,
+            ),
+            result(
+                ITEM,
+                f"{kind}: server CPU (cores busy), 2 workers vs 1",
+                median(kind, 2, "server_cores"),
+                median(kind, 1, "server_cores"),
+                "—",
+                None,
+            ),
+            result(
+                ITEM,
+                f"{kind}: client CPU (cores busy), 2 workers vs 1",
+                median(kind, 2, "client_cores"),
+                median(kind, 1, "client_cores"),
+                "—",
+                None,
+            ),
+            result(
+                ITEM,
+                f"{kind}: server CPU µs per call, 2 workers vs 1",
+                median(kind, 2, "server_cpu_per_call") * 1e6,
+                median(kind, 1, "server_cpu_per_call") * 1e6,
+                "—",
+                None,
+            ),
         ]
     return out
 
 
 def main() -> int:
-    return main_of(run, __doc__, f"{os.cpu_count()} cores; clients and servers share them", "shorter rounds (under 30 s)")
+    return main_of(
+        run, __doc__, f"{os.cpu_count()} cores; clients and servers share them", "shorter rounds (under 30 s)"
+    )
 
 
 if __name__ == "__main__":

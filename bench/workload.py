@@ -34,9 +34,11 @@ class Workload:
     seconds: float
 
     def describe(self) -> str:
-        return (f"synthetic k=2 network, n={SHAPE['n_features']} features with 2..{SHAPE['max_states']} states, "
-                f"c={SHAPE['n_classes']} classes, seed {SEED}, class signal {self.network.strength:.3f} "
-                f"(Bayes-optimal accuracy {self.bayes_accuracy:.4f} on the {self.test_rows:,} test rows)")
+        return (
+            f"synthetic k=2 network, n={SHAPE['n_features']} features with 2..{SHAPE['max_states']} states, "
+            f"c={SHAPE['n_classes']} classes, seed {SEED}, class signal {self.network.strength:.3f} "
+            f"(Bayes-optimal accuracy {self.bayes_accuracy:.4f} on the {self.test_rows:,} test rows)"
+        )
 
     def train(self, rows: int) -> EncodedData:
         """The first ``rows`` training rows (an independent sample of that size)."""
@@ -80,5 +82,6 @@ def prepare(directory: pathlib.Path, train_rows: int, test_rows: int) -> Workloa
     for name, data in (("train", train), ("test", test)):
         np.save(directory / f"{name}_X.npy", data.X)
         np.save(directory / f"{name}_y.npy", data.y)
-    return Workload(directory, network, train_rows, test_rows, best.accuracy, best.expected_accuracy,
-                    time.perf_counter() - t0)
+    return Workload(
+        directory, network, train_rows, test_rows, best.accuracy, best.expected_accuracy, time.perf_counter() - t0
+    )

@@ -56,7 +56,9 @@ def generate() -> dict[str, str]:
                     text = text.replace(f"from {package} import ", "from . import ")
                 if src in OWN_POOL and suffix == "_pb2.py":
                     if text.count(DEFAULT_POOL) != 1:
-                        raise SystemExit(f"cannot move proto/{src} into its own descriptor pool: unexpected protoc output")
+                        raise SystemExit(
+                            f"cannot move proto/{src} into its own descriptor pool: unexpected protoc output"
+                        )
                     text = text.replace(DEFAULT_POOL, OWN_POOL_TEXT)
                 out[name] = HEADER.format(src=src) + text
         return out

@@ -27,8 +27,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
-from typing import Callable
 
 import grpc
 from google.protobuf import descriptor_pool
@@ -139,8 +139,9 @@ class App:
         else:
             parts = ["mutual TLS: client certificates required"]
         if self.tokens is not None:
-            parts.append(f"bearer token required but for health, {len(self.tokens)} token(s) "
-                         f"from {self.config.auth_token_file}")
+            parts.append(
+                f"bearer token required but for health, {len(self.tokens)} token(s) from {self.config.auth_token_file}"
+            )
         return ", ".join(parts)
 
     def _set_health(self, status: int) -> None:
@@ -151,7 +152,7 @@ class App:
         else:
             self.serving.clear()
 
-    def start(self, on_failure: Callable[[], None] | None = None) -> "App":
+    def start(self, on_failure: Callable[[], None] | None = None) -> App:
         """Start serving. A worker listens from a background thread once the store is read;
         should that fail, ``failure`` says why and ``on_failure`` is called."""
         if self.metrics_port >= 0:
@@ -159,12 +160,16 @@ class App:
             self.metrics_port = http_server.server_address[1]
             self._http_server = http_server
         if self.config.worker:
-            threading.Thread(target=self._listen_when_ready, args=(on_failure,), name="first-load",
-                             daemon=True).start()
+            threading.Thread(target=self._listen_when_ready, args=(on_failure,), name="first-load", daemon=True).start()
             return self
         self.grpc_server.start()
-        log.info("gRPC on %s:%d (%s), metrics on :%d", self.config.host, self.port, self.security_summary(),
-                 self.metrics_port)
+        log.info(
+            "gRPC on %s:%d (%s), metrics on :%d",
+            self.config.host,
+            self.port,
+            self.security_summary(),
+            self.metrics_port,
+        )
         threading.Thread(target=self._become_ready, name="first-load", daemon=True).start()
         return self
 
@@ -202,8 +207,13 @@ class App:
                 return
             self.poller.start()
         n = len(self.repository.snapshot.models)
-        log.info("store read: %d model(s); serving gRPC on %s:%d (%s)", n, self.config.host, self.port,
-                 self.security_summary())
+        log.info(
+            "store read: %d model(s); serving gRPC on %s:%d (%s)",
+            n,
+            self.config.host,
+            self.port,
+            self.security_summary(),
+        )
 
     def stop(self) -> None:
         """Graceful: NOT_SERVING, refuse new calls, let in-flight ones finish within the grace."""
@@ -287,8 +297,9 @@ def _exit_if_threads_linger(code: int) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
     left = [t.name for t in others if t.is_alive()]
     if left:
-        log.warning("threads still running %.0f s after the drain: %s; exiting without them", LINGER_SECONDS,
-                    ", ".join(left))
+        log.warning(
+            "threads still running %.0f s after the drain: %s; exiting without them", LINGER_SECONDS, ", ".join(left)
+        )
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

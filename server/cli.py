@@ -48,8 +48,22 @@ def _file_path(text: str) -> str:
 
 
 SERVE_ENV_PREFIX = "BNSERVE_"
-SERVE_ENV_FLAGS = ("host", "port", "metrics_port", "poll_seconds", "grace_seconds", "threads", "workers", "log_level",
-                   "max_rows", "max_message_bytes", "tls_cert", "tls_key", "tls_client_ca", "auth_token_file")
+SERVE_ENV_FLAGS = (
+    "host",
+    "port",
+    "metrics_port",
+    "poll_seconds",
+    "grace_seconds",
+    "threads",
+    "workers",
+    "log_level",
+    "max_rows",
+    "max_message_bytes",
+    "tls_cert",
+    "tls_key",
+    "tls_client_ca",
+    "auth_token_file",
+)
 TOKEN_FILE_ENV = "BNSERVE_TOKEN_FILE"  # `server predict --token-file`
 
 
@@ -75,40 +89,85 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="load the models in the store and answer gRPC calls")
-    serve.add_argument("--store", help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else sqlite:///bnserve.db)")
+    serve.add_argument(
+        "--store", help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else sqlite:///bnserve.db)"
+    )
     serve.add_argument("--host", default=DEFAULTS["host"], help="address to bind both ports on (default %(default)s)")
-    serve.add_argument("--port", type=int, default=DEFAULTS["port"],
-                       help="gRPC port (default %(default)s; 0 picks a free one)")
-    serve.add_argument("--metrics-port", type=int, default=DEFAULTS["metrics_port"],
-                       help="Prometheus /metrics port (default %(default)s; -1 disables)")
-    serve.add_argument("--poll-seconds", type=float, default=DEFAULTS["poll_seconds"],
-                       help="how often to look for new versions and alias moves (default %(default)s)")
-    serve.add_argument("--grace-seconds", type=float, default=DEFAULTS["grace_seconds"],
-                       help="drain time for in-flight calls on SIGTERM (default %(default)s)")
-    serve.add_argument("--threads", type=int, default=DEFAULTS["threads"],
-                       help="RPC worker threads (default %(default)s; per worker process)")
-    serve.add_argument("--workers", type=_positive_int, default=DEFAULTS["workers"],
-                       help="worker processes sharing the port, one core each (default %(default)s: this process serves)")
+    serve.add_argument(
+        "--port", type=int, default=DEFAULTS["port"], help="gRPC port (default %(default)s; 0 picks a free one)"
+    )
+    serve.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULTS["metrics_port"],
+        help="Prometheus /metrics port (default %(default)s; -1 disables)",
+    )
+    serve.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=DEFAULTS["poll_seconds"],
+        help="how often to look for new versions and alias moves (default %(default)s)",
+    )
+    serve.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=DEFAULTS["grace_seconds"],
+        help="drain time for in-flight calls on SIGTERM (default %(default)s)",
+    )
+    serve.add_argument(
+        "--threads",
+        type=int,
+        default=DEFAULTS["threads"],
+        help="RPC worker threads (default %(default)s; per worker process)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=DEFAULTS["workers"],
+        help="worker processes sharing the port, one core each (default %(default)s: this process serves)",
+    )
     serve.add_argument("--worker-of", type=int, metavar="PID", help=argparse.SUPPRESS)  # set by --workers
-    serve.add_argument("--log-level", default=DEFAULTS["log_level"],
-                       help="DEBUG, INFO, WARNING or ERROR (default %(default)s)")
-    serve.add_argument("--max-rows", type=_positive_int, default=DEFAULTS["max_rows"],
-                       help=f"most rows one Predict or ModelInfer may hold; more is RESOURCE_EXHAUSTED "
-                            f"(default {DEFAULTS['max_rows']:,})")
-    serve.add_argument("--max-message-bytes", type=_positive_int, default=DEFAULTS["max_message_bytes"],
-                       help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
-                            f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)")
-    serve.add_argument("--tls-cert", type=_file_path, metavar="FILE",
-                       help="PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)")
-    serve.add_argument("--tls-key", type=_file_path, metavar="FILE",
-                       help="PEM private key (unencrypted) of --tls-cert")
-    serve.add_argument("--tls-client-ca", type=_file_path, metavar="FILE",
-                       help="PEM CA bundle: clients must present a certificate it signed (mutual TLS; needs --tls-cert)")
-    serve.add_argument("--auth-token-file", type=_file_path, metavar="FILE",
-                       help="bearer tokens, one a line: every call but grpc.health.v1.Health must carry "
-                            "'authorization: Bearer <one of them>' (re-read when the file changes)")
-    serve.epilog = ("Every flag above but --store may also be set as BNSERVE_<FLAG> in the environment "
-                    "(e.g. BNSERVE_GRACE_SECONDS=25); the store URL is BNSERVE_STORE_URL. A flag wins.")
+    serve.add_argument(
+        "--log-level", default=DEFAULTS["log_level"], help="DEBUG, INFO, WARNING or ERROR (default %(default)s)"
+    )
+    serve.add_argument(
+        "--max-rows",
+        type=_positive_int,
+        default=DEFAULTS["max_rows"],
+        help=f"most rows one Predict or ModelInfer may hold; more is RESOURCE_EXHAUSTED "
+        f"(default {DEFAULTS['max_rows']:,})",
+    )
+    serve.add_argument(
+        "--max-message-bytes",
+        type=_positive_int,
+        default=DEFAULTS["max_message_bytes"],
+        help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
+        f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)",
+    )
+    serve.add_argument(
+        "--tls-cert",
+        type=_file_path,
+        metavar="FILE",
+        help="PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)",
+    )
+    serve.add_argument("--tls-key", type=_file_path, metavar="FILE", help="PEM private key (unencrypted) of --tls-cert")
+    serve.add_argument(
+        "--tls-client-ca",
+        type=_file_path,
+        metavar="FILE",
+        help="PEM CA bundle: clients must present a certificate it signed (mutual TLS; needs --tls-cert)",
+    )
+    serve.add_argument(
+        "--auth-token-file",
+        type=_file_path,
+        metavar="FILE",
+        help="bearer tokens, one a line: every call but grpc.health.v1.Health must carry "
+        "'authorization: Bearer <one of them>' (re-read when the file changes)",
+    )
+    serve.epilog = (
+        "Every flag above but --store may also be set as BNSERVE_<FLAG> in the environment "
+        "(e.g. BNSERVE_GRACE_SECONDS=25); the store URL is BNSERVE_STORE_URL. A flag wins."
+    )
     environ = dict(os.environ) if environ is None else environ
     _env_defaults(serve, environ)
 
@@ -119,23 +178,47 @@ def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentPars
     which.add_argument("--version", type=int, help="model version (default: alias production, else latest)")
     which.add_argument("--alias", help="model alias")
     predict.add_argument(
-        "--instance", type=_parse_instance, action="append", default=[], metavar="F=L,…",
+        "--instance",
+        type=_parse_instance,
+        action="append",
+        default=[],
+        metavar="F=L,…",
         help="one row as feature=value pairs or a JSON object (a numeric feature takes a number); repeat for more "
-             "rows; absent features are missing",
+        "rows; absent features are missing",
     )
-    predict.add_argument("--unseen-as-missing", action="store_true",
-                         help="treat a label a nominal feature does not have as missing instead of an error")
-    predict.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first")
-    predict.add_argument("--tls-ca", type=_file_path, metavar="FILE",
-                         help="PEM CA bundle to trust for the server's certificate: connect with TLS")
-    predict.add_argument("--tls-cert", type=_file_path, metavar="FILE",
-                         help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)")
+    predict.add_argument(
+        "--unseen-as-missing",
+        action="store_true",
+        help="treat a label a nominal feature does not have as missing instead of an error",
+    )
+    predict.add_argument(
+        "--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first"
+    )
+    predict.add_argument(
+        "--tls-ca",
+        type=_file_path,
+        metavar="FILE",
+        help="PEM CA bundle to trust for the server's certificate: connect with TLS",
+    )
+    predict.add_argument(
+        "--tls-cert",
+        type=_file_path,
+        metavar="FILE",
+        help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)",
+    )
     predict.add_argument("--tls-key", type=_file_path, metavar="FILE", help="PEM private key of --tls-cert")
-    predict.add_argument("--tls-server-name", metavar="NAME",
-                         help="name to check the server's certificate against, when --target is not one of its "
-                              "names (e.g. through a port-forward; needs --tls-ca)")
-    predict.add_argument("--token-file", type=_file_path, metavar="FILE",
-                         help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})")
+    predict.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="name to check the server's certificate against, when --target is not one of its "
+        "names (e.g. through a port-forward; needs --tls-ca)",
+    )
+    predict.add_argument(
+        "--token-file",
+        type=_file_path,
+        metavar="FILE",
+        help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})",
+    )
     token_file = environ.get(TOKEN_FILE_ENV)
     if token_file:
         predict.set_defaults(token_file=token_file)
@@ -223,8 +306,11 @@ def _predict(args: argparse.Namespace) -> int:
                     print(f"error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
                     return 1
                 time.sleep(0.2)
-        request = pb.PredictRequest(model=args.model, instances=[pb.Instance(values=i) for i in args.instance or [{}]],
-                                    unseen_as_missing=args.unseen_as_missing)
+        request = pb.PredictRequest(
+            model=args.model,
+            instances=[pb.Instance(values=i) for i in args.instance or [{}]],
+            unseen_as_missing=args.unseen_as_missing,
+        )
         if args.version is not None:
             request.version = args.version
         elif args.alias:

@@ -6,7 +6,8 @@ forms into a ``decode`` and an ``encode`` and call ``predict``."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import grpc
 import numpy as np

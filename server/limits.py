@@ -31,8 +31,9 @@ class DeadlineExceeded(BnServeError):
 def check_rows(rows: int, limit: int) -> None:
     """Refuse a request of more than ``limit`` rows, naming the limit and the flag."""
     if rows > limit:
-        raise TooLarge(f"the request has {rows} rows; this server answers at most {limit} rows per request "
-                       "(--max-rows): split it")
+        raise TooLarge(
+            f"the request has {rows} rows; this server answers at most {limit} rows per request (--max-rows): split it"
+        )
 
 
 def predict_rows(request: Any) -> int:

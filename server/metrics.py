@@ -31,13 +31,26 @@ from prometheus_client import Counter, Gauge, Histogram
 MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
 
 LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
 )
 GRPC_LABELS = ("grpc_type", "grpc_service", "grpc_method")
 
-GRPC_STARTED = Counter(
-    "grpc_server_started_total", "RPCs started on the server.", GRPC_LABELS
-)
+GRPC_STARTED = Counter("grpc_server_started_total", "RPCs started on the server.", GRPC_LABELS)
 GRPC_HANDLED = Counter(
     "grpc_server_handled_total", "RPCs completed on the server, by status code.", GRPC_LABELS + ("grpc_code",)
 )
@@ -48,9 +61,7 @@ GRPC_HANDLING_SECONDS = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 
-PREDICTION_ROWS = Counter(
-    "bnserve_prediction_rows_total", "Rows predicted, per model.", ("model",)
-)
+PREDICTION_ROWS = Counter("bnserve_prediction_rows_total", "Rows predicted, per model.", ("model",))
 PREDICTED_CLASS_ROWS = Counter(
     "bnserve_predicted_class_rows_total", "Rows predicted, per model and most probable class.", ("model", "class")
 )
@@ -63,7 +74,9 @@ REQUEST_SECONDS = Histogram(
 )
 BATCH_ROWS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
 REQUEST_ROWS = Histogram(
-    "bnserve_request_rows", "Rows per prediction request (batch size), per model.", ("model",),
+    "bnserve_request_rows",
+    "Rows per prediction request (batch size), per model.",
+    ("model",),
     buckets=BATCH_ROWS_BUCKETS,
 )
 MODEL_INFO = Gauge(
@@ -82,9 +95,7 @@ MODEL_LOAD_FAILURES = Counter(
     "Model versions refused at load (checksum or validation failure).",
     ("model",),
 )
-STORE_POLL_ERRORS = Counter(
-    "bnserve_store_poll_errors_total", "Polls of the model store that failed."
-)
+STORE_POLL_ERRORS = Counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
 STORE_LAST_SUCCESS = Gauge(
     "bnserve_store_last_success_timestamp_seconds",
     "Unix time of the last successful poll of the model store.",
@@ -107,8 +118,12 @@ def initialize_grpc(services) -> None:
     from rate() and increase()."""
     for service in services:
         for method in service.methods:
-            kind = {(False, False): "UNARY", (False, True): "SERVER_STREAM", (True, False): "CLIENT_STREAM",
-                    (True, True): "BIDI_STREAM"}[method.client_streaming, method.server_streaming]
+            kind = {
+                (False, False): "UNARY",
+                (False, True): "SERVER_STREAM",
+                (True, False): "CLIENT_STREAM",
+                (True, True): "BIDI_STREAM",
+            }[method.client_streaming, method.server_streaming]
             labels = (kind, service.full_name, method.name)
             GRPC_STARTED.labels(*labels)
             GRPC_HANDLED.labels(*labels, "OK")

@@ -12,17 +12,18 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from bnserve.server import metrics
+from bnserve.store.db import ModelStore, ModelSummary
 from bnserve.store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
-from bnserve.store.predictor import CompiledModel, compile_model
 from bnserve.store.model import Model
 from bnserve.store.model.names import resolve_version
-from bnserve.store.db import ModelStore, ModelSummary
+from bnserve.store.predictor import CompiledModel, compile_model
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,9 @@ class ServedModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "class_name", self.model.class_variable.name)
         object.__setattr__(self, "_rows", metrics.PREDICTION_ROWS.labels(self.name))
-        object.__setattr__(self, "_per_class", tuple(metrics.PREDICTED_CLASS_ROWS.labels(self.name, c)
-                                                     for c in self.compiled.classes))
+        object.__setattr__(
+            self, "_per_class", tuple(metrics.PREDICTED_CLASS_ROWS.labels(self.name, c) for c in self.compiled.classes)
+        )
         object.__setattr__(self, "_batch", metrics.REQUEST_ROWS.labels(self.name))
         object.__setattr__(self, "_seconds", metrics.REQUEST_SECONDS.labels(self.name))
 
@@ -77,9 +79,9 @@ class ModelEntry:
     """What the server knows of one model name: its versions, aliases and loaded versions."""
 
     name: str
-    versions: tuple[int, ...]               # every version in the store
-    aliases: Mapping[str, int]              # alias -> version
-    loaded: Mapping[int, ServedModel]       # compiled versions held in the snapshot
+    versions: tuple[int, ...]  # every version in the store
+    aliases: Mapping[str, int]  # alias -> version
+    loaded: Mapping[int, ServedModel]  # compiled versions held in the snapshot
     refused: Mapping[int, str] = field(default_factory=dict)  # version -> why it was refused
 
     def aliases_of(self, version: int) -> tuple[str, ...]:
@@ -161,8 +163,13 @@ class ModelRepository:
                 aliases[alias] = previous
                 if self._held.get((name, alias)) != version:
                     self._held[(name, alias)] = version
-                    log.warning("alias %s of %s stays at version %d: version %d was refused at load",
-                                alias, name, previous, version)
+                    log.warning(
+                        "alias %s of %s stays at version %d: version %d was refused at load",
+                        alias,
+                        name,
+                        previous,
+                        version,
+                    )
         for version in sorted(summary.versions, reverse=True):
             if version in loaded or take(version):
                 break
@@ -228,7 +235,9 @@ class ModelRepository:
                     return self._on_demand[key]
             served = self._load(name, version)
             if served is None:
-                raise InvalidModel(f"model {name!r} version {version} was refused at load: {self._refused[(name, version)]}")
+                raise InvalidModel(
+                    f"model {name!r} version {version} was refused at load: {self._refused[(name, version)]}"
+                )
             self._on_demand[(name, version, served.checksum)] = served
             while len(self._on_demand) > ON_DEMAND_CAPACITY:
                 self._on_demand.popitem(last=False)

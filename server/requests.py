@@ -8,14 +8,15 @@ columns and codes (``server.tensors`` decodes its tensors first).
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, NoReturn, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NoReturn
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model import MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import interval_codes
 from bnserve.store.predictor import CompiledModel, check_codes
-from bnserve.store.model import MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
 
 _NO_CODES = np.empty(0, dtype=np.int64)
 _NO_VALUES = np.empty(0, dtype=np.float64)
@@ -156,9 +157,7 @@ def codes_from_dense(
             raise InvalidInput(f"dense batch lists feature {dup!r} twice")
     if size % len(features):
         what = "values" if raw.size else "codes"
-        raise InvalidInput(
-            f"dense batch has {size} {what}, not a multiple of its {len(features)} features"
-        )
+        raise InvalidInput(f"dense batch has {size} {what}, not a multiple of its {len(features)} features")
     if raw.size:
         given = _codes_from_values(compiled, columns, raw.reshape(-1, len(features)))
     else:
@@ -184,8 +183,9 @@ def _codes_from_values(compiled: CompiledModel, columns: list[int], raw: np.ndar
         bad = ~missing & ((values != np.round(values)) | (values < 0) | (values >= variable.cardinality))
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
-            raise InvalidInput(f"feature {variable.name!r} is nominal: row {row} has value {values[row]!r}, "
-                               f"expected a state code from 0 to {variable.cardinality - 1} or NaN (missing)")
+            raise InvalidInput(
+                f"feature {variable.name!r} is nominal: row {row} has value {values[row]!r}, "
+                f"expected a state code from 0 to {variable.cardinality - 1} or NaN (missing)"
+            )
         codes[:, j] = np.where(missing, MISSING, values).astype(np.int64)
     return codes
-

@@ -137,7 +137,8 @@ def parse_tokens(data: bytes, path: str, flag: str = "--auth-token-file") -> tup
             continue
         if any(not ("!" <= c <= "~") for c in token):
             raise SecurityConfigError(
-                f"{flag} {path}: line {number} holds a space or a control character inside its token")
+                f"{flag} {path}: line {number} holds a space or a control character inside its token"
+            )
         tokens.append(token.encode("ascii"))
     if not tokens:
         raise SecurityConfigError(f"{flag} {path}: holds no token (the file is empty or blank)")
@@ -181,8 +182,11 @@ class TokenFile:
             stamp = _stamp(os.stat(self.path))
         except OSError as exc:
             if self._stamp is not None:
-                log.warning("--auth-token-file %s: cannot read it (%s); the previous tokens stay in force",
-                            self.path, exc.strerror or exc)
+                log.warning(
+                    "--auth-token-file %s: cannot read it (%s); the previous tokens stay in force",
+                    self.path,
+                    exc.strerror or exc,
+                )
                 self._stamp = None
             return
         if stamp == self._stamp:
@@ -213,7 +217,7 @@ class TokenFile:
                 return False
         if len(value) <= len(BEARER) or value[: len(BEARER)].lower() != BEARER.encode():
             return False
-        presented = value[len(BEARER):].strip()
+        presented = value[len(BEARER) :].strip()
         match = False
         for token in self.tokens():
             match |= hmac.compare_digest(presented, token)

@@ -30,8 +30,11 @@ BYTES = "BYTES"
 NUMBER_TYPES = {"FP32": "<f4", "FP64": "<f8", "INT32": "<i4", "INT64": "<i8"}
 CODE_TYPES = ("INT32", "INT64")
 CONTENTS_FIELD = {
-    BYTES: "bytes_contents", "FP32": "fp32_contents", "FP64": "fp64_contents",
-    "INT32": "int_contents", "INT64": "int64_contents",
+    BYTES: "bytes_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
 }
 VARIABLE = -1  # a dimension of any size, in metadata
 LENGTH = struct.Struct("<I")
@@ -65,8 +68,10 @@ def read_inputs(request: Any) -> list[Tensor]:
     """Every input tensor of a ModelInferRequest, its data decoded and matched to its shape."""
     raw = request.raw_input_contents
     if raw and len(raw) != len(request.inputs):
-        raise InvalidInput(f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs; "
-                           "send one per input, in the order of inputs")
+        raise InvalidInput(
+            f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs; "
+            "send one per input, in the order of inputs"
+        )
     tensors: list[Tensor] = []
     seen: set[str] = set()
     for i, tensor in enumerate(request.inputs):
@@ -75,15 +80,18 @@ def read_inputs(request: Any) -> list[Tensor]:
             raise InvalidInput(f"input {name!r} is sent twice")
         seen.add(name)
         if datatype not in CONTENTS_FIELD:
-            raise InvalidInput(f"input {name!r} has datatype {datatype!r}; bnserve takes BYTES, FP32, FP64, INT32 "
-                               "or INT64")
+            raise InvalidInput(
+                f"input {name!r} has datatype {datatype!r}; bnserve takes BYTES, FP32, FP64, INT32 or INT64"
+            )
         if any(d < 0 for d in shape):
             raise InvalidInput(f"input {name!r} has shape {list(shape)}; a dimension cannot be negative")
         count = math.prod(shape)
         if raw:
             if tensor.contents.ListFields():
-                raise InvalidInput(f"input {name!r} has contents, but the request sends raw_input_contents; "
-                                   "send every input's data one way")
+                raise InvalidInput(
+                    f"input {name!r} has contents, but the request sends raw_input_contents; "
+                    "send every input's data one way"
+                )
             data = _from_raw(name, datatype, raw[i], count)
         else:
             data = _from_contents(name, datatype, tensor.contents, count)
@@ -109,8 +117,10 @@ def _from_raw(name: str, datatype: str, raw: bytes, count: int) -> list[bytes] |
         return split_bytes(name, raw, count)
     dtype = np.dtype(NUMBER_TYPES[datatype])
     if len(raw) != count * dtype.itemsize:
-        raise InvalidInput(f"input {name!r} has {len(raw)} raw bytes; its shape needs {count} {datatype} elements, "
-                           f"{count * dtype.itemsize} bytes")
+        raise InvalidInput(
+            f"input {name!r} has {len(raw)} raw bytes; its shape needs {count} {datatype} elements, "
+            f"{count * dtype.itemsize} bytes"
+        )
     return np.frombuffer(raw, dtype=dtype)
 
 
@@ -125,7 +135,7 @@ def split_bytes(name: str, raw: bytes, count: int) -> list[bytes]:
         at += LENGTH.size
         if at + size > len(raw):
             raise InvalidInput(f"input {name!r}: raw BYTES element {len(items)} runs past the end of the data")
-        items.append(raw[at:at + size])
+        items.append(raw[at : at + size])
         at += size
     if len(items) != count:
         raise InvalidInput(f"input {name!r} has {len(items)} raw BYTES elements; its shape needs {count}")
@@ -173,8 +183,10 @@ def _codes_tensor(compiled: CompiledModel, class_name: str, tensor: Tensor) -> n
     if tensor.datatype not in CODE_TYPES:
         raise InvalidInput(f"input {CODES!r} has datatype {tensor.datatype!r}; state codes are INT32 or INT64")
     if len(tensor.shape) != 2 or tensor.shape[1] != n:
-        raise InvalidInput(f"input {CODES!r} has shape {list(tensor.shape)}; it takes [batch, {n}], one column per "
-                           "feature in the order of ModelMetadata's inputs")
+        raise InvalidInput(
+            f"input {CODES!r} has shape {list(tensor.shape)}; it takes [batch, {n}], one column per "
+            "feature in the order of ModelMetadata's inputs"
+        )
     try:
         return codes_from_dense(compiled, class_name, [v.name for v in compiled.features], tensor.data)
     except InvalidInput as exc:
@@ -190,14 +202,16 @@ def requested_outputs(request: Any) -> list[str]:
         if output.name in names:
             raise InvalidInput(f"output {output.name!r} is requested twice")
         if output.parameters:
-            raise InvalidInput(f"output {output.name!r}: parameters are not supported "
-                               f"({', '.join(sorted(output.parameters))})")
+            raise InvalidInput(
+                f"output {output.name!r}: parameters are not supported ({', '.join(sorted(output.parameters))})"
+            )
         names.append(output.name)
     return names or list(OUTPUTS)
 
 
-def write_outputs(response: Any, names: list[str], classes: tuple[str, ...], proba: np.ndarray,
-                  winners: np.ndarray) -> None:
+def write_outputs(
+    response: Any, names: list[str], classes: tuple[str, ...], proba: np.ndarray, winners: np.ndarray
+) -> None:
     """Add the named outputs to a ModelInferResponse, their data in raw_output_contents;
     ``winners``: each row's most probable class."""
     for name in names:

@@ -46,8 +46,8 @@ from bnserve.store.db import STORE_URL_ENV
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.2          # how often the parent looks at its workers
-YOUNG_SECONDS = 10.0        # a worker that dies younger than this counts towards backoff
+POLL_SECONDS = 0.2  # how often the parent looks at its workers
+YOUNG_SECONDS = 10.0  # a worker that dies younger than this counts towards backoff
 MAX_RESTART_DELAY = 30.0
 STOP_MARGIN_SECONDS = 10.0  # beyond the grace, before a worker that will not stop is killed
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -68,7 +68,8 @@ def reserve_port(host: str, port: int) -> socket.socket:
     """A socket bound to (host, port) with SO_REUSEPORT, not listening: holds the port for
     the workers (who bind it the same way) and picks one when ``port`` is 0."""
     family, kind, proto, _, address = socket.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -105,14 +106,37 @@ class Supervisor:
     def _command(self) -> list[str]:
         c = self.config
         command = [
-            sys.executable, "-m", "bnserve.server.cli", "serve", "--worker-of", str(os.getpid()),
-            "--host", c.host, "--port", str(self.port), "--metrics-port", "-1",
-            "--poll-seconds", repr(c.poll_seconds), "--grace-seconds", repr(c.grace_seconds),
-            "--threads", str(c.threads), "--log-level", c.log_level,
-            "--max-rows", str(c.max_rows), "--max-message-bytes", str(c.max_message_bytes),
+            sys.executable,
+            "-m",
+            "bnserve.server.cli",
+            "serve",
+            "--worker-of",
+            str(os.getpid()),
+            "--host",
+            c.host,
+            "--port",
+            str(self.port),
+            "--metrics-port",
+            "-1",
+            "--poll-seconds",
+            repr(c.poll_seconds),
+            "--grace-seconds",
+            repr(c.grace_seconds),
+            "--threads",
+            str(c.threads),
+            "--log-level",
+            c.log_level,
+            "--max-rows",
+            str(c.max_rows),
+            "--max-message-bytes",
+            str(c.max_message_bytes),
         ]
-        for flag, path in (("--tls-cert", c.tls_cert), ("--tls-key", c.tls_key),
-                           ("--tls-client-ca", c.tls_client_ca), ("--auth-token-file", c.auth_token_file)):
+        for flag, path in (
+            ("--tls-cert", c.tls_cert),
+            ("--tls-key", c.tls_key),
+            ("--tls-client-ca", c.tls_client_ca),
+            ("--auth-token-file", c.auth_token_file),
+        ):
             if path is not None:  # file paths only; a worker reads the files itself
                 command += [flag, os.path.abspath(path)]
         return command
@@ -137,8 +161,14 @@ class Supervisor:
         delay = min(MAX_RESTART_DELAY, 0.5 * 2 ** (worker.young_deaths - 1)) if worker.young_deaths else 0.0
         worker.process = None
         worker.restart_at = time.monotonic() + delay
-        log.error("worker %d (pid %d) exited (%s) after %.1f s; restarting it in %.1f s",
-                  worker.index, process.pid, status, lifetime, delay)
+        log.error(
+            "worker %d (pid %d) exited (%s) after %.1f s; restarting it in %.1f s",
+            worker.index,
+            process.pid,
+            status,
+            lifetime,
+            delay,
+        )
 
     def pids(self) -> list[int]:
         return [w.process.pid for w in self._workers if w.process is not None]
@@ -166,8 +196,13 @@ class Supervisor:
             self._serve_metrics()
             for worker in self._workers:
                 self._start(worker)
-            log.info("gRPC on %s:%d with %d workers, metrics on :%d", self.config.host, self.port,
-                     len(self._workers), self.metrics_port)
+            log.info(
+                "gRPC on %s:%d with %d workers, metrics on :%d",
+                self.config.host,
+                self.port,
+                len(self._workers),
+                self.metrics_port,
+            )
             while not self._stopping.wait(POLL_SECONDS):
                 now = time.monotonic()
                 for worker in self._workers:

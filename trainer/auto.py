@@ -9,8 +9,9 @@ going to the candidate listed first, i.e. the simpler one.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Model
@@ -30,7 +31,7 @@ class Choice:
     algorithm: str
     params: Mapping[str, Any]
     scores: tuple[Evaluation, ...]  # every candidate, in the order tried
-    noise: float                    # standard error of the best candidate's CV accuracy
+    noise: float  # standard error of the best candidate's CV accuracy
 
 
 def candidate_grid(candidates: Sequence[str], ks: Sequence[int]) -> list[tuple[str, dict[str, Any]]]:
@@ -47,8 +48,14 @@ def candidate_grid(candidates: Sequence[str], ks: Sequence[int]) -> list[tuple[s
     return grid
 
 
-def choose(data: EncodedData, candidates: Sequence[str] = DEFAULT_CANDIDATES, ks: Sequence[int] = DEFAULT_KS,
-           *, folds: int = AUTO_FOLDS, seed: int = 0) -> Choice:
+def choose(
+    data: EncodedData,
+    candidates: Sequence[str] = DEFAULT_CANDIDATES,
+    ks: Sequence[int] = DEFAULT_KS,
+    *,
+    folds: int = AUTO_FOLDS,
+    seed: int = 0,
+) -> Choice:
     """The most accurate candidate by stratified CV; within the best's standard error the
     earlier (simpler) candidate wins, so the choice never trails naive Bayes by more than the noise."""
     grid = candidate_grid(candidates, ks)
@@ -61,8 +68,14 @@ def choose(data: EncodedData, candidates: Sequence[str] = DEFAULT_CANDIDATES, ks
     return Choice(algo, params, tuple(scores), noise)
 
 
-def fit_auto(data: EncodedData, candidates: Sequence[str] = DEFAULT_CANDIDATES, ks: Sequence[int] = DEFAULT_KS,
-             *, folds: int = AUTO_FOLDS, seed: int = 0) -> Model:
+def fit_auto(
+    data: EncodedData,
+    candidates: Sequence[str] = DEFAULT_CANDIDATES,
+    ks: Sequence[int] = DEFAULT_KS,
+    *,
+    folds: int = AUTO_FOLDS,
+    seed: int = 0,
+) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
     choice = choose(data, candidates, ks, folds=folds, seed=seed)
     model = fit(choice.algorithm, data, **choice.params)
@@ -71,10 +84,21 @@ def fit_auto(data: EncodedData, candidates: Sequence[str] = DEFAULT_CANDIDATES, 
         "chosen": f"{choice.algorithm} {' '.join(f'{k}={v}' for k, v in choice.params.items())}".strip(),
         "noise": choice.noise,
         "candidates": [
-            {"algorithm": e.algorithm, "params": dict(e.params), "accuracy": e.accuracy,
-             "accuracy_std": e.accuracy_std, "log_loss": e.log_loss}
+            {
+                "algorithm": e.algorithm,
+                "params": dict(e.params),
+                "accuracy": e.accuracy,
+                "accuracy_std": e.accuracy_std,
+                "log_loss": e.log_loss,
+            }
             for e in choice.scores
         ],
     }
-    return Model(model.variables, model.networks, model.algorithm, model.combination, model.params,
-                 {**model.metadata, "selection": selection}).validate()
+    return Model(
+        model.variables,
+        model.networks,
+        model.algorithm,
+        model.combination,
+        model.params,
+        {**model.metadata, "selection": selection},
+    ).validate()

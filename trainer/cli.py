@@ -10,27 +10,27 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from bnserve.store.errors import BnServeError, InvalidInput
-from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND
-from bnserve.store.model.serialization import structure_dict
 from bnserve.store.model.names import check_alias, check_model_name
+from bnserve.store.model.serialization import structure_dict
+from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
 from bnserve.trainer import data as data_io
+from bnserve.trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
 from bnserve.trainer.data.discretize import Method
-from bnserve.trainer.io import FORMATS
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.evaluation.comparison import compare
 from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
-from bnserve.trainer.progress import end_progress, show_progress
-from bnserve.trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
-from bnserve.store.predictor.precision import PRECISIONS, with_table_precision
+from bnserve.trainer.evaluation.report import render
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
-from bnserve.trainer.evaluation.report import render
+from bnserve.trainer.io import FORMATS
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.progress import end_progress, show_progress
 
 PROG = "trainer"
 AUTO = "auto"
@@ -70,43 +70,85 @@ def build_parser() -> argparse.ArgumentParser:
 
     def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
         if several:
-            p.add_argument("--algo", required=True, type=_algorithms, metavar="ALGO[,ALGO…]",
-                           help=f"structure learners, comma-separated: {', '.join(LEARNERS)}")
+            p.add_argument(
+                "--algo",
+                required=True,
+                type=_algorithms,
+                metavar="ALGO[,ALGO…]",
+                help=f"structure learners, comma-separated: {', '.join(LEARNERS)}",
+            )
         else:
-            p.add_argument("--algo", required=True, choices=[*LEARNERS, AUTO],
-                           help="structure learner, or auto: choose one (and k) by cross-validation")
+            p.add_argument(
+                "--algo",
+                required=True,
+                choices=[*LEARNERS, AUTO],
+                help="structure learner, or auto: choose one (and k) by cross-validation",
+            )
         for param in PARAMETERS.values():
             users = ", ".join(name for name, learner in LEARNERS.items() if param in learner.params)
             p.add_argument(param.flag, dest=param.name, type=param.type, help=f"{users}: {param.help}")
-        p.add_argument("--data", required=True, metavar="FILE", nargs="+" if several else None,
-                       help="CSV file (.gz ok) or builtin:chess" + ("; several for a comparison" if several else ""))
+        p.add_argument(
+            "--data",
+            required=True,
+            metavar="FILE",
+            nargs="+" if several else None,
+            help="CSV file (.gz ok) or builtin:chess" + ("; several for a comparison" if several else ""),
+        )
         p.add_argument("--class", dest="class_column", metavar="COLUMN", help="class column (default: the last)")
         p.add_argument("--format", dest="fmt", choices=FORMATS, help="file format (default: from the extension)")
-        p.add_argument("--nominal", action="extend", nargs="+", default=[], metavar="COLUMN",
-                       help="treat these columns as nominal")
-        p.add_argument("--numeric", action="extend", nargs="+", default=[], metavar="COLUMN",
-                       help="treat these columns as numeric (discretised)")
-        p.add_argument("--ignore", action="extend", nargs="+", default=[], metavar="COLUMN",
-                       help="leave these columns out")
-        p.add_argument("--discretize", action="append", default=[], metavar="[COLUMN=]METHOD",
-                       help="mdl (default), equal-frequency:N or equal-width:N; for every numeric column, "
-                            "or COLUMN=METHOD for one")
-        p.add_argument("--missing", choices=MISSING_POLICIES, default=AVAILABLE_CASE,
-                       help="training: available-case (default) or impute (modes and means)")
+        p.add_argument(
+            "--nominal", action="extend", nargs="+", default=[], metavar="COLUMN", help="treat these columns as nominal"
+        )
+        p.add_argument(
+            "--numeric",
+            action="extend",
+            nargs="+",
+            default=[],
+            metavar="COLUMN",
+            help="treat these columns as numeric (discretised)",
+        )
+        p.add_argument(
+            "--ignore", action="extend", nargs="+", default=[], metavar="COLUMN", help="leave these columns out"
+        )
+        p.add_argument(
+            "--discretize",
+            action="append",
+            default=[],
+            metavar="[COLUMN=]METHOD",
+            help="mdl (default), equal-frequency:N or equal-width:N; for every numeric column, "
+            "or COLUMN=METHOD for one",
+        )
+        p.add_argument(
+            "--missing",
+            choices=MISSING_POLICIES,
+            default=AVAILABLE_CASE,
+            help="training: available-case (default) or impute (modes and means)",
+        )
 
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")
     learning_flags(p, several=False)
     p.add_argument("--name", required=True, help="model name in the store")
     p.add_argument("--store", metavar="URL", help="store URL (default from the environment)")
     p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
-    p.add_argument("--precision", choices=PRECISIONS, default="float64",
-                   help="dtype of the served log tables: float64 (default), float32 (half the memory), or auto "
-                        f"(float32 where the posteriors move by at most {FLOAT32_ERROR_BOUND:g}); recorded in the metadata")
-    p.add_argument("--chunk-rows", type=_positive, metavar="N",
-                   help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; "
-                        "CSV or TSV)")
-    p.add_argument("--candidates", type=_algorithms, metavar="ALGO[,ALGO…]",
-                   help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)")
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="float64",
+        help="dtype of the served log tables: float64 (default), float32 (half the memory), or auto "
+        f"(float32 where the posteriors move by at most {FLOAT32_ERROR_BOUND:g}); recorded in the metadata",
+    )
+    p.add_argument(
+        "--chunk-rows",
+        type=_positive,
+        metavar="N",
+        help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; CSV or TSV)",
+    )
+    p.add_argument(
+        "--candidates",
+        type=_algorithms,
+        metavar="ALGO[,ALGO…]",
+        help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)",
+    )
     p.set_defaults(run=_fit)
 
     p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
@@ -141,8 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="publish a network from a BIF or XMLBIF file as a new version")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--format", choices=IMPORT_FORMATS, help="default: from the extension (.bif, .xml, .xmlbif)")
-    p.add_argument("--class", dest="class_name", metavar="NAME",
-                   help="the class variable (default: the one a bnserve export marked)")
+    p.add_argument(
+        "--class",
+        dest="class_name",
+        metavar="NAME",
+        help="the class variable (default: the one a bnserve export marked)",
+    )
     p.add_argument("--name", required=True, help="model name in the store")
     p.add_argument("--store", metavar="URL")
     p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
@@ -150,8 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("db", help="the store's database schema")
     db = p.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-    q = db.add_parser("upgrade", help="create the store's tables, or migrate them to this bnserve's schema; run once "
-                                      "before servers and trainers of a new version use the store")
+    q = db.add_parser(
+        "upgrade",
+        help="create the store's tables, or migrate them to this bnserve's schema; run once "
+        "before servers and trainers of a new version use the store",
+    )
     q.add_argument("--store", metavar="URL", help="store URL (default from the environment, else sqlite:///bnserve.db)")
     q.set_defaults(run=_db)
 
@@ -189,8 +238,9 @@ def _algorithms(text: str) -> list[str]:
     names = [a.strip() for a in text.split(",") if a.strip()]
     unknown = [a for a in names if a not in LEARNERS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown algorithm {', '.join(unknown) or repr(text)}; "
-                                         f"expected some of {', '.join(LEARNERS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown algorithm {', '.join(unknown) or repr(text)}; expected some of {', '.join(LEARNERS)}"
+        )
     return list(dict.fromkeys(names))
 
 
@@ -238,8 +288,9 @@ def _preprocessing(args: argparse.Namespace) -> Preprocessing:
             per_column[column] = parsed
         else:
             default = parsed
-    return Preprocessing(tuple(args.nominal), tuple(args.numeric), tuple(args.ignore), default, per_column,
-                         args.missing)
+    return Preprocessing(
+        tuple(args.nominal), tuple(args.numeric), tuple(args.ignore), default, per_column, args.missing
+    )
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -254,8 +305,10 @@ def _fit(args: argparse.Namespace) -> int:
         _check_flag(check_alias, alias, "--alias")
     if args.chunk_rows:
         if args.algo == AUTO or not LEARNERS[args.algo].streams(params):
-            raise UsageError(f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
-                             f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}")
+            raise UsageError(
+                f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
+                f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}"
+            )
         data = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, args.chunk_rows)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
@@ -264,7 +317,9 @@ def _fit(args: argparse.Namespace) -> int:
     with _open_store(args.store, create=True) as store:  # opened only now: bad input never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"
-    print(f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}")
+    print(
+        f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}"
+    )
     return 0
 
 
@@ -282,14 +337,24 @@ def _evaluate(args: argparse.Namespace) -> int:
             if args.test:
                 test = data_io.load_with(args.test, train.variables, args.fmt)
                 results = [holdout(a, train, test, **p) for a, p in candidates]
-                headings[results[0].dataset] = (f"trained on {source} ({train.n_rows} rows), "
-                                                f"tested on {args.test} ({test.n_rows} rows)")
+                headings[results[0].dataset] = (
+                    f"trained on {source} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
+                )
                 protocol.update(kind="holdout", test=args.test)
             else:
-                results = cross_validate_many(candidates, train, dataset=source, folds=args.folds,
-                                              repeats=args.repeats, seed=args.seed, progress=show_progress)
+                results = cross_validate_many(
+                    candidates,
+                    train,
+                    dataset=source,
+                    folds=args.folds,
+                    repeats=args.repeats,
+                    seed=args.seed,
+                    progress=show_progress,
+                )
                 repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
-                headings[source] = f"{source} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
+                headings[source] = (
+                    f"{source} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
+                )
                 protocol.update(kind="cross-validation", folds=args.folds, repeats=args.repeats)
             evaluations.extend(results)
     finally:
@@ -327,7 +392,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.dot:
         print(write_model(model, "dot", mv.name), end="")
         return 0
-    created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+    created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=UTC).isoformat(timespec="seconds")
     aliases = sorted(mv.aliases)
     if args.json:
         doc = {
@@ -380,7 +445,9 @@ def _import(args: argparse.Namespace) -> int:
     with _open_store(args.store, create=True) as store:  # opened only now: a bad file never reaches it
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"
-    print(f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}")
+    print(
+        f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}"
+    )
     return 0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from bnserve.store.errors import InvalidInput
@@ -11,8 +11,8 @@ from bnserve.store.model import NUMERIC, Model, Network
 from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.parameters import estimate
-from bnserve.trainer.stats import feature_columns
 from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.stats import feature_columns
 
 
 def fit(algo: str, data: EncodedData, **params: Any) -> Model:
@@ -35,7 +35,7 @@ def fit(algo: str, data: EncodedData, **params: Any) -> Model:
             "class_counts": data.class_counts(),
         },
         "data_fingerprint": fingerprint,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "code_version": code_version(),
         **learned.metadata,
     }

@@ -16,7 +16,14 @@ from bnserve.server.api import grpc_service_pb2_grpc
 from bnserve.server.dataplane import DataPlane
 from bnserve.server.limits import infer_rows
 from bnserve.server.repository import ServedModel
-from bnserve.server.tensors import codes_from_inputs, input_metadata, output_metadata, read_inputs, requested_outputs, write_outputs
+from bnserve.server.tensors import (
+    codes_from_inputs,
+    input_metadata,
+    output_metadata,
+    read_inputs,
+    requested_outputs,
+    write_outputs,
+)
 from bnserve.store.errors import InvalidInput, InvalidModel, NotFound, StoreUnavailable
 from bnserve.store.version import code_version
 
@@ -29,8 +36,10 @@ def parse_version(text: str) -> int | None:
     if text == "":
         return None
     if not (text.isascii() and text.isdigit()) or int(text) == 0:
-        raise InvalidInput(f"model version {text!r} is not a version number; send a positive whole number, "
-                           "or nothing for the default version")
+        raise InvalidInput(
+            f"model version {text!r} is not a version number; send a positive whole number, "
+            "or nothing for the default version"
+        )
     return int(text)
 
 
@@ -55,10 +64,14 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
             return pb.ModelReadyResponse(ready=False)
         return pb.ModelReadyResponse(ready=True)
 
-    def ServerMetadata(self, request: pb.ServerMetadataRequest, context: grpc.ServicerContext) -> pb.ServerMetadataResponse:
+    def ServerMetadata(
+        self, request: pb.ServerMetadataRequest, context: grpc.ServicerContext
+    ) -> pb.ServerMetadataResponse:
         return pb.ServerMetadataResponse(name=SERVER_NAME, version=code_version(), extensions=[])
 
-    def ModelMetadata(self, request: pb.ModelMetadataRequest, context: grpc.ServicerContext) -> pb.ModelMetadataResponse:
+    def ModelMetadata(
+        self, request: pb.ModelMetadataRequest, context: grpc.ServicerContext
+    ) -> pb.ModelMetadataResponse:
         served, entry = self._dataplane.model(request.name, version=parse_version(request.version))
         tensor = pb.ModelMetadataResponse.TensorMetadata
         return pb.ModelMetadataResponse(
@@ -81,5 +94,11 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
             write_outputs(response, outputs, served.compiled.classes, proba, winners)
             return response
 
-        return self._dataplane.predict(request.model_name, infer_rows(request), decode, encode, context,
-                                       version=parse_version(request.model_version))
+        return self._dataplane.predict(
+            request.model_name,
+            infer_rows(request),
+            decode,
+            encode,
+            context,
+            version=parse_version(request.model_version),
+        )

@@ -43,8 +43,12 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
             if request.HasField("dense"):
                 dense = request.dense
                 return codes_from_dense(served.compiled, served.class_name, dense.features, dense.codes, dense.values)
-            return codes_from_instances(served.compiled, served.class_name,
-                                        ((i.values, i.numbers) for i in request.instances), request.unseen_as_missing)
+            return codes_from_instances(
+                served.compiled,
+                served.class_name,
+                ((i.values, i.numbers) for i in request.instances),
+                request.unseen_as_missing,
+            )
 
         def encode(served: ServedModel, proba: np.ndarray, winners: np.ndarray) -> pb.PredictResponse:
             classes = served.compiled.classes
@@ -58,8 +62,9 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
                     add(label=classes[w], probabilities=row)
             return response
 
-        return self._dataplane.predict(request.model, predict_rows(request), decode, encode, context,
-                                       **_selector(request))
+        return self._dataplane.predict(
+            request.model, predict_rows(request), decode, encode, context, **_selector(request)
+        )
 
     def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: grpc.ServicerContext) -> pb.ModelMetadata:
         served, entry = self._dataplane.model(request.model, **_selector(request))
@@ -90,7 +95,9 @@ def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parame
         class_variable=model.class_variable.name,
         created_at_ms=served.created_at_ms,
         checksum=served.checksum,
-        variables=[pb.Variable(name=v.name, role=v.role, states=v.states, kind=v.kind, cuts=v.cuts) for v in model.variables],
+        variables=[
+            pb.Variable(name=v.name, role=v.role, states=v.states, kind=v.kind, cuts=v.cuts) for v in model.variables
+        ],
     )
     for i, net in enumerate(model.networks):
         reply.networks.add(nodes=[n.name for n in net.nodes])

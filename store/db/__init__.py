@@ -8,6 +8,14 @@ from bnserve.store.db.schema import UPGRADE_COMMAND, upgrade_store
 from bnserve.store.db.url import DEFAULT_STORE_URL, STORE_URL_ENV, STORE_URL_FILE_ENV, redacted, resolve_store_url
 
 __all__ = [
-    "DEFAULT_STORE_URL", "STORE_URL_ENV", "STORE_URL_FILE_ENV", "UPGRADE_COMMAND", "ModelStore", "ModelSummary",
-    "ModelVersion", "redacted", "resolve_store_url", "upgrade_store",
+    "DEFAULT_STORE_URL",
+    "STORE_URL_ENV",
+    "STORE_URL_FILE_ENV",
+    "UPGRADE_COMMAND",
+    "ModelStore",
+    "ModelSummary",
+    "ModelVersion",
+    "redacted",
+    "resolve_store_url",
+    "upgrade_store",
 ]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError

@@ -15,9 +15,10 @@ import os
 import random
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Engine, func, insert, make_url, select, update
 from sqlalchemy import exc as sa_exc
@@ -29,7 +30,13 @@ from bnserve.store.db.schema import UPGRADE_COMMAND, check_schema
 from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
 from bnserve.store.db.url import redacted
 from bnserve.store.errors import (
-    BnServeError, Conflict, InvalidInput, NotFound, PermissionDenied, SchemaMismatch, StoreUnavailable,
+    BnServeError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PermissionDenied,
+    SchemaMismatch,
+    StoreUnavailable,
 )
 from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_model_name, check_selector, check_version, resolve_version
@@ -58,8 +65,8 @@ class ModelSummary:
     """A model's catalogue entry; read without touching any blob."""
 
     name: str
-    versions: tuple[int, ...]    # ascending, never empty
-    aliases: Mapping[str, int]   # alias -> version
+    versions: tuple[int, ...]  # ascending, never empty
+    aliases: Mapping[str, int]  # alias -> version
 
     @property
     def latest_version(self) -> int:
@@ -98,7 +105,7 @@ class ModelStore:
     def __repr__(self) -> str:
         return f"ModelStore({self._url!r})"
 
-    def __enter__(self) -> "ModelStore":
+    def __enter__(self) -> ModelStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -121,7 +128,9 @@ class ModelStore:
         """
         check_model_name(name)
         if isinstance(aliases, str):
-            raise InvalidInput(f"publishing model {name!r}: aliases must be a list of names, got the string {aliases!r}")
+            raise InvalidInput(
+                f"publishing model {name!r}: aliases must be a list of names, got the string {aliases!r}"
+            )
         aliases = tuple(dict.fromkeys(check_alias(a) for a in aliases))
         if not isinstance(model, Model):
             raise InvalidInput(f"publishing model {name!r}: expected a store.model.Model, got {type(model).__name__}")
@@ -141,8 +150,13 @@ class ModelStore:
             return version
 
         version = self._write(f"publishing model {name!r}", write)
-        log.info("published %s version %d (%s)%s", name, version, model.algorithm,
-                 f" as {', '.join(aliases)}" if aliases else "")
+        log.info(
+            "published %s version %d (%s)%s",
+            name,
+            version,
+            model.algorithm,
+            f" as {', '.join(aliases)}" if aliases else "",
+        )
         return version
 
     def set_alias(self, name: str, alias: str, version: int) -> None:
@@ -186,7 +200,8 @@ class ModelStore:
                 select(SqlCpt).where(*_key(SqlCpt, model_id, number)).order_by(SqlCpt.network, SqlCpt.node_position)
             ).all()
             arcs = session.scalars(
-                select(SqlArc).where(*_key(SqlArc, model_id, number))
+                select(SqlArc)
+                .where(*_key(SqlArc, model_id, number))
                 .order_by(SqlArc.network, SqlArc.child, SqlArc.position)
             ).all()
             aliases = session.scalars(select(SqlModelAlias.alias).where(*_key(SqlModelAlias, model_id, number))).all()
@@ -266,8 +281,10 @@ def _check_sqlite_file(url: str) -> None:
     path = parsed.database
     if parsed.get_backend_name() == "sqlite" and path and path != ":memory:" and not path.startswith("file:"):
         if not os.path.exists(path):
-            raise SchemaMismatch(f"no store at {redacted(url)}: the file {path} does not exist (a mistyped path?); "
-                                 f"a new store is created by its first `trainer fit`, or by `{UPGRADE_COMMAND}`")
+            raise SchemaMismatch(
+                f"no store at {redacted(url)}: the file {path} does not exist (a mistyped path?); "
+                f"a new store is created by its first `trainer fit`, or by `{UPGRADE_COMMAND}`"
+            )
 
 
 # ---------------------------------------------------------------------- inside a session
@@ -302,8 +319,11 @@ def _resolve(session: Session, name: str, version: int | None, alias: str | None
     model_id = session.scalar(select(SqlModel.id).where(SqlModel.name == name))
     if model_id is None:
         raise NotFound(f"model {name!r} not found")
-    aliases = dict(session.execute(
-        select(SqlModelAlias.alias, SqlModelAlias.version).where(SqlModelAlias.model_id == model_id)).all())
+    aliases = dict(
+        session.execute(
+            select(SqlModelAlias.alias, SqlModelAlias.version).where(SqlModelAlias.model_id == model_id)
+        ).all()
+    )
     versions = session.scalars(select(SqlModelVersion.version).where(SqlModelVersion.model_id == model_id)).all()
     return model_id, resolve_version(name, versions, aliases, version, alias)
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModelVersion, SqlVariable
 from bnserve.store.errors import IntegrityError, InvalidModel
 from bnserve.store.model import NUMERIC, Model, Network, Node, Variable
 from bnserve.store.model.serialization import array_to_blob, blob_to_array, canonical_checksum
-from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModelVersion, SqlVariable
 
 Row = dict[str, Any]
 
@@ -27,12 +28,12 @@ Row = dict[str, Any]
 class VersionRows:
     """Column values of one version, without the ``(model_id, version)`` key; insert in field order."""
 
-    header: Row            # model_versions
+    header: Row  # model_versions
     variables: list[Row]
     cpts: list[Row]
     arcs: list[Row]
 
-    def keyed(self, model_id: int, version: int, created_at_ms: int) -> "VersionRows":
+    def keyed(self, model_id: int, version: int, created_at_ms: int) -> VersionRows:
         key = {"model_id": model_id, "version": version}
         return VersionRows(
             {**self.header, **key, "created_at_ms": created_at_ms},
@@ -53,8 +54,14 @@ def model_to_rows(model: Model) -> VersionRows:
         "checksum": canonical_checksum(model),
     }
     variables = [
-        {"position": i, "name": v.name, "role": v.role, "kind": v.kind, "states_json": _dumps(list(v.states)),
-         "cuts_json": _dumps(list(v.cuts)) if v.kind == NUMERIC else None}
+        {
+            "position": i,
+            "name": v.name,
+            "role": v.role,
+            "kind": v.kind,
+            "states_json": _dumps(list(v.states)),
+            "cuts_json": _dumps(list(v.cuts)) if v.kind == NUMERIC else None,
+        }
         for i, v in enumerate(model.variables)
     ]
     cpts: list[Row] = []
@@ -62,10 +69,17 @@ def model_to_rows(model: Model) -> VersionRows:
     for k, net in enumerate(model.networks):
         for j, node in enumerate(net.nodes):
             dtype, shape, data = array_to_blob(node.cpt)
-            cpts.append({
-                "network": k, "node": node.name, "node_position": j, "dtype": dtype,
-                "shape_json": _dumps(list(shape)), "data": data, "sha256": _sha256(data),
-            })
+            cpts.append(
+                {
+                    "network": k,
+                    "node": node.name,
+                    "node_position": j,
+                    "dtype": dtype,
+                    "shape_json": _dumps(list(shape)),
+                    "data": data,
+                    "sha256": _sha256(data),
+                }
+            )
             arcs.extend(
                 {"network": k, "child": node.name, "position": p, "parent": parent}
                 for p, parent in enumerate(node.parents)
@@ -127,8 +141,13 @@ def _rebuild(
         raise IntegrityError(f"{where}: arcs into node {child!r} of network {network}, which has no CPT")
     return Model(
         variables=tuple(
-            Variable(v.name, tuple(json.loads(v.states_json)), v.role, v.kind,
-                     tuple(json.loads(v.cuts_json)) if v.cuts_json is not None else ())
+            Variable(
+                v.name,
+                tuple(json.loads(v.states_json)),
+                v.role,
+                v.kind,
+                tuple(json.loads(v.cuts_json)) if v.cuts_json is not None else (),
+            )
             for v in variables
         ),
         networks=tuple(Network(tuple(nodes)) for nodes in networks),

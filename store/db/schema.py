@@ -64,17 +64,27 @@ def check_schema(engine: Engine, where: str, *, create: bool = False) -> None:
         if create:
             upgrade_to_head(engine)
             return
-        raise SchemaMismatch(f"the store at {where} has no bnserve schema (a new or mistyped store?); "
-                             f"create it with `{UPGRADE_COMMAND} --store URL`")
+        raise SchemaMismatch(
+            f"the store at {where} has no bnserve schema (a new or mistyped store?); "
+            f"create it with `{UPGRADE_COMMAND} --store URL`"
+        )
     known = {script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions()}
     if current in known:
-        raise SchemaMismatch(f"the store at {where} has schema revision {current}, behind this bnserve's {head}; "
-                             f"upgrade it with `{UPGRADE_COMMAND} --store URL` (one process, before the others)")
+        raise SchemaMismatch(
+            f"the store at {where} has schema revision {current}, behind this bnserve's {head}; "
+            f"upgrade it with `{UPGRADE_COMMAND} --store URL` (one process, before the others)"
+        )
     if create:
-        raise SchemaMismatch(f"the store at {where} has schema revision {current}, newer than this bnserve's "
-                             f"{head}; upgrade bnserve to write to it")
-    log.warning("the store at %s has schema revision %s, newer than this bnserve's %s; reading it anyway "
-                "(upgrade bnserve)", where, current, head)
+        raise SchemaMismatch(
+            f"the store at {where} has schema revision {current}, newer than this bnserve's "
+            f"{head}; upgrade bnserve to write to it"
+        )
+    log.warning(
+        "the store at %s has schema revision %s, newer than this bnserve's %s; reading it anyway (upgrade bnserve)",
+        where,
+        current,
+        head,
+    )
 
 
 def upgrade_store(url: str) -> tuple[str | None, str]:
@@ -98,8 +108,12 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     config = _config()
     before = retry_while_locked(lambda: current_revision(engine))
     retry_while_locked(lambda: _upgrade(engine, config))
-    log.info("store schema at %s (was %s) on %s", head_revision(), before or "none",
-             engine.url.render_as_string(hide_password=True))
+    log.info(
+        "store schema at %s (was %s) on %s",
+        head_revision(),
+        before or "none",
+        engine.url.render_as_string(hide_password=True),
+    )
     return before, head_revision()
 
 

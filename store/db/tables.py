@@ -22,8 +22,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-MODEL_NAME_LENGTH = 128   # also the alias length
-SYMBOL_LENGTH = 256       # variable names, algorithm names (store.model.MAX_NAME_LENGTH)
+MODEL_NAME_LENGTH = 128  # also the alias length
+SYMBOL_LENGTH = 256  # variable names, algorithm names (store.model.MAX_NAME_LENGTH)
 SHA256_HEX_LENGTH = 64
 
 

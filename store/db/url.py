@@ -27,8 +27,12 @@ def resolve_store_url(cli_value: str | None) -> str:
     does not show it: one on the command line is used, with a warning."""
     if cli_value:
         if has_password(cli_value):
-            log.warning("the --store URL holds a password, which the process list shows to every user; "
-                        "pass it in %s or %s instead", STORE_URL_ENV, STORE_URL_FILE_ENV)
+            log.warning(
+                "the --store URL holds a password, which the process list shows to every user; "
+                "pass it in %s or %s instead",
+                STORE_URL_ENV,
+                STORE_URL_FILE_ENV,
+            )
         return cli_value
     if os.environ.get(STORE_URL_ENV):
         return os.environ[STORE_URL_ENV]
@@ -37,8 +41,10 @@ def resolve_store_url(cli_value: str | None) -> str:
         try:
             text = Path(path).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidInput(f"{STORE_URL_FILE_ENV}={path}: cannot read the store URL: "
-                               f"{exc.strerror if isinstance(exc, OSError) else 'not UTF-8 text'}") from None
+            raise InvalidInput(
+                f"{STORE_URL_FILE_ENV}={path}: cannot read the store URL: "
+                f"{exc.strerror if isinstance(exc, OSError) else 'not UTF-8 text'}"
+            ) from None
         if not text:
             raise InvalidInput(f"{STORE_URL_FILE_ENV}={path}: the file is empty")
         return text

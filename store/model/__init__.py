@@ -28,7 +28,23 @@ from bnserve.store.model.variable import (
 )
 
 __all__ = [
-    "CLASS", "COMBINATIONS", "CPT_DTYPE", "FEATURE", "KINDS", "MAX_NAME_LENGTH", "MEAN_JOINT", "MEAN_POSTERIOR",
-    "MISSING", "NOMINAL", "NORMALISATION_TOLERANCE", "NUMERIC", "ROLES", "SINGLE", "UNKNOWN", "Model", "Network",
-    "Node", "Variable",
+    "CLASS",
+    "COMBINATIONS",
+    "CPT_DTYPE",
+    "FEATURE",
+    "KINDS",
+    "MAX_NAME_LENGTH",
+    "MEAN_JOINT",
+    "MEAN_POSTERIOR",
+    "MISSING",
+    "NOMINAL",
+    "NORMALISATION_TOLERANCE",
+    "NUMERIC",
+    "ROLES",
+    "SINGLE",
+    "UNKNOWN",
+    "Model",
+    "Network",
+    "Node",
+    "Variable",
 ]

@@ -8,8 +8,9 @@ an edge interval.
 
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,7 +27,7 @@ def interval_labels(cuts: Sequence[float]) -> tuple[str, ...]:
     """State labels in Weka's style, e.g. ``(-inf-2.45]``, ``(2.45-4.75]``, ``(4.75-inf)``;
     ``(-inf-inf)`` when there is no cut. Cut points print as their shortest exact repr."""
     bounds = ["-inf", *(repr(float(c)) for c in cuts), "inf"]
-    return tuple(f"({lo}-{hi}{')' if hi == 'inf' else ']'}" for lo, hi in zip(bounds[:-1], bounds[1:]))
+    return tuple(f"({lo}-{hi}{')' if hi == 'inf' else ']'}" for lo, hi in itertools.pairwise(bounds))
 
 
 def number_of(text: str) -> float:

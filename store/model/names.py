@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from bnserve.store.errors import InvalidInput, NotFound
 
@@ -71,6 +71,7 @@ def resolve_version(
         return aliases[DEFAULT_ALIAS]
     usable = [v for v in versions if v not in unusable]
     if not usable:
-        raise NotFound(f"model {name!r} has no version that could be loaded" if versions
-                       else f"model {name!r} has no versions")
+        raise NotFound(
+            f"model {name!r} has no version that could be loaded" if versions else f"model {name!r} has no versions"
+        )
     return max(usable)

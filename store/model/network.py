@@ -11,8 +11,9 @@ that parent configuration and sums to 1.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from bnserve.store.model.serialization import canonical_checksum
 from bnserve.store.model.variable import CLASS, FEATURE, KINDS, NOMINAL, ROLES, Variable
 
 SINGLE = "single"
-MEAN_JOINT = "mean_joint"          # AODE-like: P(c, x) is the mean of the members' joints
+MEAN_JOINT = "mean_joint"  # AODE-like: P(c, x) is the mean of the members' joints
 MEAN_POSTERIOR = "mean_posterior"  # bagged ensembles: P(c | x) is the mean of the members' posteriors
 COMBINATIONS = (SINGLE, MEAN_JOINT, MEAN_POSTERIOR)
 
@@ -113,7 +114,7 @@ class Model:
                 return v
         raise KeyError(name)
 
-    def validate(self) -> "Model":
+    def validate(self) -> Model:
         """Check the whole contract; raise InvalidModel naming the first fault. Returns self."""
         _validate(self)
         return self

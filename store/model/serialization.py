@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from bnserve.store.errors import InvalidModel
 
 if TYPE_CHECKING:
     from bnserve.store.model.network import Model
+
 
 def array_to_blob(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
     """(dtype string, shape, little-endian C-order bytes): data only, never pickle."""
@@ -41,9 +43,7 @@ def structure_dict(model: Model) -> dict[str, Any]:
         "params": model.params,
         "metadata": model.metadata,
         "variables": [v.to_dict() for v in model.variables],
-        "networks": [
-            [{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks
-        ],
+        "networks": [[{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks],
     }
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -87,6 +88,11 @@ class Variable:
         return d
 
     @staticmethod
-    def from_dict(d: Mapping[str, Any]) -> "Variable":
-        return Variable(d["name"], tuple(d["states"]), d.get("role", FEATURE), d.get("kind", NOMINAL),
-                        tuple(float(c) for c in d.get("cuts", ())))
+    def from_dict(d: Mapping[str, Any]) -> Variable:
+        return Variable(
+            d["name"],
+            tuple(d["states"]),
+            d.get("role", FEATURE),
+            d.get("kind", NOMINAL),
+            tuple(float(c) for c in d.get("cuts", ())),
+        )

@@ -23,8 +23,8 @@ network, for ``mean_joint`` for the mean joint.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
-from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -39,8 +39,14 @@ PLAN_CACHE_SIZE = 1024  # missing-component plans remembered per network
 class ComponentPlan:
     """Sum over one missing component of the CPTs that meet it: (rows, n_classes) log factor."""
 
-    def __init__(self, network: Network, class_name: str, cards: Mapping[str, int],
-                 feature_index: Mapping[str, int], component: frozenset[str]):
+    def __init__(
+        self,
+        network: Network,
+        class_name: str,
+        cards: Mapping[str, int],
+        feature_index: Mapping[str, int],
+        component: frozenset[str],
+    ):
         nodes = component_factors(network.nodes, component)
         order = {n.name: i for i, n in enumerate(network.nodes)}
         self.component = component
@@ -63,8 +69,9 @@ class CompiledNetwork:
     cached per component); the other components are constant in the class.
     """
 
-    def __init__(self, network: Network, class_name: str, cards: Mapping[str, int],
-                 feature_index: Mapping[str, int], exact: bool):
+    def __init__(
+        self, network: Network, class_name: str, cards: Mapping[str, int], feature_index: Mapping[str, int], exact: bool
+    ):
         self.network = network
         self.exact = exact
         self._class_name = class_name
@@ -81,12 +88,20 @@ class CompiledNetwork:
         below = descendants(network.nodes)
         # below_t[y, x]: feature y is a descendant of feature x (float32 for a BLAS matmul);
         # above_class[x]: x is an ancestor of the class
-        self._below_t = np.array([[y in below[x] for x in self.feature_names] for y in self.feature_names],
-                                 dtype=np.float32).reshape(len(local), len(local))
+        self._below_t = np.array(
+            [[y in below[x] for x in self.feature_names] for y in self.feature_names], dtype=np.float32
+        ).reshape(len(local), len(local))
         self._above_class = np.array([class_name in below[x] for x in self.feature_names], dtype=bool)
-        self.graph = FamilyGraph(len(local), [
-            (local[a], local[b]) for n in network.nodes for a in (n.name, *n.parents)
-            for b in (n.name, *n.parents) if a != b and class_name not in (a, b)])
+        self.graph = FamilyGraph(
+            len(local),
+            [
+                (local[a], local[b])
+                for n in network.nodes
+                for a in (n.name, *n.parents)
+                for b in (n.name, *n.parents)
+                if a != b and class_name not in (a, b)
+            ],
+        )
         self.plan = lru_cache(maxsize=PLAN_CACHE_SIZE)(self._build_plan)
 
     @property
@@ -127,7 +142,7 @@ class CompiledNetwork:
         patterns, group = unique_rows(live)
         labels = self.graph.label_components(patterns)
         pattern_of, root = np.nonzero(labels == np.arange(m))
-        members = labels[pattern_of] == root[:, None]          # (pattern components, m)
+        members = labels[pattern_of] == root[:, None]  # (pattern components, m)
         wanted = members[:, self.relevant].any(axis=1)
         pattern_of, members = pattern_of[wanted], members[wanted]
         components, component_of = unique_rows(members)
@@ -143,7 +158,7 @@ class CompiledNetwork:
         pair_rows = pair_rows[by_component]
         bounds = np.searchsorted(pair_component[by_component], np.arange(components.shape[0] + 1))
         for k, component in enumerate(components):
-            yield component, pair_rows[bounds[k]:bounds[k + 1]]
+            yield component, pair_rows[bounds[k] : bounds[k + 1]]
 
 
 class CompiledModel:
@@ -164,11 +179,13 @@ class CompiledModel:
         self.combination = model.combination
         cards = {v.name: v.cardinality for v in model.variables}
         exact = model.combination == MEAN_JOINT
-        self.networks = tuple(CompiledNetwork(net, class_var.name, cards, self.feature_index, exact)
-                              for net in model.networks)
+        self.networks = tuple(
+            CompiledNetwork(net, class_var.name, cards, self.feature_index, exact) for net in model.networks
+        )
         self.dtype = np.dtype(dtype)
-        self._gather = LogGather([net.fast for net in self.networks], [class_var.name], cards, self.feature_index,
-                                 self.dtype)
+        self._gather = LogGather(
+            [net.fast for net in self.networks], [class_var.name], cards, self.feature_index, self.dtype
+        )
         self.nbytes = self._gather.nbytes + self.cardinalities.nbytes + sum(net.nbytes for net in self.networks)
 
     def network_log_joints(self, codes: np.ndarray) -> np.ndarray:
@@ -220,8 +237,9 @@ def compile_model(model: Model, *, dtype: np.dtype | type | None = None) -> Comp
     if dtype is None:
         chosen = (model.metadata.get(TABLE_PRECISION) or {}).get("dtype", "float64")
         if chosen not in TABLE_DTYPES:
-            raise InvalidInput(f"metadata {TABLE_PRECISION}.dtype must be one of {', '.join(TABLE_DTYPES)}, "
-                               f"got {chosen!r}")
+            raise InvalidInput(
+                f"metadata {TABLE_PRECISION}.dtype must be one of {', '.join(TABLE_DTYPES)}, got {chosen!r}"
+            )
         dtype = TABLE_DTYPES[chosen]
     if np.dtype(dtype) not in TABLE_DTYPES.values():
         raise InvalidInput(f"compiled tables are float64 or float32, not {np.dtype(dtype)}")
@@ -238,16 +256,20 @@ def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:
     if arr.ndim != 2:
         raise InvalidInput(f"codes must be a 2-D array (rows, {n} features), got {arr.ndim}-D shape {arr.shape}")
     if arr.shape[1] != n:
-        raise InvalidInput(f"codes have {arr.shape[1]} columns, but the model expects {n} features "
-                           f"({', '.join(v.name for v in compiled.features)})")
+        raise InvalidInput(
+            f"codes have {arr.shape[1]} columns, but the model expects {n} features "
+            f"({', '.join(v.name for v in compiled.features)})"
+        )
     if arr.dtype.kind not in "iu":
         raise InvalidInput(f"codes must be integers, got dtype {arr.dtype}")
     bad = (arr < -1) | (arr >= compiled.cardinalities)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
         var = compiled.features[col]
-        raise InvalidInput(f"feature {var.name!r} has code {int(arr[row, col])} in row {row}; "
-                           f"allowed codes are -1 (missing) to {var.cardinality - 1}")
+        raise InvalidInput(
+            f"feature {var.name!r} has code {int(arr[row, col])} in row {row}; "
+            f"allowed codes are -1 (missing) to {var.cardinality - 1}"
+        )
     return arr.astype(np.intp, copy=False)
 
 

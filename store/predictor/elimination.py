@@ -13,16 +13,16 @@ only when the missing variables are leaves.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from bnserve.store.predictor.gather import LogGather
 from bnserve.store.model import Node
+from bnserve.store.predictor.gather import LogGather
 
-BATCH = 0            # einsum label of the row axis
+BATCH = 0  # einsum label of the row axis
 MAX_CHUNK_CELLS = 1 << 22  # rows x largest factor per row, per chunk: bounds the working memory
-RESCALE_EVERY = 4          # products of factors <= 1 between rescales: no underflow unless entries < 1e-75
+RESCALE_EVERY = 4  # products of factors <= 1 between rescales: no underflow unless entries < 1e-75
 
 
 def descendants(nodes: Sequence[Node]) -> dict[str, frozenset[str]]:
@@ -156,8 +156,13 @@ class Elimination:
         scopes = list(groups)
         self._gathers = [LogGather([groups[s]], s, cards, feature_index) for s in scopes]
         self._shapes = [tuple(cards[v] for v in s) for s in scopes]
-        own = [np.array([feature_index[n.name] if n.name not in component and n.name != class_name else -1
-                         for n in groups[s]], dtype=np.intp) for s in scopes]
+        own = [
+            np.array(
+                [feature_index[n.name] if n.name not in component and n.name != class_name else -1 for n in groups[s]],
+                dtype=np.intp,
+            )
+            for s in scopes
+        ]
         self._own = [o if (o >= 0).any() else None for o in own]  # column of a node that may be barren
         self._plan_steps(scopes, class_name, cards, order)
 
@@ -217,8 +222,9 @@ class Elimination:
         """log of the summed product, (rows, n_classes), for int codes (rows, n_features), -1 = missing, rows >= 1."""
         if codes.shape[0] <= self._chunk:
             return self._log_sum(codes)
-        return np.concatenate([self._log_sum(codes[i:i + self._chunk])
-                               for i in range(0, codes.shape[0], self._chunk)])
+        return np.concatenate(
+            [self._log_sum(codes[i : i + self._chunk]) for i in range(0, codes.shape[0], self._chunk)]
+        )
 
     def _log_sum(self, codes: np.ndarray) -> np.ndarray:
         rows = codes.shape[0]

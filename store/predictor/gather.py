@@ -8,7 +8,7 @@ variables), so there is one implementation of the flat-table indexing.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -35,8 +35,14 @@ class LogGather:
     (float64; float32 halves it, opt-in); sums are always accumulated in float64.
     """
 
-    def __init__(self, segments: Sequence[Sequence[Node]], trailing: Sequence[str],
-                 cards: Mapping[str, int], feature_index: Mapping[str, int], dtype: np.dtype | type = np.float64):
+    def __init__(
+        self,
+        segments: Sequence[Sequence[Node]],
+        trailing: Sequence[str],
+        cards: Mapping[str, int],
+        feature_index: Mapping[str, int],
+        dtype: np.dtype | type = np.float64,
+    ):
         trailing_cards = [cards[t] for t in trailing]
         block_size = math.prod(trailing_cards)
         blocks: list[np.ndarray] = []
@@ -57,7 +63,7 @@ class LogGather:
                     block = block.reshape(other_cards + [cards[t] if t in family else 1 for t in trailing])
                     block = np.broadcast_to(block, other_cards + trailing_cards)
                 cols.append([feature_index[v] for v in others])
-                strides.append([block_size * math.prod(other_cards[i + 1:]) for i in range(len(others))])
+                strides.append([block_size * math.prod(other_cards[i + 1 :]) for i in range(len(others))])
                 offsets.append(size)
                 blocks.append(block.reshape(-1))
                 size += block.size
@@ -68,11 +74,11 @@ class LogGather:
         # block): each block position is one contiguous table that a whole batch gathers from
         self.class_major = block_size <= CLASS_MAJOR_MAX_BLOCK
         self.table = np.ascontiguousarray(table.reshape(-1, block_size).T) if self.class_major else table
-        self.cols = np.zeros((len(cols), width), dtype=np.intp)     # padded with column 0 ...
+        self.cols = np.zeros((len(cols), width), dtype=np.intp)  # padded with column 0 ...
         self.strides = np.zeros((len(cols), width), dtype=np.intp)  # ... and stride 0
         for i, (row_cols, row_strides) in enumerate(zip(cols, strides)):
-            self.cols[i, :len(row_cols)] = row_cols
-            self.strides[i, :len(row_strides)] = row_strides
+            self.cols[i, : len(row_cols)] = row_cols
+            self.strides[i, : len(row_strides)] = row_strides
         self.offsets = np.array(offsets, dtype=np.intp)
         self.starts = np.array(starts, dtype=np.intp)
         self._block = np.arange(block_size, dtype=np.intp)
@@ -84,8 +90,17 @@ class LogGather:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.table, self.cols, self.strides, self.offsets, self.starts, self._block, self._real,
-                  self._block_offsets, self._block_strides)
+        arrays = (
+            self.table,
+            self.cols,
+            self.strides,
+            self.offsets,
+            self.starts,
+            self._block,
+            self._real,
+            self._block_offsets,
+            self._block_strides,
+        )
         return sum(a.nbytes for a in arrays)
 
     def nodes_reading(self, inputs: np.ndarray) -> np.ndarray:

@@ -47,6 +47,11 @@ def with_table_precision(model: Model, precision: str) -> Model:
     error = float32_error(model)
     suffices = error <= FLOAT32_ERROR_BOUND
     dtype = "float32" if precision == "float32" or suffices else "float64"
-    record = {"dtype": dtype, "requested": precision, "float32_max_abs_error": float(f"{error:.3g}"),
-              "bound": FLOAT32_ERROR_BOUND, "random_instances_checked": PRECISION_CHECK_ROWS}
+    record = {
+        "dtype": dtype,
+        "requested": precision,
+        "float32_max_abs_error": float(f"{error:.3g}"),
+        "bound": FLOAT32_ERROR_BOUND,
+        "random_instances_checked": PRECISION_CHECK_ROWS,
+    }
     return replace(model, metadata={**model.metadata, TABLE_PRECISION: record}).validate()

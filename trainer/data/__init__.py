@@ -7,6 +7,15 @@ from bnserve.trainer.data.encoded import EncodedData, TrainingView, encode_like,
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Preprocessing
 
 __all__ = [
-    "AVAILABLE_CASE", "IMPUTE", "MISSING_POLICIES", "EncodedData", "Preprocessing", "TrainingView", "encode_like",
-    "encode_with", "load", "load_with", "prepare",
+    "AVAILABLE_CASE",
+    "IMPUTE",
+    "MISSING_POLICIES",
+    "EncodedData",
+    "Preprocessing",
+    "TrainingView",
+    "encode_like",
+    "encode_with",
+    "load",
+    "load_with",
+    "prepare",
 ]

@@ -9,8 +9,8 @@ are dropped and counted. Errors are ``InvalidInput`` naming the file, line and c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -55,7 +55,7 @@ class Columns:
         nominal = [j for j, s in enumerate(self.states) if s is not None]
         return np.all(self.codes[:, nominal] >= 0, axis=1) & ~np.isnan(self.numbers).any(axis=1)
 
-    def subset(self, rows: np.ndarray) -> "Columns":
+    def subset(self, rows: np.ndarray) -> Columns:
         return replace(self, codes=self.codes[rows], numbers=self.numbers[rows], y=self.y[rows], n_rows_dropped=0)
 
 
@@ -91,8 +91,9 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         if is_numeric_column(name, declared[j], numeric, preprocessing):
             if numeric is None or np.isnan(numeric[column != ""]).any():
                 bad = next(r for r, v in enumerate(column.tolist()) if v != "" and math.isnan(number_of(v)))
-                raise InvalidInput(f"{src}: line {lines[bad]}: column {name!r} is numeric, "
-                                   f"but has the value {column[bad]!r}")
+                raise InvalidInput(
+                    f"{src}: line {lines[bad]}: column {name!r} is numeric, but has the value {column[bad]!r}"
+                )
             numbers.append(numeric)
             states.append(None)
             continue
@@ -104,20 +105,33 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         states.append(column_states)
         codes[:, out] = column_codes
     numbers_array = np.stack(numbers, axis=1) if numbers else np.empty((rows, 0))
-    return Columns(src, tuple(table.header[j] for j in feature_indices), tuple(states), codes, numbers_array,
-                   Variable(class_column, class_states, CLASS), y.astype(np.int64), int(np.count_nonzero(~keep)))
+    return Columns(
+        src,
+        tuple(table.header[j] for j in feature_indices),
+        tuple(states),
+        codes,
+        numbers_array,
+        Variable(class_column, class_states, CLASS),
+        y.astype(np.int64),
+        int(np.count_nonzero(~keep)),
+    )
 
 
-def check_columns(src: str, header: Sequence[str], class_column: str | None,
-                  preprocessing: Preprocessing) -> tuple[int, list[int]]:
+def check_columns(
+    src: str, header: Sequence[str], class_column: str | None, preprocessing: Preprocessing
+) -> tuple[int, list[int]]:
     """The class column's index (default: the last) and the feature columns', after checking
     that every column the flags name exists and the class is not forced numeric or ignored."""
     if class_column is None:
         class_column = header[-1]
     if class_column not in header:
         raise InvalidInput(f"{src}: line 1: no class column {class_column!r}; columns are {', '.join(header)}")
-    for flag, names in (("--nominal", preprocessing.nominal), ("--numeric", preprocessing.numeric),
-                        ("--ignore", preprocessing.ignore), ("--discretize", preprocessing.per_column)):
+    for flag, names in (
+        ("--nominal", preprocessing.nominal),
+        ("--numeric", preprocessing.numeric),
+        ("--ignore", preprocessing.ignore),
+        ("--discretize", preprocessing.per_column),
+    ):
         unknown = [n for n in names if n not in header]
         if unknown:
             raise InvalidInput(f"{src}: {flag}: no column {unknown[0]!r}; columns are {', '.join(header)}")
@@ -178,5 +192,7 @@ def _nominal_codes(name: str, column: np.ndarray, declared) -> tuple[tuple[str, 
 
 def _unknown_label(table: RawTable, j: int, codes: np.ndarray, states: Sequence[str]) -> None:
     r = int(np.flatnonzero(codes == UNKNOWN)[0])
-    raise InvalidInput(f"{table.source}: line {table.lines[r]}: column {table.header[j]!r}: value "
-                       f"{table.cells[r, j]!r} is not in the declared domain {', '.join(states)}")
+    raise InvalidInput(
+        f"{table.source}: line {table.lines[r]}: column {table.header[j]!r}: value "
+        f"{table.cells[r, j]!r} is not in the declared domain {', '.join(states)}"
+    )

@@ -31,7 +31,7 @@ class Method:
     bins: int = 0
 
     @staticmethod
-    def parse(text: str) -> "Method":
+    def parse(text: str) -> Method:
         """``mdl``, ``equal-frequency:N`` or ``equal-width:N`` (N >= 1)."""
         name, _, bins = text.strip().partition(":")
         if name == MDL and not bins:
@@ -139,12 +139,12 @@ def equal_frequency_cuts_from_table(values: np.ndarray, counts: np.ndarray, bins
     m = int(ends[-1])
     cuts = set()
     for i in range(1, bins):
-        r = int(round(m * i / bins))
+        r = round(m * i / bins)
         g = int(np.searchsorted(ends, r, side="right"))  # the run holding rank r
         start = int(ends[g - 1]) if g else 0
         if g >= values.size:
             continue
-        below = r - start if g > 0 else None          # cut between runs g-1 and g
+        below = r - start if g > 0 else None  # cut between runs g-1 and g
         above = int(ends[g]) - r if g + 1 < values.size else None  # cut between runs g and g+1
         if below is not None and (above is None or below <= above):
             cuts.add(_midpoint(values[g - 1], values[g]))

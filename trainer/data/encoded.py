@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Sequence
 
 import numpy as np
 
@@ -83,12 +83,12 @@ class EncodedData(TrainingView):
     columns: Columns | None = field(default=None, repr=False, compare=False)
     preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
 
-    def subset(self, rows: np.ndarray) -> "EncodedData":
+    def subset(self, rows: np.ndarray) -> EncodedData:
         """The same variables over a selection of rows (index or boolean array)."""
         columns = self.columns.subset(rows) if self.columns is not None else None
         return EncodedData(self.variables, self.X[rows], self.y[rows], 0, self.source, columns, self.preprocessing)
 
-    def split(self, train: np.ndarray, test: np.ndarray) -> tuple["EncodedData", "EncodedData"]:
+    def split(self, train: np.ndarray, test: np.ndarray) -> tuple[EncodedData, EncodedData]:
         """Training and test rows, with the preprocessing learned again on the training rows
         alone when it learns from data (numeric columns, imputation)."""
         if self.columns is None or self.preprocessing is None or not _learns(self.columns, self.preprocessing):
@@ -103,6 +103,7 @@ class EncodedData(TrainingView):
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """Available-case N(family) per family of column indices (-1: the class), axes in order."""
+
         def column(j: int) -> np.ndarray:
             return self.y if j < 0 else self.X[:, j]
 
@@ -125,8 +126,9 @@ def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:
     return bool(columns.numeric_columns) or preprocessing.missing == IMPUTE
 
 
-def load(source: str, class_column: str | None = None, preprocessing: Preprocessing | None = None,
-         fmt: str | None = None) -> EncodedData:
+def load(
+    source: str, class_column: str | None = None, preprocessing: Preprocessing | None = None, fmt: str | None = None
+) -> EncodedData:
     """Read ``source``, type its columns, and learn the preprocessing from all its rows."""
     preprocessing = preprocessing or Preprocessing()
     return prepare(columns_of(read_table(source, fmt), class_column, preprocessing), preprocessing)

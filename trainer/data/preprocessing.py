@@ -3,8 +3,8 @@ the discretisation method per numeric column and the missing-value policy."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 from bnserve.trainer.data.discretize import Method
 
@@ -23,7 +23,7 @@ class Preprocessing:
     nominal: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-    discretize: Method = Method()
+    discretize: Method = Method()  # noqa: RUF009 (frozen: one shared default is safe)
     per_column: Mapping[str, Method] = field(default_factory=dict)
     missing: str = AVAILABLE_CASE
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, Preprocessing
 from bnserve.trainer.io import iter_tables
 from bnserve.trainer.stats import PairStatistics, joint_counts
+
 
 @dataclass
 class _Tally:
@@ -103,8 +104,9 @@ class StreamedData(TrainingView):
         return totals
 
 
-def load_streamed(source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None,
-                  chunk_rows: int) -> StreamedData:
+def load_streamed(
+    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int
+) -> StreamedData:
     """Passes 1 and 2 over ``source``: the variables, then the pairwise statistics."""
     if chunk_rows < 1:
         raise InvalidInput(f"--chunk-rows must be positive, got {chunk_rows}")
@@ -132,8 +134,9 @@ def load_streamed(source: str, class_column: str | None, preprocessing: Preproce
     return StreamedData(variables, y_all, statistics, digest.hexdigest(), dropped, source, preprocessing, reader)
 
 
-def _learn_variables(source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None,
-                     chunk_rows: int) -> tuple[_Reader, int, int]:
+def _learn_variables(
+    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int
+) -> tuple[_Reader, int, int]:
     """Pass 1: tally every column, then type it and learn its states or cut points by
     ``trainer.data``'s rules. Returns the reader for the next passes, the rows with a class
     and the rows without."""
@@ -165,8 +168,9 @@ def _learn_variables(source: str, class_column: str | None, preprocessing: Prepr
         raise InvalidInput(f"{source}: column {class_name!r}: every row has an empty class")
     class_states = tuple(sorted(class_labels))
     if len(class_states) < 2:
-        raise InvalidInput(f"{source}: column {class_name!r}: the class needs at least two states, "
-                           f"found only {class_states!r}")
+        raise InvalidInput(
+            f"{source}: column {class_name!r}: the class needs at least two states, found only {class_states!r}"
+        )
     by_state = [class_labels[s] for s in class_states]  # class axis: first sight -> state order
     variables = [_variable(source, header[j], tally, by_state, preprocessing) for j, tally in zip(columns, tallies)]
     variables.append(Variable(class_name, class_states, CLASS))

@@ -5,11 +5,13 @@ average ranks, statistic and p-value."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
-from scipy.stats import binomtest, chi2, f as f_dist, rankdata, ttest_rel
+from scipy.stats import binomtest, chi2, rankdata, ttest_rel
+from scipy.stats import f as f_dist
 
 from bnserve.trainer.evaluation.cross_validation import Evaluation
 
@@ -58,9 +60,9 @@ def paired_t_test(scores_a: Sequence[float], scores_b: Sequence[float]) -> tuple
 @dataclass(frozen=True)
 class Friedman:
     average_ranks: Mapping[str, float]  # 1 = best
-    statistic: float                    # χ²_F with k-1 degrees of freedom
+    statistic: float  # χ²_F with k-1 degrees of freedom
     p_value: float
-    iman_davenport: float               # F_F with (k-1, (k-1)(N-1)) degrees of freedom
+    iman_davenport: float  # F_F with (k-1, (k-1)(N-1)) degrees of freedom
     iman_davenport_p: float
     n_datasets: int
 
@@ -115,8 +117,10 @@ def compare(evaluations: Sequence[Evaluation], protocol: Mapping[str, Any] | Non
     loss = {label: [by[label, d].zero_one_loss for d in datasets] for label in labels}
     wdl = tuple(win_draw_loss(a, b, loss[a], loss[b]) for a, b in itertools.combinations(labels, 2))
     paired = {
-        d: {f"{a} vs {b}": paired_t_test(by[a, d].fold_accuracies, by[b, d].fold_accuracies)
-            for a, b in itertools.combinations(labels, 2)}
+        d: {
+            f"{a} vs {b}": paired_t_test(by[a, d].fold_accuracies, by[b, d].fold_accuracies)
+            for a, b in itertools.combinations(labels, 2)
+        }
         for d in datasets
     }
     fr = friedman(loss) if len(datasets) > 1 and len(labels) > 1 else None

@@ -9,17 +9,18 @@ data (discretisation, imputation) is fitted on each training fold. Predictions c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import compile_model
-from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.fit import fit
 from bnserve.trainer.data.folds import stratified_folds
+from bnserve.trainer.evaluation import metrics
+from bnserve.trainer.fit import fit
 
 
 @dataclass(frozen=True)
@@ -129,15 +130,18 @@ def cross_validate_many(
             train, test = data.split(fold != f, fold == f)  # cut points etc. learned on the training fold
             for run, proba in zip(runs, pooled):
                 if progress:
-                    progress(f"{dataset or data.source}: {describe(run.algo, run.params)} repeat {r + 1}/{repeats} fold {f + 1}/{folds}")
+                    progress(
+                        f"{dataset or data.source}: {describe(run.algo, run.params)} repeat {r + 1}/{repeats} fold {f + 1}/{folds}"
+                    )
                 proba[fold == f] = run.fold(train, test)
         for run, proba in zip(runs, pooled):
             run.aucs.append(metrics.auc(proba, data.y))
     return [run.result(dataset or data.source) for run in runs]
 
 
-def cross_validate(algo: str, data: EncodedData, *, folds: int = 10, seed: int = 0, repeats: int = 1,
-                   **params: Any) -> Evaluation:
+def cross_validate(
+    algo: str, data: EncodedData, *, folds: int = 10, seed: int = 0, repeats: int = 1, **params: Any
+) -> Evaluation:
     """One algorithm by stratified (repeated) k-fold CV; deterministic for a given seed."""
     return cross_validate_many([(algo, params)], data, folds=folds, repeats=repeats, seed=seed)[0]
 

@@ -217,7 +217,7 @@ class _Parser:
             if token.kind == "end":
                 raise self._error(token.line, f"the file ends inside the block opened on line {opened}", variable)
             if token.kind == "punct" and token.text == ";":
-                return self.text[start:token.start].strip()
+                return self.text[start : token.start].strip()
             if token.kind == "punct" and token.text in "{}":
                 raise self._error(token.line, f"expected ';' before {token.text!r}", variable)
 
@@ -334,8 +334,9 @@ class _Parser:
             elif token.kind == "word" and token.text == "property":
                 self.skip_statement(child, opened)
             else:
-                raise self._error(token.line, f"expected 'table', 'default' or '( parent states )', "
-                                  f"found {token.text!r}", child)
+                raise self._error(
+                    token.line, f"expected 'table', 'default' or '( parent states )', found {token.text!r}", child
+                )
         return block
 
     def _numbers(self, variable: str, opened: int) -> list[tuple[float, int]]:
@@ -365,27 +366,41 @@ class _Parser:
         cpt = np.full((card, *parent_cards), np.nan)
         if block.table is not None:
             if len(block.table) != card * configs:
-                raise self._error(block.table[0][1] if block.table else h.line,
-                                  f"the table has {len(block.table)} probabilities, expected {card * configs} "
-                                  f"({card} states × {configs} parent configurations)", h.name)
+                raise self._error(
+                    block.table[0][1] if block.table else h.line,
+                    f"the table has {len(block.table)} probabilities, expected {card * configs} "
+                    f"({card} states × {configs} parent configurations)",
+                    h.name,
+                )
             cpt[...] = np.array([v for v, _ in block.table]).reshape(cpt.shape)
         codes = {p: {s: i for i, s in enumerate(states[p])} for p in h.parents}
         given: dict[tuple[int, ...], int] = {}
         for labels, values, line in block.rows:
             if len(labels) != len(h.parents):
-                raise self._error(line, f"a row names {len(labels)} parent states, expected {len(h.parents)} "
-                                  f"({', '.join(h.parents) or 'no parents'})", h.name)
+                raise self._error(
+                    line,
+                    f"a row names {len(labels)} parent states, expected {len(h.parents)} "
+                    f"({', '.join(h.parents) or 'no parents'})",
+                    h.name,
+                )
             index = []
             for parent, label in zip(h.parents, labels):
                 code = codes[parent].get(label)
                 if code is None:
-                    raise self._error(line, f"parent {parent!r} has no state {label!r}; "
-                                      f"its states are {', '.join(states[parent])}", h.name)
+                    raise self._error(
+                        line,
+                        f"parent {parent!r} has no state {label!r}; its states are {', '.join(states[parent])}",
+                        h.name,
+                    )
                 index.append(code)
             key = tuple(index)
             if key in given:
-                raise self._error(line, f"the configuration {configuration(h.parents, states, key)} "
-                                  f"is given twice (first on line {given[key]})", h.name)
+                raise self._error(
+                    line,
+                    f"the configuration {configuration(h.parents, states, key)} "
+                    f"is given twice (first on line {given[key]})",
+                    h.name,
+                )
             given[key] = line
             cpt[(slice(None), *key)] = self._column(values, card, line, h.name)
         if block.default is not None:
@@ -395,8 +410,12 @@ class _Parser:
         missing = np.argwhere(np.isnan(cpt).any(axis=0))
         if len(missing):
             key = tuple(int(i) for i in missing[0])
-            raise self._error(h.line, f"no probabilities for the configuration "
-                              f"{configuration(h.parents, states, key)} (no row, table or default)", h.name)
+            raise self._error(
+                h.line,
+                f"no probabilities for the configuration "
+                f"{configuration(h.parents, states, key)} (no row, table or default)",
+                h.name,
+            )
         return cpt
 
     def _column(self, values: list[tuple[float, int]], card: int, line: int, name: str) -> np.ndarray:

@@ -9,7 +9,8 @@ information (3 decimals, nats) when the model's metadata has ``arc_cmi``, a list
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from bnserve.store.model import Model, Network
 
@@ -21,8 +22,11 @@ def write_dot(model: Model, name: str = "bnserve") -> str:
     """DOT text of every network of the model."""
     cmi = arc_cmi(model.metadata)
     class_name = model.class_variable.name
-    out = [f"digraph {quote(name)} {{\n", '  node [shape=ellipse, fontname="Helvetica"];\n',
-           '  edge [fontname="Helvetica", fontsize=10];\n']
+    out = [
+        f"digraph {quote(name)} {{\n",
+        '  node [shape=ellipse, fontname="Helvetica"];\n',
+        '  edge [fontname="Helvetica", fontsize=10];\n',
+    ]
     if len(model.networks) == 1:
         out.extend(_network(model.networks[0], class_name, cmi, prefix="", indent="  "))
     else:
@@ -41,8 +45,14 @@ def arc_cmi(metadata: Any) -> dict[tuple[str, str], float]:
     found: dict[tuple[str, str], float] = {}
     entries = metadata.get("arc_cmi") if hasattr(metadata, "get") else None
     for entry in entries if isinstance(entries, list) else ():
-        if (isinstance(entry, (list, tuple)) and len(entry) == 3 and isinstance(entry[0], str)
-                and isinstance(entry[1], str) and isinstance(entry[2], (int, float)) and not isinstance(entry[2], bool)):
+        if (
+            isinstance(entry, (list, tuple))
+            and len(entry) == 3
+            and isinstance(entry[0], str)
+            and isinstance(entry[1], str)
+            and isinstance(entry[2], (int, float))
+            and not isinstance(entry[2], bool)
+        ):
             found[(entry[0], entry[1])] = float(entry[2])
     return found
 
@@ -53,8 +63,9 @@ def quote(text: str) -> str:
     return f'"{escaped}"'
 
 
-def _network(net: Network, class_name: str, cmi: dict[tuple[str, str], float], prefix: str,
-             indent: str) -> Iterable[str]:
+def _network(
+    net: Network, class_name: str, cmi: dict[tuple[str, str], float], prefix: str, indent: str
+) -> Iterable[str]:
     for node in net.nodes:
         attributes = [f"label={quote(node.name)}"] if prefix else []
         if node.name == class_name:

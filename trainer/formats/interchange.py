@@ -14,17 +14,28 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Mapping
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput, InvalidModel
-from bnserve.store.model import CLASS, FEATURE, NOMINAL, NORMALISATION_TOLERANCE, NUMERIC, SINGLE, Model, Network, Node, Variable
+from bnserve.store.model import (
+    CLASS,
+    FEATURE,
+    NOMINAL,
+    NORMALISATION_TOLERANCE,
+    NUMERIC,
+    SINGLE,
+    Model,
+    Network,
+    Node,
+    Variable,
+)
 
 QUIET_TOLERANCE = 1e-6  # off by less: rounding in the file, renormalised without a note
-MAX_TOLERANCE = 1e-3    # off by more: the file is wrong, not rounded
+MAX_TOLERANCE = 1e-3  # off by more: the file is wrong, not rounded
 
 NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 PROPERTY_PREFIX = "bnserve."
@@ -117,8 +128,11 @@ def to_model(declared: Declared, class_name: str | None) -> Model:
         if worst > QUIET_TOLERANCE:
             renormalised[block.name] = worst
         nodes.append(Node(block.name, block.parents, cpt))
-    metadata: dict[str, object] = {"source": PurePath(src).name, "network": declared.network_name,
-                                   "format": declared.format}
+    metadata: dict[str, object] = {
+        "source": PurePath(src).name,
+        "network": declared.network_name,
+        "format": declared.format,
+    }
     if renormalised:
         metadata["renormalised"] = renormalised
     model = Model(variables, (Network(tuple(nodes)),), f"imported-{declared.format}", SINGLE, {}, metadata)
@@ -135,8 +149,11 @@ def check_declarations(src: str, variables: list[DeclaredVariable], blocks: list
     for v in variables:
         if v.name in by_name:
             first = by_name[v.name].line
-            raise InvalidInput(where(src, v.line, v.name) + "is declared twice"
-                               + (f" (first on line {first})" if first is not None else ""))
+            raise InvalidInput(
+                where(src, v.line, v.name)
+                + "is declared twice"
+                + (f" (first on line {first})" if first is not None else "")
+            )
         by_name[v.name] = v
     seen: dict[str, DeclaredCpt] = {}
     for block in blocks:
@@ -166,8 +183,10 @@ def _variable(src: str, declared: DeclaredVariable, role: str) -> Variable:
     except ValueError:
         cuts = None
     if not isinstance(cuts, list) or not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in cuts):
-        raise InvalidInput(where(src, declared.line, declared.name)
-                           + f"a numeric variable needs {CUTS_PROPERTY} = [a list of numbers], got {text!r}")
+        raise InvalidInput(
+            where(src, declared.line, declared.name)
+            + f"a numeric variable needs {CUTS_PROPERTY} = [a list of numbers], got {text!r}"
+        )
     return Variable(declared.name, declared.states, role, NUMERIC, tuple(float(c) for c in cuts))
 
 
@@ -180,9 +199,10 @@ def _normalised(src: str, block: DeclaredCpt, states: Mapping[str, tuple[str, ..
     worst = float(deviation.max()) if deviation.size else 0.0
     if worst > MAX_TOLERANCE:
         index = tuple(int(i) for i in np.unravel_index(int(np.argmax(deviation)), deviation.shape))
-        raise InvalidInput(where(src, block.line, block.name)
-                           + f"the probabilities for {configuration(block.parents, states, index)} "
-                           f"sum to {float(sums[index]):.6g}, not 1")
+        raise InvalidInput(
+            where(src, block.line, block.name) + f"the probabilities for {configuration(block.parents, states, index)} "
+            f"sum to {float(sums[index]):.6g}, not 1"
+        )
     if worst <= NORMALISATION_TOLERANCE:  # as written: an exact round trip stays exact
         return cpt, worst
     return cpt / sums, worst
@@ -198,13 +218,16 @@ def single_network(model: Model, network: int | None, fmt: str) -> tuple[tuple[V
     count = len(model.networks)
     if network is None:
         if count != 1:
-            raise InvalidInput(f"the model has {count} networks ({model.combination} of {model.algorithm}); "
-                               f"{fmt} holds one network: export one with --network I (0..{count - 1}), "
-                               "or draw them all with --format dot")
+            raise InvalidInput(
+                f"the model has {count} networks ({model.combination} of {model.algorithm}); "
+                f"{fmt} holds one network: export one with --network I (0..{count - 1}), "
+                "or draw them all with --format dot"
+            )
         network = 0
     elif not 0 <= network < count:
-        raise InvalidInput(f"--network {network}: the model has {count} network{'s' if count != 1 else ''} "
-                           f"(0..{count - 1})")
+        raise InvalidInput(
+            f"--network {network}: the model has {count} network{'s' if count != 1 else ''} (0..{count - 1})"
+        )
     net = model.networks[network]
     nodes = {n.name for n in net.nodes}
     return tuple(v for v in model.variables if v.name in nodes), net

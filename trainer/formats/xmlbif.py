@@ -104,8 +104,10 @@ def _parse_xml(data: bytes, source: str) -> tuple[ET.Element, dict[ET.Element, i
         lines[builder.start(tag, attributes)] = parser.CurrentLineNumber
 
     def refuse_entity(name: str, *_: object) -> None:
-        raise InvalidInput(f"{source}: line {parser.CurrentLineNumber}: the DOCTYPE declares the entity "
-                           f"{name!r}; files that declare entities are refused")
+        raise InvalidInput(
+            f"{source}: line {parser.CurrentLineNumber}: the DOCTYPE declares the entity "
+            f"{name!r}; files that declare entities are refused"
+        )
 
     parser.StartElementHandler = start
     parser.EndElementHandler = builder.end
@@ -125,8 +127,9 @@ class _Reader:
         self.lines = lines
 
     def _error(self, element: ET.Element | None, message: str, variable: str | None = None) -> InvalidInput:
-        return InvalidInput(where(self.source, self.lines.get(element) if element is not None else None, variable)
-                            + message)
+        return InvalidInput(
+            where(self.source, self.lines.get(element) if element is not None else None, variable) + message
+        )
 
     def _text(self, parent: ET.Element, tag: str, variable: str | None = None) -> str:
         """The stripped text of the one ``tag`` child of ``parent``."""
@@ -159,7 +162,7 @@ class _Reader:
         name = self._text(element, "NAME")
         kind = element.get("TYPE", NATURE)
         if kind != NATURE:
-            raise self._error(element, f"only chance variables (TYPE=\"nature\") can be read, not {kind!r}", name)
+            raise self._error(element, f'only chance variables (TYPE="nature") can be read, not {kind!r}', name)
         states = tuple((e.text or "").strip() for e in element.findall("OUTCOME"))
         if not states:
             raise self._error(element, "has no <OUTCOME>", name)
@@ -194,6 +197,10 @@ class _Reader:
         parent_cards = tuple(len(states[p]) for p in header.parents)
         configs = math.prod(parent_cards)
         if len(values) != card * configs:
-            raise self._error(table, f"the table has {len(values)} probabilities, expected {card * configs} "
-                              f"({card} states × {configs} parent configurations)", header.name)
+            raise self._error(
+                table,
+                f"the table has {len(values)} probabilities, expected {card * configs} "
+                f"({card} states × {configs} parent configurations)",
+                header.name,
+            )
         return np.moveaxis(np.array(values, dtype=np.float64).reshape(*parent_cards, card), -1, 0).copy()

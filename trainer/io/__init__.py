@@ -4,7 +4,7 @@ sets (``builtin:NAME``). Errors are ``InvalidInput`` naming the file, line and c
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.arff import read_arff

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from datetime import datetime, timedelta, timezone
-from typing import Iterator, NoReturn
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import NoReturn
 
 import numpy as np
 
@@ -41,7 +42,7 @@ _KEYWORD = re.compile(r"@([A-Za-z]+)(?=\s|$)")
 _NAME = re.compile(r"""\s*(?:'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|([^\s'"{}]+))""")
 _JAVA_DATE = re.compile(r"'([^']*)'|([A-Za-z])\2*|.", re.S)
 _JAVA_FIELDS = {"yyyy": "%Y", "yy": "%y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S", "SSS": "%f"}
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
@@ -76,7 +77,7 @@ def _parse(source: str, numbered: Iterator[tuple[int, str]]) -> RawTable:
             columns.append(column)
             continue
         if keyword == "data":
-            if line[len("@data"):].strip():
+            if line[len("@data") :].strip():
                 raise InvalidInput(f"{source}: line {lineno}: put the rows on the lines after @data")
             break
         what = f"@{keyword}" if keyword else repr(line[:40])
@@ -170,7 +171,7 @@ class _Column:
         micros: dict[str, int] = {}
         for value in set(values[present].tolist()):
             try:
-                moment = datetime.strptime(value, self.date_format).replace(tzinfo=timezone.utc)
+                moment = datetime.strptime(value, self.date_format).replace(tzinfo=UTC)
             except ValueError:
                 r = int(np.flatnonzero(values == value)[0])
                 raise InvalidInput(
@@ -195,13 +196,13 @@ def _is_number(value: str) -> bool:
 
 def _attribute(source: str, lineno: int, line: str) -> tuple[str, _Column]:
     """``@attribute NAME TYPE`` -> the name and its column."""
-    rest = line[len("@attribute"):]
+    rest = line[len("@attribute") :]
     match = _NAME.match(rest)
     if not match:
         _unparsable(source, lineno, rest, "attribute name")
     name = _value(*match.group(1, 2, 3))
     where = f"{source}: line {lineno}: attribute {name!r}"
-    kind = rest[match.end():].strip()
+    kind = rest[match.end() :].strip()
     if not kind:
         raise InvalidInput(f"{where}: no type")
     if kind.startswith("{"):
@@ -227,7 +228,7 @@ def _attribute(source: str, lineno: int, line: str) -> tuple[str, _Column]:
         java = DEFAULT_DATE_FORMAT
         if tail:
             quoted = _NAME.match(tail)
-            if not quoted or tail[quoted.end():].strip():
+            if not quoted or tail[quoted.end() :].strip():
                 raise InvalidInput(f"{where}: cannot read the date format {tail!r}")
             java = _value(*quoted.group(1, 2, 3))
         fmt = _strptime_format(where, java)
@@ -299,7 +300,7 @@ def _sparse(source: str, lineno: int, line: str, names: list[str], defaults: lis
             head = _SPARSE_INDEX.match(line, pos)  # the trouble is in the value, if there is an index
             if head is None:
                 _unparsable(source, lineno, line[pos:], f"sparse entry {len(seen) + 1}")
-            _unparsable(source, lineno, line[head.end():], _where(names, int(head.group(1))))
+            _unparsable(source, lineno, line[head.end() :], _where(names, int(head.group(1))))
         index = int(match.group(1))
         if index >= len(row):
             raise InvalidInput(

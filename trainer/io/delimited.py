@@ -4,7 +4,7 @@ the whole file as one ``RawTable``, or in tables of a few rows at a time (``--ch
 from __future__ import annotations
 
 import csv
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

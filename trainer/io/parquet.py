@@ -74,8 +74,9 @@ def _column(source: str, name: str, column: Any) -> tuple[np.ndarray, Declared]:
         values = column.fill_null(0).to_numpy()
         missing |= np.isnan(values)
         # float64: repr of the Python float; narrower floats: numpy's shortest text for their width
-        texts = np.array(list(map(repr, values.tolist())) if values.dtype == np.float64 else list(map(str, values)),
-                         dtype=object)
+        texts = np.array(
+            list(map(repr, values.tolist())) if values.dtype == np.float64 else list(map(str, values)), dtype=object
+        )
         kind = Declared(NUMERIC)
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
         texts = column.fill_null("").to_numpy().astype(object)

@@ -20,7 +20,7 @@ EXTENSIONS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".arff": "arff", ".pa
 def format_of(source: str) -> str:
     """The format a file's extension names (``.gz`` looked through), CSV when none does."""
     if source.startswith(BUILTIN_PREFIX):
-        source = BUILTIN_DATASETS.get(source[len(BUILTIN_PREFIX):], "")
+        source = BUILTIN_DATASETS.get(source[len(BUILTIN_PREFIX) :], "")
     name = source.lower()
     if name.endswith(".gz"):
         name = name[:-3]
@@ -31,7 +31,7 @@ def format_of(source: str) -> str:
 def open_binary(source: str) -> IO[bytes]:
     """The bytes of a file or a built-in data set, gunzipped when the name ends in ``.gz``."""
     if source.startswith(BUILTIN_PREFIX):
-        name = source[len(BUILTIN_PREFIX):]
+        name = source[len(BUILTIN_PREFIX) :]
         if name not in BUILTIN_DATASETS:
             raise InvalidInput(f"unknown built-in data set {source!r}; known: {', '.join(BUILTIN_DATASETS)}")
         raw = resources.files("bnserve.trainer.io.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")

@@ -4,8 +4,8 @@ and coding happen in ``bnserve.trainer.data``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 

@@ -7,8 +7,9 @@ flags from the declared ``Param``s, so adding a learner touches one module.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import SINGLE
@@ -61,7 +62,7 @@ class Learned:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @staticmethod
-    def single(structure: Structure, data: EncodedData, **metadata: Any) -> "Learned":
+    def single(structure: Structure, data: EncodedData, **metadata: Any) -> Learned:
         return Learned((Member(structure, data),), SINGLE, metadata)
 
 

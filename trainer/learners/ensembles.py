@@ -30,8 +30,7 @@ from bnserve.trainer.learners.tan import tan
 def spode(data: EncodedData, p: int) -> Structure:
     """The SPODE with feature column ``p`` as super-parent; ``order`` is p, then the other columns."""
     n = len(data.features)
-    return Structure.augmented(data, [() if i == p else (p,) for i in range(n)],
-                               [p, *(i for i in range(n) if i != p)])
+    return Structure.augmented(data, [() if i == p else (p,) for i in range(n)], [p, *(i for i in range(n) if i != p)])
 
 
 def aode(data: EncodedData) -> Learned:
@@ -74,6 +73,10 @@ SAMPLE_SEED = Param("sample_seed", int, 0, "seed of the bootstrap samples (defau
 
 LEARNERS = (
     Learner("aode", aode, "averaged one-dependence estimators: every feature a super-parent (Webb et al. 2005)"),
-    Learner("rtan", rtan, "bagged TAN ensemble on bootstrap samples, posteriors averaged (Ma & Shi; paper 001)",
-            (MEMBERS, SAMPLE_SEED)),
+    Learner(
+        "rtan",
+        rtan,
+        "bagged TAN ensemble on bootstrap samples, posteriors averaged (Ma & Shi; paper 001)",
+        (MEMBERS, SAMPLE_SEED),
+    ),
 )

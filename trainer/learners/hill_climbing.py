@@ -67,8 +67,13 @@ class Move:
         return frozenset(changed)
 
     def rank(self) -> tuple:
-        return (-round(self.gain, TIE_DECIMALS), (ADD, REPLACE, REVERSE, DELETE).index(self.kind), self.child,
-                self.parent, self.dropped)
+        return (
+            -round(self.gain, TIE_DECIMALS),
+            (ADD, REPLACE, REVERSE, DELETE).index(self.kind),
+            self.child,
+            self.parent,
+            self.dropped,
+        )
 
 
 class _Search:
@@ -119,7 +124,7 @@ class _Search:
         table = self.family_table(i, parents)
         self.score[i] = self.bic(table, i, parents)
         self.delete_gain[i] = {
-            p: self.bic(table.sum(axis=1 + a), i, parents[:a] + parents[a + 1:]) - self.score[i]
+            p: self.bic(table.sum(axis=1 + a), i, parents[:a] + parents[a + 1 :]) - self.score[i]
             for a, p in enumerate(parents)
         }
         # gains of new parents q: added (key -1) while there is room, or in place of a parent r (key r)
@@ -250,8 +255,15 @@ def hill_climbing(data: EncodedData, k: int, start: str, tabu: int, tabu_steps: 
             if move is None:
                 break
         search.apply(move)
-        moves.append([move.kind, names[move.parent], names[move.child],
-                      names[move.dropped] if move.dropped != NONE else None, round(move.gain, 6)])
+        moves.append(
+            [
+                move.kind,
+                names[move.parent],
+                names[move.child],
+                names[move.dropped] if move.dropped != NONE else None,
+                round(move.gain, 6),
+            ]
+        )
         recent = (recent + [move])[-tabu:] if tabu else []
         if search.score.sum() > best_score + SCORE_EPS:
             best_score, best_parents, stale = search.score.sum(), [list(p) for p in search.parents], 0
@@ -266,14 +278,25 @@ def hill_climbing(data: EncodedData, k: int, start: str, tabu: int, tabu_steps: 
     return Learned.single(structure, data, search_moves=moves, bic=round(float(best_score), 6))
 
 
-START = Param("start", str, "fkdb", "the network the search starts from, fkdb or empty (default fkdb)",
-              one_of("fkdb", "empty"))
-TABU = Param("tabu", int, 10, "moves a changed pair of features stays tabu; 0 = plain hill climbing (default 10)",
-             non_negative_int)
-TABU_STEPS = Param("tabu_steps", int, 20, "moves without a better score before the search stops (default 20)",
-                   non_negative_int)
+START = Param(
+    "start", str, "fkdb", "the network the search starts from, fkdb or empty (default fkdb)", one_of("fkdb", "empty")
+)
+TABU = Param(
+    "tabu",
+    int,
+    10,
+    "moves a changed pair of features stays tabu; 0 = plain hill climbing (default 10)",
+    non_negative_int,
+)
+TABU_STEPS = Param(
+    "tabu_steps", int, 20, "moves without a better score before the search stops (default 20)", non_negative_int
+)
 
 LEARNERS = (
-    Learner("hc", hill_climbing, "hill climbing with tabu over k-dependence augmented networks by BIC: "
-            "no feature order imposed", (K, START, TABU, TABU_STEPS)),
+    Learner(
+        "hc",
+        hill_climbing,
+        "hill climbing with tabu over k-dependence augmented networks by BIC: no feature order imposed",
+        (K, START, TABU, TABU_STEPS),
+    ),
 )

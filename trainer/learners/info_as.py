@@ -24,10 +24,10 @@ from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner, Param, one_of
 from bnserve.trainer.learners.k2 import MAX_PARENTS
-from bnserve.trainer.learners.search.k2 import SearchData
 from bnserve.trainer.learners.search.cb import cb_search
-from bnserve.trainer.learners.structure import Structure, ranked
+from bnserve.trainer.learners.search.k2 import SearchData
 from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
+from bnserve.trainer.learners.structure import Structure, ranked
 
 METRICS = ("cig", "cgr", "cdc")
 
@@ -81,14 +81,21 @@ def info_as(data: EncodedData, metric: str, max_parents: int | None) -> Learned:
     result = cb_search(v, nodes, nodes, max_parents, lambda ps: score(v.named(ps)))
     structure = Structure(v.named(result.parents), tuple(v.names[f] for f in selected), tuple(values))
     return Learned.single(
-        structure, data,
-        network_order=[v.names[i] for i in result.order], ci_order=result.ci_order, cb_accuracies=result.accuracies,
+        structure,
+        data,
+        network_order=[v.names[i] for i in result.order],
+        ci_order=result.ci_order,
+        cb_accuracies=result.accuracies,
     )
 
 
 METRIC = Param("metric", str, "cgr", "the selection metric, cig, cgr or cdc (default cgr)", one_of(*METRICS))
 
 LEARNERS = (
-    Learner("info-as", info_as, "Info-AS: features selected by conditional information metrics, then CB (paper 002)",
-            (METRIC, MAX_PARENTS)),
+    Learner(
+        "info-as",
+        info_as,
+        "Info-AS: features selected by conditional information metrics, then CB (paper 002)",
+        (METRIC, MAX_PARENTS),
+    ),
 )

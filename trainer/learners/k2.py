@@ -6,7 +6,7 @@ learner built on K2 (``cb``, ``k2-as``, ``info-as``).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer import stats
@@ -60,12 +60,22 @@ def k2(data: EncodedData, max_parents: int | None, order: str | None) -> Structu
     return k2_structure(v, seq, parents, scores)
 
 
-MAX_PARENTS = Param("max_parents", int, None, "maximum number of K2 parents per node (default: no bound; "
-                    "the Cooper-Herskovits score stops the search)", non_negative_int)
+MAX_PARENTS = Param(
+    "max_parents",
+    int,
+    None,
+    "maximum number of K2 parents per node (default: no bound; the Cooper-Herskovits score stops the search)",
+    non_negative_int,
+)
 
 
-ORDER = Param("order", str, None, "the K2 variable order, A,B,... naming every variable (the class too) once "
-              "(default: the class, then the features by I(X;C) descending)")
+ORDER = Param(
+    "order",
+    str,
+    None,
+    "the K2 variable order, A,B,... naming every variable (the class too) once "
+    "(default: the class, then the features by I(X;C) descending)",
+)
 
 
 LEARNERS = (

@@ -3,8 +3,9 @@ features by the cross-validated accuracy of K2 networks, then CB on the selected
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
-from typing import Any, Iterator
+from typing import Any
 
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner
@@ -68,16 +69,28 @@ def k2_as(data: EncodedData, max_parents: int | None, keep_ties: bool = False) -
     gains = [plain(found.state[:k]) for k in range(1, len(selected) + 1)]
     structure = Structure(v.named(result.parents), tuple(v.names[f] for f in selected), tuple(gains))
     return Learned.single(
-        structure, data,
-        network_order=[v.names[i] for i in result.order], ci_order=result.ci_order, cb_accuracies=result.accuracies,
-        wrapper={"folds": WRAPPER_FOLDS, "accuracy": plain(found.state),
-                 "evaluated": found.evaluated, "start_accuracy": found.trace[0]["score"]},
+        structure,
+        data,
+        network_order=[v.names[i] for i in result.order],
+        ci_order=result.ci_order,
+        cb_accuracies=result.accuracies,
+        wrapper={
+            "folds": WRAPPER_FOLDS,
+            "accuracy": plain(found.state),
+            "evaluated": found.evaluated,
+            "start_accuracy": found.trace[0]["score"],
+        },
     )
 
 
 LEARNERS = (
-    Learner("k2-as", k2_as, "K2-AS: features selected by CV accuracy of K2 networks, then CB (paper 002)",
-            (MAX_PARENTS,)),
-    Learner("k2-as-le", partial(k2_as, keep_ties=True),
-            "K2-AS≤: K2-AS adding features while the CV accuracy does not fall (paper 002)", (MAX_PARENTS,)),
+    Learner(
+        "k2-as", k2_as, "K2-AS: features selected by CV accuracy of K2 networks, then CB (paper 002)", (MAX_PARENTS,)
+    ),
+    Learner(
+        "k2-as-le",
+        partial(k2_as, keep_ties=True),
+        "K2-AS≤: K2-AS adding features while the CV accuracy does not fall (paper 002)",
+        (MAX_PARENTS,),
+    ),
 )

@@ -12,13 +12,21 @@ choice of parents (see ``parents_without_redundancy``).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.learners.base import int_or_range, Learned, Learner, Param, non_negative_float, non_negative_int, positive_int
+from bnserve.trainer.learners.base import (
+    Learned,
+    Learner,
+    Param,
+    int_or_range,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
 from bnserve.trainer.learners.structure import Structure, ranked
 
 
@@ -155,8 +163,13 @@ def _statistics(data: EncodedData) -> tuple[np.ndarray, np.ndarray]:
     return data.statistics.class_mi(), data.statistics.cmi_matrix()
 
 
-K = Param("k", int_or_range, 2, "maximum number of feature parents per feature (default 2; a range A..B with auto)",
-          non_negative_int)
+K = Param(
+    "k",
+    int_or_range,
+    2,
+    "maximum number of feature parents per feature (default 2; a range A..B with auto)",
+    non_negative_int,
+)
 THETA = Param(
     "theta",
     float,
@@ -174,8 +187,14 @@ FD_MIN_COUNT = Param(
 )
 
 LEARNERS = (
-    Learner("kdb", kdb, "k-dependence Bayesian classifier (Sahami 1996); KDB-θ with --theta", (K, THETA),
-            counts_only=True),
-    Learner("fkdb", _fkdb_learned, "flexible k-dependence Bayesian classifier (paper 001)", (K, FD_MIN_COUNT),
-            counts_only=True),
+    Learner(
+        "kdb", kdb, "k-dependence Bayesian classifier (Sahami 1996); KDB-θ with --theta", (K, THETA), counts_only=True
+    ),
+    Learner(
+        "fkdb",
+        _fkdb_learned,
+        "flexible k-dependence Bayesian classifier (paper 001)",
+        (K, FD_MIN_COUNT),
+        counts_only=True,
+    ),
 )

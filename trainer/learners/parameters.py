@@ -3,7 +3,7 @@ P(x | pa) = (N(x, pa) + 1) / (N(pa) + |X|), each count over the rows where its f
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,10 +24,12 @@ def estimate(structure: Structure, data: TrainingView) -> Network:
     names = [v.name for v in data.variables if v.name in structure.parents]
     families = [[index[f] for f in (name, *structure.parents[name])] for name in names]
     counts = data.family_counts(families)  # one pass for every family when the rows are streamed
-    return Network(tuple(
-        Node(name, tuple(structure.parents[name]), laplace_cpt_from_counts(c).astype(CPT_DTYPE, copy=False))
-        for name, c in zip(names, counts)
-    ))
+    return Network(
+        tuple(
+            Node(name, tuple(structure.parents[name]), laplace_cpt_from_counts(c).astype(CPT_DTYPE, copy=False))
+            for name, c in zip(names, counts)
+        )
+    )
 
 
 def laplace_cpt(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:

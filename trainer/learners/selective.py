@@ -17,15 +17,16 @@ A feature left out is not a node of the model (``Structure.parents`` omits it).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner, Param, probability
-from bnserve.trainer.learners.structure import Structure
-from bnserve.trainer.learners.search.groups import Group, augmenting_forest, grouped_parents
 from bnserve.trainer.learners.search.greedy import greedy_search
+from bnserve.trainer.learners.search.groups import Group, augmenting_forest, grouped_parents
 from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
+from bnserve.trainer.learners.structure import Structure
 
 
 def fss(data: EncodedData) -> Learned:
@@ -45,11 +46,20 @@ def fss(data: EncodedData) -> Learned:
 
     result = greedy_search((), add_one, lambda sel: score(_naive(data, sel)))
     order = result.state
-    structure = Structure(_naive(data, order), tuple(names[i] for i in order),
-                          tuple(step["score"] for step in result.trace[1:]))
-    return Learned.single(structure, data, selected=[names[i] for i in sorted(order)],
-                          wrapper={"folds": WRAPPER_FOLDS, "accuracy": result.score, "evaluated": result.evaluated,
-                                   "start_accuracy": result.trace[0]["score"]})
+    structure = Structure(
+        _naive(data, order), tuple(names[i] for i in order), tuple(step["score"] for step in result.trace[1:])
+    )
+    return Learned.single(
+        structure,
+        data,
+        selected=[names[i] for i in sorted(order)],
+        wrapper={
+            "folds": WRAPPER_FOLDS,
+            "accuracy": result.score,
+            "evaluated": result.evaluated,
+            "start_accuracy": result.trace[0]["score"],
+        },
+    )
 
 
 def ffss(data: EncodedData, alpha: float) -> Learned:
@@ -70,11 +80,19 @@ def stan(data: EncodedData, alpha: float) -> Learned:
     names = [v.name for v in data.features]
     groups: list[Group] = [(i,) for i in kept]
     forest = augmenting_forest(data, groups, alpha)
-    structure = Structure(grouped_parents(data, groups, forest.arcs),
-                          tuple(names[kept[g]] for g in forest.order), forest.scores)
-    return Learned.single(structure, data, selected=[names[i] for i in kept],
-                          forest={"tested_pairs": forest.tested, "significant_pairs": len(forest.edges),
-                                  "arcs": [[names[kept[a]], names[kept[b]]] for a, b in forest.arcs]})
+    structure = Structure(
+        grouped_parents(data, groups, forest.arcs), tuple(names[kept[g]] for g in forest.order), forest.scores
+    )
+    return Learned.single(
+        structure,
+        data,
+        selected=[names[i] for i in kept],
+        forest={
+            "tested_pairs": forest.tested,
+            "significant_pairs": len(forest.edges),
+            "arcs": [[names[kept[a]], names[kept[b]]] for a, b in forest.arcs],
+        },
+    )
 
 
 def _filter(data: EncodedData, alpha: float) -> tuple[tuple[int, ...], list[float]]:
@@ -93,14 +111,27 @@ def _naive(data: EncodedData, columns: tuple[int, ...]) -> dict[str, tuple[str, 
     return grouped_parents(data, [(i,) for i in sorted(columns)])
 
 
-ALPHA = Param("alpha", float, stats.ALPHA,
-              f"significance level of the χ² (G) tests of (conditional) independence (default {stats.ALPHA})",
-              probability)
+ALPHA = Param(
+    "alpha",
+    float,
+    stats.ALPHA,
+    f"significance level of the χ² (G) tests of (conditional) independence (default {stats.ALPHA})",
+    probability,
+)
 
 LEARNERS = (
     Learner("fss", fss, "selective naive Bayes by forward selection on 5-fold CV accuracy (Langley & Sage 1994)"),
-    Learner("ffss", ffss, "selective naive Bayes: the features whose χ² test of independence from the class rejects",
-            (ALPHA,)),
-    Learner("stan", stan, "selective TAN: the FFSS features plus a maximum-weight forest over significant "
-            "I(Xi;Xj|C) (Blanco et al. 2005)", (ALPHA,)),
+    Learner(
+        "ffss",
+        ffss,
+        "selective naive Bayes: the features whose χ² test of independence from the class rejects",
+        (ALPHA,),
+    ),
+    Learner(
+        "stan",
+        stan,
+        "selective TAN: the FFSS features plus a maximum-weight forest over significant "
+        "I(Xi;Xj|C) (Blanco et al. 2005)",
+        (ALPHA,),
+    ),
 )

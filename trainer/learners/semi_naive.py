@@ -26,15 +26,16 @@ allocate a table beyond memory; such a CPT would hold far more cells than rows a
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner
+from bnserve.trainer.learners.search.greedy import SearchResult, greedy_search
+from bnserve.trainer.learners.search.groups import Group, augmenting_forest, canonical, grouped_parents
+from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 from bnserve.trainer.learners.selective import ALPHA
 from bnserve.trainer.learners.structure import Structure
-from bnserve.trainer.learners.search.groups import Group, augmenting_forest, canonical, grouped_parents
-from bnserve.trainer.learners.search.greedy import SearchResult, greedy_search
-from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 
 MAX_JOINED_CELLS = 1 << 22  # r_S · r_C of a joined group's largest CPT
 
@@ -55,15 +56,17 @@ def bsej_search(data: EncodedData) -> SearchResult[Groups]:
         for g, members in enumerate(groups):  # removals, in column order (groups are canonical)
             for i in members:
                 rest = tuple(j for j in members if j != i)
-                yield {"op": "remove", "feature": names[i]}, canonical((*groups[:g], rest, *groups[g + 1:]))
+                yield {"op": "remove", "feature": names[i]}, canonical((*groups[:g], rest, *groups[g + 1 :]))
         states = [math.prod(cards[i] for i in members) for members in groups]
         for a in range(len(groups)):
             for b in range(a + 1, len(groups)):
                 if states[a] * states[b] > limit:
                     continue
-                joined = (*groups[:a], groups[a] + groups[b], *groups[a + 1:b], *groups[b + 1:])
-                yield ({"op": "join", "groups": [[names[i] for i in groups[a]], [names[i] for i in groups[b]]]},
-                       canonical(joined))
+                joined = (*groups[:a], groups[a] + groups[b], *groups[a + 1 : b], *groups[b + 1 :])
+                yield (
+                    {"op": "join", "groups": [[names[i] for i in groups[a]], [names[i] for i in groups[b]]]},
+                    canonical(joined),
+                )
 
     start = canonical((i,) for i in range(len(names)))
     return greedy_search(start, moves, lambda groups: score(grouped_parents(data, groups)))
@@ -89,10 +92,16 @@ def asb(data: EncodedData, alpha: float) -> Learned:
     names = _names(data, groups)
     structure = Structure(grouped_parents(data, groups, forest.arcs), _flat(data, groups, forest.order))
     return Learned.single(
-        structure, data, groups=names, search=_search(result),
-        forest={"tested_pairs": forest.tested, "significant_pairs": len(forest.edges),
-                "arcs": [[names[a], names[b]] for a, b in forest.arcs],
-                "weights": [forest.edges[(min(a, b), max(a, b))] for a, b in forest.arcs]},
+        structure,
+        data,
+        groups=names,
+        search=_search(result),
+        forest={
+            "tested_pairs": forest.tested,
+            "significant_pairs": len(forest.edges),
+            "arcs": [[names[a], names[b]] for a, b in forest.arcs],
+            "weights": [forest.edges[(min(a, b), max(a, b))] for a, b in forest.arcs],
+        },
     )
 
 
@@ -105,13 +114,25 @@ def _flat(data: EncodedData, groups: Groups, order) -> tuple[str, ...]:
 
 
 def _search(result: SearchResult[Groups]) -> dict[str, Any]:
-    return {"folds": WRAPPER_FOLDS, "accuracy": result.score, "evaluated": result.evaluated,
-            "moves": list(result.trace)}
+    return {
+        "folds": WRAPPER_FOLDS,
+        "accuracy": result.score,
+        "evaluated": result.evaluated,
+        "moves": list(result.trace),
+    }
 
 
 LEARNERS = (
-    Learner("bsej", bsej, "semi-naive Bayes by backward sequential elimination and joining on 5-fold CV accuracy "
-            "(Pazzani 1996)"),
-    Learner("asb", asb, "augmented semi-naive Bayes: BSEJ plus a maximum-weight forest over its groups' "
-            "significant I(X_Si;X_Sj|C) (paper 003)", (ALPHA,)),
+    Learner(
+        "bsej",
+        bsej,
+        "semi-naive Bayes by backward sequential elimination and joining on 5-fold CV accuracy (Pazzani 1996)",
+    ),
+    Learner(
+        "asb",
+        asb,
+        "augmented semi-naive Bayes: BSEJ plus a maximum-weight forest over its groups' "
+        "significant I(X_Si;X_Sj|C) (paper 003)",
+        (ALPHA,),
+    ),
 )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -36,7 +36,7 @@ class Structure:
         feature_parents: Sequence[Sequence[int]],
         order: Sequence[int],
         scores: Sequence[float] = (),
-    ) -> "Structure":
+    ) -> Structure:
         """Class -> every feature, plus feature arcs given by column index per feature column."""
         names = [v.name for v in data.features]
         cls = data.class_variable.name

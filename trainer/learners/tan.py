@@ -7,7 +7,7 @@ The root is the feature with the largest I(X;C); arcs point away from it
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -47,6 +47,10 @@ def tree_augmented(data: EncodedData, edge_weight: Callable[[np.ndarray], float]
 
 LEARNERS = (
     Learner("tan", tan, "tree-augmented naive Bayes: Chow-Liu tree on I(Xi;Xj|C)", counts_only=True),
-    Learner("tan-ddr", tan_ddr, "ddr-ChowLiu (Zhang 2005, paper 004): TAN tree on the dependence weight I_D",
-            counts_only=True),
+    Learner(
+        "tan-ddr",
+        tan_ddr,
+        "ddr-ChowLiu (Zhang 2005, paper 004): TAN tree on the dependence weight I_D",
+        counts_only=True,
+    ),
 )

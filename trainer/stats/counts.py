@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ def joint_counts(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndar
 def shifted_codes(cols: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
     """int64 flat index of each row in the table of shape ``card + 1`` per axis, at (code + 1, ...)."""
     ext = [int(c) + 1 for c in shape]
-    strides = [math.prod(ext[i + 1:]) for i in range(len(ext))]
+    strides = [math.prod(ext[i + 1 :]) for i in range(len(ext))]
     codes = np.empty(cols[0].shape[0], dtype=np.int64)
     np.multiply(cols[0], strides[0], out=codes, dtype=np.int64)
     for c, stride in zip(cols[1:], strides[1:]):
@@ -58,7 +58,7 @@ def feature_columns(X: np.ndarray) -> np.ndarray:
         return X.T
     out = np.empty((X.shape[1], X.shape[0]), dtype=X.dtype)
     for start in range(0, X.shape[0], TRANSPOSE_ROWS):
-        out[:, start:start + TRANSPOSE_ROWS] = X[start:start + TRANSPOSE_ROWS].T
+        out[:, start : start + TRANSPOSE_ROWS] = X[start : start + TRANSPOSE_ROWS].T
     return out
 
 

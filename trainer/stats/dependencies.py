@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,7 +16,7 @@ def functional_dependency_matrix(X: np.ndarray, cards: Sequence[int], min_count:
     times and always with one and the same value of Xb. Needs at least one such row; the
     diagonal is False. One bincount per pair: O(n^2 (m + v^2)).
     """
-    m, n = X.shape
+    n = X.shape[1]
     ext = [int(c) + 1 for c in cards]
     cols = [np.where(X[:, i] < 0, ext[i] - 1, X[:, i]).astype(np.int64) for i in range(n)]
     out = np.zeros((n, n), dtype=bool)

@@ -11,7 +11,6 @@ from scipy.stats import chi2
 from bnserve.trainer.stats.counts import joint_counts
 from bnserve.trainer.stats.information import conditional_mutual_information_from_counts, mutual_information_from_counts
 
-
 MIN_EXPECTED_PER_CELL = 5.0  # the χ² approximation is trusted when N / cells >= this
 
 
@@ -47,8 +46,9 @@ def _g_test(information: float, n: int, dof: int, cells: int, alpha: float) -> I
 def independence_test(x: np.ndarray, c: np.ndarray, card_x: int, card_c: int, alpha: float = ALPHA) -> IndependenceTest:
     """Is X independent of C? G-test over the rows where both are present; dof (|X|-1)(|C|-1)."""
     table = joint_counts([x, c], [card_x, card_c])
-    return _g_test(mutual_information_from_counts(table), int(table.sum()), (card_x - 1) * (card_c - 1),
-                   card_x * card_c, alpha)
+    return _g_test(
+        mutual_information_from_counts(table), int(table.sum()), (card_x - 1) * (card_c - 1), card_x * card_c, alpha
+    )
 
 
 def conditional_independence_test(
@@ -56,5 +56,10 @@ def conditional_independence_test(
 ) -> IndependenceTest:
     """Is X independent of Y given C? 2·N·I(X;Y|C) ~ χ² with (|X|-1)(|Y|-1)|C| dof (paper 003)."""
     table = joint_counts([x, y, c], [card_x, card_y, card_c])
-    return _g_test(conditional_mutual_information_from_counts(table), int(table.sum()),
-                   (card_x - 1) * (card_y - 1) * card_c, card_x * card_y * card_c, alpha)
+    return _g_test(
+        conditional_mutual_information_from_counts(table),
+        int(table.sum()),
+        (card_x - 1) * (card_y - 1) * card_c,
+        card_x * card_y * card_c,
+        alpha,
+    )

@@ -4,12 +4,12 @@ feature and pair, counted several columns per pass, and the matrices of statisti
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from bnserve.trainer.stats.counts import shifted_codes, feature_columns, joint_counts
+from bnserve.trainer.stats.counts import feature_columns, joint_counts, shifted_codes
 from bnserve.trainer.stats.information import (
     conditional_mutual_information_from_counts,
     dependence_derivative_information_from_counts,
@@ -68,14 +68,14 @@ class PairStatistics:
     pairs: dict[tuple[int, int], np.ndarray]
 
     @staticmethod
-    def of(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> "PairStatistics":
+    def of(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> PairStatistics:
         cols = feature_columns(X)
         cards = tuple(int(c) for c in cards)
         class_feature = [joint_counts([cols[i], y], [cards[i], n_classes]) for i in range(len(cards))]
         pairs = {(i, j): table for i, j, table in pairwise_class_counts(X, y, cards, n_classes)}
         return PairStatistics(cards, n_classes, class_feature, pairs)
 
-    def add(self, other: "PairStatistics") -> None:
+    def add(self, other: PairStatistics) -> None:
         """Add the counts of other rows, in place."""
         for mine, theirs in zip(self.class_feature, other.class_feature):
             mine += theirs
@@ -134,8 +134,9 @@ def pairwise_class_counts(
     sizes = [math.prod(ext[i] for i in g) for g in groups]
     y1 = np.asarray(y, dtype=np.int64) + 1
     # per group: its shifted joint code, and the same with the class as the last (fastest) axis
-    codes = [_narrow(shifted_codes([cols[i] for i in g], [cards[i] for i in g]), size)
-             for g, size in zip(groups, sizes)]
+    codes = [
+        _narrow(shifted_codes([cols[i] for i in g], [cards[i] for i in g]), size) for g, size in zip(groups, sizes)
+    ]
     with_class = [_narrow(code * np.int64(ext_c) + y1, size * ext_c) for code, size in zip(codes, sizes)]
     buffer = np.empty(min(m, ROW_CHUNK), dtype=np.int64)
 
@@ -148,14 +149,15 @@ def pairwise_class_counts(
         table = np.zeros(sizes[a] * stride, dtype=np.int64)
         for start in range(0, m, ROW_CHUNK):
             stop = min(m, start + ROW_CHUNK)
-            chunk = buffer[:stop - start]
+            chunk = buffer[: stop - start]
             np.multiply(codes[a][start:stop], stride, out=chunk, dtype=np.int64)
             chunk += with_class[b][start:stop]
             table += np.bincount(chunk, minlength=table.size)
         return table.reshape(*(ext[i] for i in groups[a]), *(ext[i] for i in groups[b]), ext_c)
 
-    def pairs(table: np.ndarray, columns: list[int], among: list[tuple[int, int]]
-              ) -> Iterator[tuple[int, int, np.ndarray]]:
+    def pairs(
+        table: np.ndarray, columns: list[int], among: list[tuple[int, int]]
+    ) -> Iterator[tuple[int, int, np.ndarray]]:
         """Sum ``table`` (axes: ``columns``, then the class) down to each pair of axes (p, q) in ``among``."""
         every = range(len(columns))
         for p, q in among:
@@ -220,9 +222,12 @@ class ColumnGroups:
         self.groups = _feature_groups(self.ext, 1, group_cells * group_cells)
         self.sizes = [math.prod(self.ext[i] for i in g) for g in self.groups]
         self.columns = [_narrow(cols[i].astype(np.int64) + 1, e) for i, e in enumerate(self.ext)]
-        self.codes = [self.columns[g[0]] if len(g) == 1 else
-                      _narrow(shifted_codes([cols[i] for i in g], [self.ext[i] - 1 for i in g]), size)
-                      for g, size in zip(self.groups, self.sizes)]
+        self.codes = [
+            self.columns[g[0]]
+            if len(g) == 1
+            else _narrow(shifted_codes([cols[i] for i in g], [self.ext[i] - 1 for i in g]), size)
+            for g, size in zip(self.groups, self.sizes)
+        ]
 
     def counts(self, context: np.ndarray, size: int, skip: Sequence[int] = ()) -> Iterator[tuple[int, np.ndarray]]:
         """(j, N) for every column j not in ``skip``: N int64 (size, card_j + 1), N[u, s + 1] the rows

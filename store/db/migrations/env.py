@@ -9,6 +9,7 @@ a transaction (and, on PostgreSQL, holding the migration lock), in
 from __future__ import annotations
 
 from alembic import context
+
 from bnserve.store.db.engine import create_store_engine
 from bnserve.store.db.tables import Base
 

@@ -6,9 +6,9 @@ order K2 then follows, until the network's accuracy stops rising. The engine of 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 

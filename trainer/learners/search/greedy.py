@@ -5,11 +5,11 @@ removes one or joins two groups, K2-AS adds a feature), as bnclassify's
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+from typing import Any, Generic, TypeVar
 
 State = TypeVar("State")
-
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,14 @@ favour parents with many missing values). CPTs are estimated available-case as a
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.structure import ranked
-
 
 SCORE_EPS = 1e-9  # nats: a log-score gain at or below this is rounding noise, not an increase
 
@@ -49,7 +48,7 @@ class SearchData:
     raw_cards: tuple[int, ...]
 
     @staticmethod
-    def of(data: EncodedData) -> "SearchData":
+    def of(data: EncodedData) -> SearchData:
         raw = [data.X[:, i].astype(np.int64) for i in range(len(data.features))] + [data.y.astype(np.int64)]
         raw_cards = [*data.cards, data.n_classes]
         columns, cards = [], []
@@ -59,8 +58,9 @@ class SearchData:
                 col, card = np.where(missing, card, col), card + 1
             columns.append(col)
             cards.append(card)
-        return SearchData(tuple(v.name for v in data.variables), tuple(columns), tuple(cards), tuple(raw),
-                          tuple(raw_cards))
+        return SearchData(
+            tuple(v.name for v in data.variables), tuple(columns), tuple(cards), tuple(raw), tuple(raw_cards)
+        )
 
     @property
     def class_index(self) -> int:
@@ -81,9 +81,7 @@ def family_score(v: SearchData, node: int, parents: Sequence[int]) -> float:
     return stats.cooper_herskovits_from_counts(counts)
 
 
-def k2_family(
-    v: SearchData, node: int, candidates: Sequence[int], max_parents: int | None
-) -> tuple[list[int], float]:
+def k2_family(v: SearchData, node: int, candidates: Sequence[int], max_parents: int | None) -> tuple[list[int], float]:
     """K2's greedy parent search for ``node`` among ``candidates`` (its predecessors).
 
     ``max_parents`` None: no bound but the score's own stopping rule (and ``MAX_FAMILY_CELLS``).

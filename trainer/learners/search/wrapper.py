@@ -12,15 +12,15 @@ through the compiled model, which marginalises exactly.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import Model
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.learners.parameters import estimate, laplace_cpt
 from bnserve.trainer.data.folds import stratified_folds
+from bnserve.trainer.learners.parameters import estimate, laplace_cpt
 from bnserve.trainer.learners.structure import Structure
 
 WRAPPER_FOLDS = 5  # paper 003 scores BSEJ and FSS candidates by 5-fold stratified CV
@@ -66,8 +66,9 @@ class CrossValidatedAccuracy:
                 model = Model(self._variables, (estimate(structure, train),), "candidate")
                 log_joint = compile_model(model).predict_proba(test.X)
             else:
-                log_joint = sum(self._family(f, v, tuple(ps)) for v, ps in parents.items()
-                                if v == self._class or self._class in ps)
+                log_joint = sum(
+                    self._family(f, v, tuple(ps)) for v, ps in parents.items() if v == self._class or self._class in ps
+                )
             correct += int(np.count_nonzero(np.argmax(log_joint, axis=1) == test.y))
         return correct / self._n
 
@@ -78,8 +79,7 @@ class CrossValidatedAccuracy:
         if hit is None:
             train, test = self._splits[fold]
             family = (node, *parents)
-            log_cpt = np.log(laplace_cpt([self._column(train, v) for v in family],
-                                               [self._cards[v] for v in family]))
+            log_cpt = np.log(laplace_cpt([self._column(train, v) for v in family], [self._cards[v] for v in family]))
             k = self._cards[self._class]
             at = [np.arange(k)[None, :] if v == self._class else self._column(test, v)[:, None] for v in family]
             hit = log_cpt[tuple(at)]
