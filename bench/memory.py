@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 import sys
 import time
 
@@ -27,6 +26,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.report import Row, Section, median, ratio
+from bench.workload import worker_result
 
 PEER = "CategoricalNB"
 MODELS, QUICK_MODELS = 100, 20
@@ -92,15 +92,7 @@ def worker(kind: str, count: int, directory: pathlib.Path) -> dict:
 
 
 def run_worker(kind: str, count: int, directory: pathlib.Path) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", kind, str(count), str(directory)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"memory worker {kind} failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return worker_result(__file__, [kind, str(count), str(directory)], f"memory worker {kind}")
 
 
 def run(work, quick: bool = False, log=print) -> Section:

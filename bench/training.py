@@ -22,7 +22,6 @@ import io
 import json
 import pathlib
 import pstats
-import subprocess
 import sys
 import time
 
@@ -30,6 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.report import Row, Section, fit_exponent, median, ratio
+from bench.workload import worker_result
 
 ALGOS = ("nb", "tan", "kdb", "fkdb")
 SEARCH_ALGOS = ("hc",)  # k <= 2 learners fitted at the largest size only: their accuracy, and seconds for reference
@@ -57,15 +57,8 @@ def params(algo: str) -> dict:
 
 
 def run_worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", str(directory), str(rows), algo, str(fits), "1" if score else "0"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"training worker {algo} m={rows} failed:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    args = [str(directory), str(rows), algo, str(fits), "1" if score else "0"]
+    return worker_result(__file__, args, f"training worker {algo} m={rows}")
 
 
 def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool) -> dict:

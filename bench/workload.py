@@ -9,7 +9,10 @@ very same arrays. No missing values: scikit-learn's CategoricalNB needs codes >=
 
 from __future__ import annotations
 
+import json
 import pathlib
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -85,3 +88,12 @@ def prepare(directory: pathlib.Path, train_rows: int, test_rows: int) -> Workloa
     return Workload(
         directory, network, train_rows, test_rows, best.accuracy, best.expected_accuracy, time.perf_counter() - t0
     )
+
+
+def worker_result(script: str, args: list[str], what: str) -> dict:
+    """``python SCRIPT --worker ARGS`` in a fresh interpreter (its memory and caches its own):
+    the JSON object its last line of output holds; RuntimeError naming ``what`` if it fails."""
+    out = subprocess.run([sys.executable, script, "--worker", *args], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])

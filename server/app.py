@@ -92,7 +92,7 @@ class App:
         self._executor = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
         self.grpc_server = grpc.server(
             self._executor,
-            interceptors=(ServerInterceptor(self.tokens),),
+            interceptors=[ServerInterceptor(self.tokens)],
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),

@@ -76,16 +76,22 @@ def _env_defaults(serve: argparse.ArgumentParser, environ: dict[str, str]) -> No
         name = SERVE_ENV_PREFIX + dest.upper()
         if name not in environ:
             continue
-        action = actions[dest]
+        convert = actions[dest].type
         try:
-            value = action.type(environ[name]) if action.type else environ[name]
+            value = convert(environ[name]) if callable(convert) else environ[name]
         except (argparse.ArgumentTypeError, ValueError) as exc:
             serve.error(f"environment variable {name}={environ[name]!r}: {exc}")
         serve.set_defaults(**{dest: value})
 
 
-def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="server", description="Serve Bayesian network classifiers over gRPC.")
+class _Parser(argparse.ArgumentParser):
+    """The ``server`` parser; ``subcommands`` names each subcommand's parser (for its usage errors)."""
+
+    subcommands: dict[str, argparse.ArgumentParser]
+
+
+def build_parser(environ: dict[str, str] | None = None) -> _Parser:
+    parser = _Parser(prog="server", description="Serve Bayesian network classifiers over gRPC.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="load the models in the store and answer gRPC calls")

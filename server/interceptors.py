@@ -59,6 +59,11 @@ class _HandledCounters(dict):
         return child
 
 
+def _method_metrics(labels: tuple[str, str, str]) -> tuple[Any, Any, _HandledCounters]:
+    """One method's grpc_server_* children (started, handling seconds, handled by code), looked up once."""
+    return metrics.GRPC_STARTED.labels(*labels), metrics.GRPC_HANDLING_SECONDS.labels(*labels), _HandledCounters(labels)
+
+
 def _deny_unary(request: Any, context: grpc.ServicerContext) -> Any:
     context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
 
@@ -139,7 +144,11 @@ class ServerInterceptor(grpc.ServerInterceptor):
             if self._tokens is not None and is_protected(_split(method)[0]):
                 deny = self._wrap(_denying(handler), method)
             cached = self._wrapped[method] = (handler, self._wrap(handler, method), deny)
-        if cached[2] is not None and not self._tokens.authorized(handler_call_details.invocation_metadata):
+        if (
+            cached[2] is not None
+            and self._tokens is not None
+            and not self._tokens.authorized(handler_call_details.invocation_metadata)
+        ):
             return cached[2]
         return cached[1]
 
@@ -160,9 +169,7 @@ class ServerInterceptor(grpc.ServerInterceptor):
 
     @staticmethod
     def _wrap_unary(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
-        started = metrics.GRPC_STARTED.labels(*labels)
-        seconds = metrics.GRPC_HANDLING_SECONDS.labels(*labels)
-        handled = _HandledCounters(labels)
+        started, seconds, handled = _method_metrics(labels)
 
         def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
             started.inc()
@@ -191,9 +198,7 @@ class ServerInterceptor(grpc.ServerInterceptor):
 
     @staticmethod
     def _wrap_stream(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
-        started = metrics.GRPC_STARTED.labels(*labels)
-        seconds = metrics.GRPC_HANDLING_SECONDS.labels(*labels)
-        handled = _HandledCounters(labels)
+        started, seconds, handled = _method_metrics(labels)
 
         def wrapped(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
             started.inc()

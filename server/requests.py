@@ -152,8 +152,7 @@ def codes_from_dense(
     else:
         columns = [_feature_column(compiled, name, class_name) for name in features]
         if len(set(columns)) != len(columns):
-            seen: set[str] = set()
-            dup = next(n for n in features if n in seen or seen.add(n))
+            dup = next(n for k, n in enumerate(features) if n in features[:k])
             raise InvalidInput(f"dense batch lists feature {dup!r} twice")
     if size % len(features):
         what = "values" if raw.size else "codes"

@@ -115,7 +115,7 @@ def load_tls(cert: str, key: str, client_ca: str | None = None) -> TlsMaterial:
         if "MISMATCH" in reason.upper():
             raise SecurityConfigError(f"--tls-key {key}: does not match the certificate in --tls-cert {cert}") from None
         raise SecurityConfigError(f"--tls-key {key}: not a valid PEM private key for --tls-cert {cert}") from None
-    if ca is not None:
+    if ca is not None and client_ca is not None:
         check_certificates(ca, client_ca, "--tls-client-ca")
     return TlsMaterial(chain, private_key, ca)
 
@@ -161,7 +161,7 @@ class TokenFile:
         except OSError as exc:
             raise SecurityConfigError(f"--auth-token-file {path}: cannot read it: {exc.strerror or exc}") from None
         self._tokens = parse_tokens(read_file(path, "--auth-token-file"), path)
-        self._stamp = stamp
+        self._stamp: tuple[int, int, int] | None = stamp  # None: the file could not be read last time
         self._next_check = time.monotonic() + RELOAD_CHECK_SECONDS
         self._reloading = threading.Lock()
 

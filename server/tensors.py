@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,12 +42,14 @@ LENGTH = struct.Struct("<I")
 
 @dataclass(frozen=True)
 class Tensor:
-    """One decoded input: its elements flat in row-major order, texts for BYTES, else numbers."""
+    """One decoded input: its elements flat in row-major order, ``texts`` of a BYTES tensor,
+    else ``numbers``."""
 
     name: str
     datatype: str
     shape: tuple[int, ...]
-    data: list[str] | np.ndarray
+    texts: list[str] = field(default_factory=list)
+    numbers: np.ndarray = field(default_factory=lambda: np.empty(0))
 
 
 def input_metadata(compiled: CompiledModel) -> list[tuple[str, str, list[int]]]:
@@ -95,9 +97,10 @@ def read_inputs(request: Any) -> list[Tensor]:
             data = _from_raw(name, datatype, raw[i], count)
         else:
             data = _from_contents(name, datatype, tensor.contents, count)
-        if datatype == BYTES:
-            data = [_text(name, k, item) for k, item in enumerate(data)]
-        tensors.append(Tensor(name, datatype, shape, data))
+        if isinstance(data, np.ndarray):
+            tensors.append(Tensor(name, datatype, shape, numbers=data))
+        else:
+            tensors.append(Tensor(name, datatype, shape, texts=[_text(name, k, item) for k, item in enumerate(data)]))
     return tensors
 
 
@@ -172,9 +175,9 @@ def codes_from_inputs(compiled: CompiledModel, class_name: str, tensors: list[Te
         if t.shape[0] != first.shape[0]:
             raise InvalidInput(f"input {t.name!r} has {t.shape[0]} rows, but input {first.name!r} has {first.shape[0]}")
         if t.datatype == BYTES:
-            texts[t.name] = t.data
+            texts[t.name] = t.texts
         else:
-            numbers[t.name] = np.asarray(t.data, dtype=np.float64)
+            numbers[t.name] = np.asarray(t.numbers, dtype=np.float64)
     return codes_from_columns(compiled, class_name, first.shape[0], texts, numbers)
 
 
@@ -188,7 +191,7 @@ def _codes_tensor(compiled: CompiledModel, class_name: str, tensor: Tensor) -> n
             "feature in the order of ModelMetadata's inputs"
         )
     try:
-        return codes_from_dense(compiled, class_name, [v.name for v in compiled.features], tensor.data)
+        return codes_from_dense(compiled, class_name, [v.name for v in compiled.features], tensor.numbers)
     except InvalidInput as exc:
         raise InvalidInput(f"input {CODES!r}: {exc.message}") from None
 

@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from bnserve.server.app import load_security
 from bnserve.server.config import ServeConfig
@@ -97,7 +98,7 @@ class Supervisor:
         self.config = config
         self.metrics_dir = tempfile.mkdtemp(prefix="bnserve-metrics-")
         self.metrics_port = -1
-        self._http_server = None
+        self._http_server: Any = None  # the metrics server once it runs
         self._workers = [Worker(i) for i in range(count)]
         self._stopping = threading.Event()
 
@@ -153,6 +154,7 @@ class Supervisor:
         from prometheus_client import multiprocess
 
         process = worker.process
+        assert process is not None, "only a worker that ran is reaped"
         code = process.returncode
         status = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         multiprocess.mark_process_dead(process.pid, self.metrics_dir)

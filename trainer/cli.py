@@ -12,9 +12,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from bnserve.store.errors import BnServeError, InvalidInput
+from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_model_name
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
@@ -43,7 +44,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print usage and sys.exit(2)
+    def error(self, message: str) -> NoReturn:  # argparse would print usage and sys.exit(2)
         raise UsageError(message)
 
 
@@ -309,18 +310,12 @@ def _fit(args: argparse.Namespace) -> int:
                 f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
                 f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}"
             )
-        data = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, args.chunk_rows)
+        streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, args.chunk_rows)
+        model = fit(args.algo, streamed, **params)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
-    model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
-    model = with_table_precision(model, args.precision)
-    with _open_store(args.store, create=True) as store:  # opened only now: bad input never reaches it
-        version = store.publish(args.name, model, tuple(args.aliases))
-    aliases = ", ".join(args.aliases) if args.aliases else "none"
-    print(
-        f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}"
-    )
-    return 0
+        model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
+    return _publish(args, with_table_precision(model, args.precision))
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -441,8 +436,13 @@ def _import(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
-    model = read_model(args.file, fmt, args.class_name)
-    with _open_store(args.store, create=True) as store:  # opened only now: a bad file never reaches it
+    return _publish(args, read_model(args.file, fmt, args.class_name))
+
+
+def _publish(args: argparse.Namespace, model: Model) -> int:
+    """Publish ``model`` as the next version of ``--name`` with ``--alias``es, and say so. The
+    store is opened only now: bad input never reaches it (a new store is created)."""
+    with _open_store(args.store, create=True) as store:
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"
     print(

@@ -9,13 +9,13 @@ from typing import Any
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NUMERIC, Model, Network
 from bnserve.store.version import code_version
-from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.learners.parameters import estimate
 from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.stats import feature_columns
 
 
-def fit(algo: str, data: EncodedData, **params: Any) -> Model:
+def fit(algo: str, data: TrainingView, **params: Any) -> Model:
     """Learn ``algo`` on ``data``. ``params`` are the learner's declared parameters; a
     parameter left out (or None) takes its default, one the learner does not declare is refused."""
     learner = LEARNERS.get(algo)
@@ -51,7 +51,7 @@ def fit(algo: str, data: EncodedData, **params: Any) -> Model:
     return Model(data.variables, networks, algo, learned.combination, params, metadata).validate()
 
 
-def column_major(data: EncodedData) -> EncodedData:
+def column_major(data: TrainingView) -> TrainingView:
     """The same data with ``X`` in column-major (Fortran) order, copied once if it is not.
 
     Every statistic reads whole feature columns, many times (the pairwise matrices read each
@@ -64,7 +64,7 @@ def column_major(data: EncodedData) -> EncodedData:
     return replace(data, X=feature_columns(data.X).T)
 
 
-def arc_cmi(networks: tuple[Network, ...], data: EncodedData) -> list[list]:
+def arc_cmi(networks: tuple[Network, ...], data: TrainingView) -> list[list]:
     """[parent, child, I(child; parent | C) in nats] for every arc between two features, once
     per pair: how strong the dependence each arc models is (drawn on ``trainer export --format dot``).
     From the data's pairwise statistics (counted only when there is such an arc)."""

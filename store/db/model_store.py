@@ -18,9 +18,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, func, insert, make_url, select, update
+from sqlalchemy import CursorResult, Engine, func, insert, make_url, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -205,6 +205,7 @@ class ModelStore:
                 .order_by(SqlArc.network, SqlArc.child, SqlArc.position)
             ).all()
             aliases = session.scalars(select(SqlModelAlias.alias).where(*_key(SqlModelAlias, model_id, number))).all()
+            assert header is not None, "the version was resolved in this transaction"
             model = rows_to_model(name, header, variables, cpts, arcs)
             loaded = ModelVersion(name, number, header.created_at_ms, header.checksum, tuple(sorted(aliases)), model)
         loaded.model.validate()
@@ -305,7 +306,7 @@ def _lock_model(session: Session, name: str, *, create: bool) -> int:
 
 
 def _point_alias(session: Session, model_id: int, alias: str, version: int) -> None:
-    moved = session.execute(
+    moved: CursorResult = session.execute(  # type: ignore[assignment]  # an UPDATE's result has a rowcount
         update(SqlModelAlias)
         .where(SqlModelAlias.model_id == model_id, SqlModelAlias.alias == alias)
         .values(version=version)
@@ -332,7 +333,7 @@ def _latest_version(session: Session, model_id: int) -> int | None:
     return session.scalar(select(func.max(SqlModelVersion.version)).where(SqlModelVersion.model_id == model_id))
 
 
-def _key(table: type, model_id: int, version: int) -> tuple:
+def _key(table: Any, model_id: int, version: int) -> tuple:
     return table.model_id == model_id, table.version == version
 
 

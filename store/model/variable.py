@@ -68,7 +68,9 @@ class Variable:
         if self.kind == NUMERIC:
             unknown = np.flatnonzero(codes == UNKNOWN)
             if unknown.size:
-                numbers = np.fromiter((number_of(texts[r]) for r in unknown), dtype=np.float64, count=unknown.size)
+                numbers = np.fromiter(
+                    (number_of(texts[r]) for r in unknown.tolist()), dtype=np.float64, count=unknown.size
+                )
                 codes[unknown] = np.where(np.isnan(numbers), UNKNOWN, interval_codes(self.cuts, numbers))
         return codes
 

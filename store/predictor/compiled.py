@@ -222,10 +222,10 @@ class CompiledModel:
 
 
 TABLE_PRECISION = "table_precision"  # the metadata key: {"dtype": ..., and the check behind it}
-TABLE_DTYPES = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32)}
+TABLE_DTYPES: dict[str, np.dtype] = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32)}
 
 
-def compile_model(model: Model, *, dtype: np.dtype | type | None = None) -> CompiledModel:
+def compile_model(model: Model, *, dtype: np.dtype | type | str | None = None) -> CompiledModel:
     """Compile a (validated) model once; the result is immutable apart from its plan caches.
 
     ``dtype``: the fast-path log table's; None takes the model's own choice, its metadata's
@@ -235,15 +235,16 @@ def compile_model(model: Model, *, dtype: np.dtype | type | None = None) -> Comp
     ``float32_error`` measures what that does to the posteriors.
     """
     if dtype is None:
-        chosen = (model.metadata.get(TABLE_PRECISION) or {}).get("dtype", "float64")
+        chosen = str((model.metadata.get(TABLE_PRECISION) or {}).get("dtype", "float64"))
         if chosen not in TABLE_DTYPES:
             raise InvalidInput(
                 f"metadata {TABLE_PRECISION}.dtype must be one of {', '.join(TABLE_DTYPES)}, got {chosen!r}"
             )
         dtype = TABLE_DTYPES[chosen]
-    if np.dtype(dtype) not in TABLE_DTYPES.values():
-        raise InvalidInput(f"compiled tables are float64 or float32, not {np.dtype(dtype)}")
-    return CompiledModel(model, dtype)
+    table_dtype = np.dtype(dtype)
+    if table_dtype not in TABLE_DTYPES.values():
+        raise InvalidInput(f"compiled tables are float64 or float32, not {table_dtype}")
+    return CompiledModel(model, table_dtype)
 
 
 def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:

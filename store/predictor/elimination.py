@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from bnserve.store.model import Node
 from bnserve.store.predictor.gather import LogGather
 
+einsum: Any = np.einsum  # called in its sublist form, which numpy's type stubs do not describe
 BATCH = 0  # einsum label of the row axis
 MAX_CHUNK_CELLS = 1 << 22  # rows x largest factor per row, per chunk: bounds the working memory
 RESCALE_EVERY = 4  # products of factors <= 1 between rescales: no underflow unless entries < 1e-75
@@ -229,7 +231,7 @@ class Elimination:
     def _log_sum(self, codes: np.ndarray) -> np.ndarray:
         rows = codes.shape[0]
         log_scale = np.zeros(rows)
-        slots: list[np.ndarray | None] = [None] * self._n_slots
+        slots: list[Any] = [None] * self._n_slots  # a factor per slot while it is live (einsum's sublists: ints)
         clipped = np.maximum(codes, 0)
         for k, (gather, shape, own) in enumerate(zip(self._gathers, self._shapes, self._own)):
             skip = None if own is None else (codes[:, own] < 0) & (own >= 0)
@@ -242,9 +244,9 @@ class Elimination:
         for inputs, subs, outs in self._steps:
             acc, acc_sub = slots[inputs[0]], subs[0]
             if len(inputs) == 1:
-                acc = np.einsum(acc, acc_sub, outs[0])
+                acc = einsum(acc, acc_sub, outs[0])
             for i, (slot, sub, out) in enumerate(zip(inputs[1:], subs[1:], outs), start=1):
-                acc = np.einsum(acc, acc_sub, slots[slot], sub, out)
+                acc = einsum(acc, acc_sub, slots[slot], sub, out)
                 acc_sub = out
                 if i % RESCALE_EVERY == 0 and i < len(outs):
                     acc = _rescale(acc, log_scale)

@@ -33,7 +33,8 @@ K8S = DEPLOY / "k8s"
 POSTGRES = K8S / "examples" / "postgres"
 NAMESPACE = "bnserve"
 NAME_LABEL = "app.kubernetes.io/name"
-STORE_SECRET, STORE_SECRET_KEY = "bnserve-store", "url"
+STORE_SECRET, STORE_SECRET_KEY = "bnserve-store", "url"  # what the servers read: a role that may only read
+WRITER_SECRET = "bnserve-store-writer"  # the migration and the training: a role that may alter and write
 # The kinds `kubectl apply -k` creates, by kustomization folder.
 EXPECTED_KINDS = {
     K8S: Counter({"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 1, "Deployment": 1, "Service": 2,
@@ -282,7 +283,7 @@ def test_every_container_has_requests_limits_and_hardening(what):
     assert security["seccompProfile"]["type"] == "RuntimeDefault"
     assert spec["automountServiceAccountToken"] is False
     tmp_volumes = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
-    for container in spec["containers"]:
+    for container in spec.get("initContainers", []) + spec["containers"]:
         for kind in ("requests", "limits"):
             assert {"cpu", "memory"} <= container["resources"][kind].keys()
         hardening = container["securityContext"]
@@ -297,12 +298,13 @@ def test_workers_fit_in_the_cpu_limit():
     assert int(config().get("BNSERVE_WORKERS", "1")) <= max(1, limit)
 
 
-@pytest.mark.parametrize("what", ["Deployment", "CronJob", "Job"])
-def test_store_url_comes_from_the_secret_and_settings_from_the_configmap(what):
+@pytest.mark.parametrize("what, secret", [("Deployment", STORE_SECRET), ("CronJob", WRITER_SECRET),
+                                          ("Job", WRITER_SECRET)])
+def test_store_url_comes_from_the_secret_and_settings_from_the_configmap(what, secret):
     (container,) = dict(pod_specs())[what]["containers"]
     (store,) = [v for v in container["env"] if v["name"] == "BNSERVE_STORE_URL"]
     assert store == {"name": "BNSERVE_STORE_URL",
-                     "valueFrom": {"secretKeyRef": {"name": STORE_SECRET, "key": STORE_SECRET_KEY}}}
+                     "valueFrom": {"secretKeyRef": {"name": secret, "key": STORE_SECRET_KEY}}}
     assert all("value" not in v for v in container["env"]), "no literal settings beside the ConfigMap"
     assert [s["configMapRef"]["name"] for s in container["envFrom"]] == [one("ConfigMap")["metadata"]["name"]]
 
@@ -356,6 +358,41 @@ def test_service_monitor_scrapes_the_services_metrics_port():
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["port"] == "metrics"
     assert endpoint["path"] == "/metrics" and endpoint["interval"] == "15s"
+
+
+# --- the schema migration -------------------------------------------------------------
+
+def migrate_container() -> dict:
+    (container,) = one("Deployment")["spec"]["template"]["spec"]["initContainers"]
+    return container
+
+
+def test_the_migration_runs_before_the_server_with_the_writers_secret_and_the_same_image():
+    container = migrate_container()
+    assert container["image"] == server_container()["image"]
+    assert container["env"] == [{"name": "BNSERVE_STORE_URL",
+                                 "valueFrom": {"secretKeyRef": {"name": WRITER_SECRET, "key": STORE_SECRET_KEY}}}]
+
+
+def test_the_migration_command_creates_a_store_the_server_then_opens(tmp_path, monkeypatch):
+    """The init container's command, parsed and run by the real trainer CLI on a new SQLite
+    store; the server's check then passes, where it refused the store before."""
+    from bnserve.store.db import ModelStore
+    from bnserve.store.errors import SchemaMismatch
+    from bnserve.trainer.cli import build_parser, main
+
+    container = migrate_container()
+    argv = container["command"] + container.get("args", [])
+    assert argv == ["trainer", "db", "upgrade"]
+    assert build_parser().parse_args(argv[1:]).store is None, "the URL comes from BNSERVE_STORE_URL (the Secret)"
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    (tmp_path / "store.db").touch()  # an empty database, as a new PostgreSQL is
+    with pytest.raises(SchemaMismatch, match="trainer db upgrade"):
+        ModelStore(url)
+    monkeypatch.setenv("BNSERVE_STORE_URL", url)
+    assert main(argv[1:]) == 0
+    ModelStore(url).dispose()
+    assert main(argv[1:]) == 0  # every pod start runs it: at the schema already, nothing to do
 
 
 # --- training --------------------------------------------------------------------------
@@ -419,11 +456,12 @@ def test_training_command_publishes_the_production_alias(tmp_path, monkeypatch):
 
 # --- the example PostgreSQL ----------------------------------------------------------
 
-def test_example_store_url_matches_the_example_postgres():
+@pytest.mark.parametrize("name", [STORE_SECRET, WRITER_SECRET])
+def test_example_store_url_matches_the_example_postgres(name):
     from sqlalchemy import make_url
 
-    secret = documents(K8S / "examples" / "secret.example.yaml")[0]
-    assert (secret["metadata"]["name"], secret["metadata"]["namespace"]) == (STORE_SECRET, NAMESPACE)
+    (secret,) = [d for d in documents(K8S / "examples" / "secret.example.yaml") if d["metadata"]["name"] == name]
+    assert secret["metadata"]["namespace"] == NAMESPACE
     url = make_url(secret["stringData"][STORE_SECRET_KEY])
     postgres = {d["kind"]: d for d in applied(POSTGRES)}
     credentials = postgres["Secret"]["stringData"]

@@ -20,6 +20,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,11 +35,29 @@ from bnserve.trainer.stats import PairStatistics, joint_counts
 
 class TrainingView:
     """What every learner reads of its training data, whether it holds the rows
-    (``EncodedData``) or only their counts (``trainer.streaming.StreamedData``): the
-    variables (features in column order, then the class) and the class column ``y``."""
+    (``EncodedData``) or only their counts (``streaming.StreamedData``): the variables
+    (features in column order, then the class), the class column ``y``, the pairwise
+    statistics, the counts of any families, and where the data came from."""
 
     variables: tuple[Variable, ...]
     y: np.ndarray
+    n_rows_dropped: int
+    source: str
+    preprocessing: Preprocessing | None
+
+    if TYPE_CHECKING:  # a cached property of EncodedData, a field of StreamedData: no class attribute here
+
+        @property
+        def statistics(self) -> PairStatistics:
+            """N(xi, c) and N(xi, xj, c) of every feature and pair (``stats.PairStatistics``)."""
+
+    def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Available-case N(family) per family of feature column indices (-1: the class), axes in order."""
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        """sha256 over the variables and the coded rows."""
+        raise NotImplementedError
 
     @property
     def features(self) -> tuple[Variable, ...]:
@@ -118,7 +137,7 @@ class EncodedData(TrainingView):
         h.update(json.dumps([v.to_dict() for v in self.variables], sort_keys=True, separators=(",", ":")).encode())
         for name, arr in (("X", self.X.astype("<i4", copy=False)), ("y", self.y.astype("<i8", copy=False))):
             h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
-            h.update(np.ascontiguousarray(arr))  # the buffer itself: no copy of the data when it is C-ordered
+            h.update(np.ascontiguousarray(arr).data)  # the buffer itself: no copy of the data when it is C-ordered
         return h.hexdigest()
 
 

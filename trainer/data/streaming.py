@@ -126,11 +126,11 @@ def load_streamed(
         if not statistics.pairs:
             statistics.pairs.update({key: np.zeros_like(t) for key, t in part.pairs.items()})
         statistics.add(part)
-        digest.update(np.ascontiguousarray(X, dtype="<i4"))
+        digest.update(np.ascontiguousarray(X, dtype="<i4").data)
         ys.append(y)
     y_all = np.concatenate(ys)
     digest.update(f"|y|<i8|{y_all.shape}|".encode())
-    digest.update(np.ascontiguousarray(y_all, dtype="<i8"))
+    digest.update(np.ascontiguousarray(y_all, dtype="<i8").data)
     return StreamedData(variables, y_all, statistics, digest.hexdigest(), dropped, source, preprocessing, reader)
 
 

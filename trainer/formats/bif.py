@@ -110,7 +110,7 @@ def write_bif(model: Model, name: str = "bnserve", network: int | None = None) -
             out.append(f"    table {', '.join(format_probability(x) for x in values)};\n")
         for index in itertools.product(*(range(by_name[p].cardinality) for p in node.parents)) if node.parents else ():
             states = ", ".join(_quote(by_name[p].states[i]) for p, i in zip(node.parents, index))
-            column = values[(slice(None), *index)]
+            column = values[(slice(None), *index)]  # type: ignore[arg-type]  # numpy's stubs: a mixed index
             out.append(f"    ( {states} ) {', '.join(format_probability(x) for x in column)};\n")
         out.append("}\n")
     return "".join(out)
@@ -402,9 +402,10 @@ class _Parser:
                     h.name,
                 )
             given[key] = line
-            cpt[(slice(None), *key)] = self._column(values, card, line, h.name)
+            cpt[(slice(None), *key)] = self._column(values, card, line, h.name)  # type: ignore[index]  # as above
         if block.default is not None:
-            default = self._column(block.default, card, block.default[0][1] if block.default else h.line, h.name)
+            line = block.default[0][1] if block.default else h.line or 0
+            default = self._column(block.default, card, line, h.name)
             empty = np.isnan(cpt).all(axis=0)
             cpt[:, empty] = default[:, None]
         missing = np.argwhere(np.isnan(cpt).any(axis=0))

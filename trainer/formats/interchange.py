@@ -194,6 +194,7 @@ def _normalised(src: str, block: DeclaredCpt, states: Mapping[str, tuple[str, ..
     """(CPT, worst |column sum - 1|): untouched when it already passes the contract, rescaled
     when off by at most MAX_TOLERANCE, InvalidInput naming the parent configuration beyond."""
     cpt = block.cpt
+    assert cpt is not None, "readers fill the CPT before the model is built"
     sums = cpt.sum(axis=0)
     deviation = np.abs(sums - 1.0)
     worst = float(deviation.max()) if deviation.size else 0.0

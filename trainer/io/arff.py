@@ -169,6 +169,7 @@ class _Column:
     def _dates(self, source: str, name: str, values: np.ndarray, present: np.ndarray, lines: np.ndarray) -> np.ndarray:
         """Each distinct date parsed once, to microseconds, then written as seconds."""
         micros: dict[str, int] = {}
+        assert self.date_format is not None
         for value in set(values[present].tolist()):
             try:
                 moment = datetime.strptime(value, self.date_format).replace(tzinfo=UTC)

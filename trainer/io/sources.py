@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 from importlib import resources
-from typing import IO
+from typing import IO, cast
 
 from bnserve.store.errors import InvalidInput
 
@@ -35,10 +35,10 @@ def open_binary(source: str) -> IO[bytes]:
         if name not in BUILTIN_DATASETS:
             raise InvalidInput(f"unknown built-in data set {source!r}; known: {', '.join(BUILTIN_DATASETS)}")
         raw = resources.files("bnserve.trainer.io.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
-        return gzip.GzipFile(fileobj=raw)
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw))
     try:
         if source.endswith(".gz"):
-            return gzip.open(source, "rb")
+            return cast(IO[bytes], gzip.open(source, "rb"))
         return open(source, "rb")
     except OSError as exc:
         raise InvalidInput(f"{source}: cannot open: {exc.strerror or exc}") from None

@@ -13,7 +13,7 @@ from typing import Any
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import SINGLE
-from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data import TrainingView
 from bnserve.trainer.learners.structure import Structure
 
 
@@ -46,7 +46,7 @@ class Member:
     """One network of a model: its structure, and the rows its CPTs are estimated on."""
 
     structure: Structure
-    data: EncodedData
+    data: TrainingView
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Learned:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @staticmethod
-    def single(structure: Structure, data: EncodedData, **metadata: Any) -> Learned:
+    def single(structure: Structure, data: TrainingView, **metadata: Any) -> Learned:
         return Learned((Member(structure, data),), SINGLE, metadata)
 
 
@@ -86,7 +86,7 @@ class Learner:
         needing = {p.name for p in self.params if p.needs_rows}
         return self.counts_only and not any(given.get(name) is not None for name in needing)
 
-    def run(self, data: EncodedData, given: Mapping[str, Any]) -> tuple[Learned, dict[str, Any]]:
+    def run(self, data: TrainingView, given: Mapping[str, Any]) -> tuple[Learned, dict[str, Any]]:
         """Check ``given`` against the declared parameters, fill defaults, learn."""
         declared = {p.name: p for p in self.params}
         for name in given:

@@ -23,11 +23,11 @@ import numpy as np
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner, Param, one_of
+from bnserve.trainer.learners.cb import cb_on_selection
 from bnserve.trainer.learners.k2 import MAX_PARENTS
-from bnserve.trainer.learners.search.cb import cb_search
 from bnserve.trainer.learners.search.k2 import SearchData
 from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
-from bnserve.trainer.learners.structure import Structure, ranked
+from bnserve.trainer.learners.structure import ranked
 
 METRICS = ("cig", "cgr", "cdc")
 
@@ -74,19 +74,7 @@ def info_as(data: EncodedData, metric: str, max_parents: int | None) -> Learned:
     metadata keep CB's K2 order, the CI-test order it stopped at and its accuracies.
     """
     selected, values = select(data.X, data.y, data.cards, data.n_classes, metric)
-    v = SearchData.of(data)
-    cls = v.class_index
-    score = CrossValidatedAccuracy(data)
-    nodes = [cls, *selected]
-    result = cb_search(v, nodes, nodes, max_parents, lambda ps: score(v.named(ps)))
-    structure = Structure(v.named(result.parents), tuple(v.names[f] for f in selected), tuple(values))
-    return Learned.single(
-        structure,
-        data,
-        network_order=[v.names[i] for i in result.order],
-        ci_order=result.ci_order,
-        cb_accuracies=result.accuracies,
-    )
+    return cb_on_selection(data, SearchData.of(data), selected, values, max_parents, CrossValidatedAccuracy(data))
 
 
 METRIC = Param("metric", str, "cgr", "the selection metric, cig, cgr or cdc (default cgr)", one_of(*METRICS))

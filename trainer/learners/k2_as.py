@@ -9,12 +9,11 @@ from typing import Any
 
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner
+from bnserve.trainer.learners.cb import cb_on_selection
 from bnserve.trainer.learners.k2 import MAX_PARENTS
-from bnserve.trainer.learners.search.cb import cb_search
 from bnserve.trainer.learners.search.greedy import greedy_search
 from bnserve.trainer.learners.search.k2 import Parents, SearchData, k2_family
 from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
-from bnserve.trainer.learners.structure import Structure
 
 
 def k2_as(data: EncodedData, max_parents: int | None, keep_ties: bool = False) -> Learned:
@@ -63,17 +62,16 @@ def k2_as(data: EncodedData, max_parents: int | None, keep_ties: bool = False) -
             if f not in selected:
                 yield {"op": "add", "feature": v.names[f]}, (*selected, f)
 
-    found = greedy_search((), add_one, accuracy)
-    selected = list(found.state)
-    result = cb_search(v, [cls, *selected], [cls, *selected], max_parents, lambda ps: score(v.named(ps)))
-    gains = [plain(found.state[:k]) for k in range(1, len(selected) + 1)]
-    structure = Structure(v.named(result.parents), tuple(v.names[f] for f in selected), tuple(gains))
-    return Learned.single(
-        structure,
+    nothing: tuple[int, ...] = ()
+    found = greedy_search(nothing, add_one, accuracy)
+    gains = [plain(found.state[:k]) for k in range(1, len(found.state) + 1)]
+    return cb_on_selection(
         data,
-        network_order=[v.names[i] for i in result.order],
-        ci_order=result.ci_order,
-        cb_accuracies=result.accuracies,
+        v,
+        found.state,
+        gains,
+        max_parents,
+        score,
         wrapper={
             "folds": WRAPPER_FOLDS,
             "accuracy": plain(found.state),

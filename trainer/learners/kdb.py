@@ -85,7 +85,7 @@ def fkdb_structure(
     return order, parents, scores
 
 
-def parents_without_redundancy(candidates: Sequence[int], q: int, fd: np.ndarray) -> list[int]:
+def parents_without_redundancy(candidates: Sequence[int] | np.ndarray, q: int, fd: np.ndarray) -> list[int]:
     """Up to ``q`` parents from ``candidates`` (best first), none functionally determined by another.
 
     Paper 001's rule at structure level: when parent Xa determines parent Xb (``fd[a, b]``),

@@ -44,7 +44,8 @@ def fss(data: EncodedData) -> Learned:
             if i not in selected:
                 yield {"op": "add", "feature": names[i]}, (*selected, i)
 
-    result = greedy_search((), add_one, lambda sel: score(_naive(data, sel)))
+    nothing: tuple[int, ...] = ()
+    result = greedy_search(nothing, add_one, lambda sel: score(_naive(data, sel)))
     order = result.state
     structure = Structure(
         _naive(data, order), tuple(names[i] for i in order), tuple(step["score"] for step in result.trace[1:])

@@ -30,7 +30,10 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = create_store_engine(config.get_main_option("sqlalchemy.url"))
+    url = config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise SystemExit("set sqlalchemy.url to the store's URL (or run `trainer db upgrade --store URL`)")
+    engine = create_store_engine(url)
     try:
         with engine.connect() as connection:
             context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)

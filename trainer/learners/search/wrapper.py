@@ -66,9 +66,10 @@ class CrossValidatedAccuracy:
                 model = Model(self._variables, (estimate(structure, train),), "candidate")
                 log_joint = compile_model(model).predict_proba(test.X)
             else:
-                log_joint = sum(
-                    self._family(f, v, tuple(ps)) for v, ps in parents.items() if v == self._class or self._class in ps
-                )
+                log_joint = np.zeros((test.n_rows, test.n_classes))
+                for v, ps in parents.items():
+                    if v == self._class or self._class in ps:  # the other families are constant in c
+                        log_joint = log_joint + self._family(f, v, tuple(ps))  # (1, classes) broadcasts
             correct += int(np.count_nonzero(np.argmax(log_joint, axis=1) == test.y))
         return correct / self._n
 
