@@ -12,7 +12,7 @@ served by ``server serve`` in its own process.
   is as many bytes as the Predict request: the floor, the same server and interceptor
   doing no work. p50 and p99, each as a ratio to Echo's. Goal: p50 <= 1.3x the floor.
 - Batch: a dense Predict of 1,000 rows answered as flat arrays (``dense_response``), rows per second, against the same rows through
-  ``store.inference.compile_model(model).predict_proba`` in this process, interleaved
+  ``bnserve.store.predictor.compile_model(model).predict_proba`` in this process, interleaved
   round by round; medians. Goal: >= 0.25 of the in-process rate.
 """
 

@@ -1,7 +1,7 @@
 """Suite item 3: in-process prediction of the compiled model against CategoricalNB.predict_proba.
 
 A kdb k = 2 model fitted on training rows of the workload (n = 50, c = 3) is compiled
-once (``store.inference.compile_model``, as the server does); CategoricalNB is fitted on
+once (``bnserve.store.predictor.compile_model``, as the server does); CategoricalNB is fitted on
 the same rows. Both predict the same held-out rows, interleaved: batch rows/s of
 ``predict_proba`` on 100k rows (median of repeats), and single-row compute time, the
 median over many calls of ``predict_proba`` on a (1, n) array, timed one call at a time

@@ -16,11 +16,11 @@ features say nothing about the class) while the dependence between features stay
 The draws are fixed by the seed; ``with_strength`` changes only the mixing, so the
 Bayes-optimal accuracy moves smoothly with the knob and ``calibrate`` can bisect on it.
 
-The network is a ``store.model.Model`` (one network, combination ``single``), so
-``store.inference.compile_model`` computes its exact posterior: the Bayes-optimal
+The network is a ``bnserve.store.model.Model`` (one network, combination ``single``), so
+``bnserve.store.predictor.compile_model`` computes its exact posterior: the Bayes-optimal
 classifier. ``sample`` draws rows by ancestral sampling in topological order, one
 uniform draw per node over all rows and a lookup in the cumulative CPT (no loop over
-rows), and returns ``trainer.data.EncodedData`` with no missing values.
+rows), and returns ``bnserve.trainer.data.EncodedData`` with no missing values.
 """
 
 from __future__ import annotations

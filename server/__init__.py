@@ -1,2 +1,7 @@
+"""Serving the store's models over gRPC: bnserve.v1.Predictor, the Open Inference Protocol,
+health, reflection and Prometheus metrics. ``repository`` holds the compiled models,
+``dataplane`` answers a prediction request once for both APIs, ``servicers`` translate,
+``interceptors`` check tokens, count and map errors, ``app`` wires it and ``cli`` runs it."""
+
 if __name__ != "bnserve.server":  # the folder run as a top-level package: two copies of every class
     raise ImportError(f"import bnserve.server, not {__name__} (install the project: pip install -e .)")

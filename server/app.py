@@ -8,14 +8,14 @@ Health reports NOT_SERVING until the store has been read once, and again from th
 moment a graceful shutdown starts (SIGTERM/SIGINT), so probes and load balancers
 stop sending before in-flight calls are drained.
 
-A worker of ``server serve --workers N`` (``server.workers`` starts them) differs in
+A worker of ``server serve --workers N`` (``bnserve.server.workers`` starts them) differs in
 two ways: it binds its port with SO_REUSEPORT, shared with its sibling workers, and
 only once it has read the store, so the kernel never hands a connection to a worker
 that cannot answer yet; and it stops when its parent is gone.
 
 With ``tls_cert``/``tls_key`` the gRPC port speaks TLS only (mutual TLS with
 ``tls_client_ca``), and with ``auth_token_file`` every call but health needs a bearer
-token (see ``server.security``). Both are read, and checked, before anything else, so a
+token (see ``bnserve.server.security``). Both are read, and checked, before anything else, so a
 bad file fails the start. The metrics port stays plain HTTP.
 """
 

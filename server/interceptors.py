@@ -1,7 +1,7 @@
 """One interceptor for every RPC: check its bearer token, parse it, count it, time it, and
 map our errors to status codes.
 
-Servicers raise ``store.errors.BnServeError`` subclasses; this is the one place that
+Servicers raise ``bnserve.store.errors.BnServeError`` subclasses; this is the one place that
 turns them into gRPC status codes. Anything else becomes INTERNAL with a fixed
 message, and its traceback is logged.
 

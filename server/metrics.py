@@ -5,7 +5,7 @@ dashboards already expect. Per-model labels are bounded by the models in the sto
 
 With ``server serve --workers N`` each worker records into prometheus-client's
 multiprocess files (``PROMETHEUS_MULTIPROC_DIR``, set by the parent before the worker
-starts) and the parent serves their merge (``server.workers``). Counters and histograms
+starts) and the parent serves their merge (``bnserve.server.workers``). Counters and histograms
 are summed over every worker that ever ran in this server's life, so they never go back
 when a worker is replaced. Gauges say how to merge (``multiprocess_mode``, ignored in a
 single process):

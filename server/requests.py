@@ -3,7 +3,7 @@
 This is the boundary: every name, label and code is checked here (with a message
 naming it), so the compiled model can trust its input. Both APIs come through here:
 Predict's instances and dense batches, and the Open Inference Protocol's feature
-columns and codes (``server.tensors`` decodes its tensors first).
+columns and codes (``bnserve.server.tensors`` decodes its tensors first).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Inputs come in one of two forms: one tensor per feature, named as the feature, o
 tritonclient sends): little-endian elements in row-major order, a BYTES element being a
 4-byte little-endian length and then its bytes. Outputs go in ``raw_output_contents``,
 as KServe and Triton send them. The values themselves are checked and coded by
-``server.requests``, as Predict's are.
+``bnserve.server.requests``, as Predict's are.
 """
 
 from __future__ import annotations

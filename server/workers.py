@@ -16,7 +16,7 @@ The parent:
   port is ours from the start, and so that ``--port 0`` picks one port for all workers;
 - gives the workers a fresh temporary ``PROMETHEUS_MULTIPROC_DIR`` and serves the merge
   of their metrics on ``--metrics-port`` (prometheus-client's multiprocess mode; see
-  ``server.metrics`` for how each gauge merges), and deletes it at exit;
+  ``bnserve.server.metrics`` for how each gauge merges), and deletes it at exit;
 - restarts a worker that exits on its own, logging its exit status, after a delay that
   grows while workers keep dying young (so a crash loop does not spin);
 - on SIGTERM or SIGINT sends SIGTERM to every worker (each drains for

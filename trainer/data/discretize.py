@@ -1,5 +1,5 @@
 """Cut points for numeric columns: supervised MDL (Fayyad & Irani 1993), equal frequency,
-equal width. Applying cut points is ``store.discretization``, shared with the server.
+equal width. Applying cut points is ``bnserve.store.model.discretization``, shared with the server.
 
 Every method sees one column as its value table: the distinct present values (NaN =
 missing is left out), ascending, with the class counts of each. The table is additive, so

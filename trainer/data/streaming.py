@@ -3,7 +3,7 @@
 The file is read in chunks of ``N`` rows, and only counts are kept:
 
 1. each column's distinct labels with their class counts, from which the columns are
-   typed and their states or cut points learned by ``trainer.data``'s rules, from the
+   typed and their states or cut points learned by ``columns``' and ``encoded``'s rules, from the
    same value tables it builds in memory;
 2. the coded rows' ``PairStatistics`` (N(xi, c), N(xi, xj, c)) summed over the chunks,
    and the data fingerprint;
@@ -138,7 +138,7 @@ def _learn_variables(
     source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int
 ) -> tuple[_Reader, int, int]:
     """Pass 1: tally every column, then type it and learn its states or cut points by
-    ``trainer.data``'s rules. Returns the reader for the next passes, the rows with a class
+    ``columns``' and ``encoded``'s rules. Returns the reader for the next passes, the rows with a class
     and the rows without."""
     header: tuple[str, ...] = ()
     class_labels: dict[str, int] = {}

@@ -3,7 +3,7 @@ for one learner or for several learners over several data sets.
 
 Every algorithm sees the same folds on a data set, and preprocessing that learns from
 data (discretisation, imputation) is fitted on each training fold. Predictions come from
-``store.inference``, the same compiled path the server uses.
+``bnserve.store.predictor``, the same compiled path the server uses.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ def spode(data: EncodedData, p: int) -> Structure:
 
 def aode(data: EncodedData) -> Learned:
     """Every feature is the super-parent of one member, in column order (no data needed for
-    the structure: O(n^2)); the CPTs cost O(n^2 (m + c v^2)) in ``trainer.fit``, and
+    the structure: O(n^2)); the CPTs cost O(n^2 (m + c v^2)) in ``bnserve.trainer.fit``, and
     prediction O(n^2 c) per row (every node of every member is kept, for exact joints).
 
     Unlike Webb et al., no super-parent is dropped per row for a value seen fewer than m
@@ -59,7 +59,7 @@ def bootstrap_samples(n_rows: int, members: int, seed: int) -> np.ndarray:
 
 def rtan(data: EncodedData, members: int, sample_seed: int) -> Learned:
     """``members`` bootstrap samples (seeded by ``sample_seed``); on each, a TAN structure
-    (``trainer.learners.tan``) and its CPTs. O(B n^2 m) for the CMI matrices."""
+    (``tan``) and its CPTs. O(B n^2 m) for the CMI matrices."""
     samples = bootstrap_samples(data.n_rows, members, sample_seed)
     learned = []
     for rows in samples:

@@ -5,14 +5,14 @@ A feature left out is not a node of the model (``Structure.parents`` omits it).
 
 - ``fss``: forward sequential selection, a wrapper: start from the class prior alone
   and add, one at a time, the feature whose naive Bayes has the highest 5-fold
-  stratified CV accuracy (``trainer.wrapper``); stop when no addition strictly improves it.
+  stratified CV accuracy (``search.wrapper``); stop when no addition strictly improves it.
 - ``ffss``: filter forward selection: keep exactly the features whose χ² (G) test of
   independence from the class is reliable (N / cells >= 5) and rejects at ``alpha``; an
   unreliable test counts as independence (paper 003, section 6.1).
 - ``stan``: the FFSS features, augmented by a maximum-weight forest (Kruskal) over the
   pairs whose χ² test of conditional independence given the class is reliable and
   rejects (paper 003 uses this test for STAN too), weighted by I(Xi; Xj | C); each tree
-  is rooted at its feature with the largest I(X; C) (``trainer.search.augmenting_forest``).
+  is rooted at its feature with the largest I(X; C) (``search.groups.augmenting_forest``).
 """
 
 from __future__ import annotations

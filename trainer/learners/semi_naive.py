@@ -3,11 +3,11 @@
 A semi-naive Bayes partitions a subset of the features into groups S_1..S_K and models
 P(c, x) = P(c) prod_j P(x_Sj | c). A group is published as a clique (its members in
 column order, each with the class and the earlier members as parents), which gives
-exactly P(x_Sj | c); see ``trainer.search`` for the representation and its caveats.
+exactly P(x_Sj | c); see ``search.groups`` for the representation and its caveats.
 
 - ``bsej``: backward sequential elimination and joining, a wrapper. Start from the naive
   Bayes over every feature; each step scores, by 5-fold stratified CV accuracy
-  (``trainer.wrapper``), every removal of one feature (from whatever group holds it;
+  (``search.wrapper``), every removal of one feature (from whatever group holds it;
   the rest of the group stays joined, as in bnclassify) and every join of two groups;
   take the best if it strictly improves the accuracy, else stop (paper 003, section 3).
   Ties: removals before joins, removals by column, joins by the groups' positions.
@@ -44,7 +44,7 @@ Groups = tuple[Group, ...]
 
 def bsej_search(data: EncodedData) -> SearchResult[Groups]:
     """Pazzani's BSEJ from the naive Bayes over all features; the state is the canonical
-    tuple of groups (``trainer.search.canonical``). Each step has at most n removals and
+    tuple of groups (``search.groups.canonical``). Each step has at most n removals and
     K(K-1)/2 joins; there are at most 2n - 1 steps (each removes a feature or a group),
     each candidate one wrapper score: O(n^3 · 5 (m n + compile)) in the worst case."""
     names = [v.name for v in data.features]
