@@ -167,6 +167,19 @@ def test_no_import_cycle():
     assert cycle == []
 
 
+def test_every_folder_of_modules_is_a_package():
+    """A folder of modules without an __init__.py imports from a checkout (a namespace
+    package), but setuptools leaves it out of an installed copy."""
+    loose = [
+        str(folder.relative_to(ROOT))
+        for top in FOLDERS
+        for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]
+        if "__pycache__" not in folder.parts and "migrations" not in folder.parts
+        and any(folder.glob("*.py")) and not (folder / "__init__.py").exists()
+    ]
+    assert loose == []
+
+
 def test_pyproject_lists_every_package_folder():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     folders = {package: folder for package, folder in setuptools["package-dir"].items()}
