@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, Variable
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData, load
 
 SHIPPED = Path(__file__).resolve().parent / "data"

@@ -10,10 +10,10 @@ import pytest
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.predictor import compile_model
-from tests.data_helpers import dataset
-from tests.in_process_server import running_app
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
+from tests.data_helpers import dataset
+from tests.in_process_server import running_app
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,12 @@ import pytest
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.predictor import compile_model
-from bnserve.store.model import NUMERIC
 from bnserve.store.db import ModelStore
+from bnserve.store.model import NUMERIC
+from bnserve.store.predictor import compile_model
+from bnserve.trainer.data import load_with
 from tests.data_helpers import dataset_rows, write_arff
 from tests.e2e.serving import BIN, free_port, run_cli, wait_serving
-from bnserve.trainer.data import load_with
 
 
 @pytest.fixture

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import Model
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load
-from bnserve.trainer.learners.parameters import estimate
 from bnserve.trainer.fit import fit
-from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.learners.kdb import kdb
+from bnserve.trainer.learners.parameters import estimate
+from bnserve.trainer.learners.registry import LEARNERS
 
 
 def reference_posterior(model: Model, X: np.ndarray) -> np.ndarray:

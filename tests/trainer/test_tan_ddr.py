@@ -14,6 +14,7 @@ from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.learners.tan import tan_ddr
 from tests.data_helpers import dataset
 
+
 def slow_i_d(xi, xj, c, ci, cj, n_classes):
     """Eq. 17 (two classes) or eq. 18-19 (more), from dict counts, one row at a time."""
     rows = [(a, b, k) for a, b, k in zip(xi.tolist(), xj.tolist(), c.tolist()) if a >= 0 and b >= 0 and k >= 0]
