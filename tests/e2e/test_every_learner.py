@@ -3,8 +3,6 @@ the probabilities its CPTs give. New learners are picked up from the registry.""
 
 from __future__ import annotations
 
-import pathlib
-
 import grpc
 import numpy as np
 import pytest
@@ -12,20 +10,15 @@ import pytest
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.predictor import compile_model
-from tests.in_process_server import running_app
-from bnserve.trainer.data import load
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
-
-DATASETS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "datasets"
+from tests.data_helpers import dataset
+from tests.in_process_server import running_app
 
 
 @pytest.fixture(scope="module")
 def car():
-    path = DATASETS / "car.csv"
-    if not path.exists():
-        pytest.skip(f"{path} is not there")
-    return load(str(path))
+    return dataset("car")  # shipped in tests/data
 
 
 @pytest.fixture(scope="module")

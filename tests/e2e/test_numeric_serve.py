@@ -8,7 +8,6 @@ The server must give the same probabilities as the trainer's own evaluation path
 
 from __future__ import annotations
 
-import csv
 import subprocess
 
 import grpc
@@ -17,12 +16,12 @@ import pytest
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.predictor import compile_model
-from bnserve.store.model import NUMERIC
 from bnserve.store.db import ModelStore
-from tests.data_helpers import dataset_path, write_arff
-from tests.e2e.serving import BIN, free_port, run_cli, wait_serving
+from bnserve.store.model import NUMERIC
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load_with
+from tests.data_helpers import dataset_rows, write_arff
+from tests.e2e.serving import BIN, free_port, run_cli, wait_serving
 
 
 @pytest.fixture
@@ -52,8 +51,7 @@ def test_raw_numeric_requests_match_the_trainers_evaluation(hepatitis_served):
     assert model.metadata["preprocessing"]["discretization"]["PROTIME"] == "mdl"
 
     expected = compile_model(model).predict_proba(load_with(str(path), model.variables).X)
-    with open(dataset_path("hepatitis"), newline="") as f:  # the same rows as text
-        rows = list(csv.DictReader(f))
+    rows = dataset_rows("hepatitis")  # the same rows as text
     features = [v.name for v in model.features]
 
     # the raw text of the file, numbers and labels alike; empty = missing

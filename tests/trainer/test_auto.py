@@ -3,14 +3,9 @@ behind naive Bayes by more than the noise, and its scores are recorded."""
 
 from __future__ import annotations
 
-import pathlib
-
-import pytest
-
 from bnserve.trainer.auto import candidate_grid, choose, fit_auto
 from bnserve.trainer.data import load
-
-DATASETS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "datasets"
+from tests.data_helpers import write_led7
 
 
 def test_grid_tries_each_k_and_always_naive_bayes():
@@ -26,11 +21,8 @@ def test_on_chess_a_k_dependence_learner_wins(chess):
     assert chosen > accuracy["nb", None] + 0.05
 
 
-def test_the_choice_never_trails_naive_bayes_by_more_than_the_noise():
-    path = DATASETS / "led7.csv"
-    if not path.exists():
-        pytest.skip(f"{path} is not there")
-    led7 = load(str(path))  # no dependencies given the class: NB is the right model (Sahami 1996)
+def test_the_choice_never_trails_naive_bayes_by_more_than_the_noise(tmp_path):
+    led7 = load(write_led7(tmp_path))  # no dependencies given the class: NB is the right model (Sahami 1996)
     choice = choose(led7, ["nb", "tan", "kdb", "fkdb"], [1, 2])
     nb = next(e for e in choice.scores if e.algorithm == "nb")
     chosen = next(e for e in choice.scores if e.algorithm == choice.algorithm and dict(e.params) == dict(choice.params))

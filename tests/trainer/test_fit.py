@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import Model
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load
-from bnserve.trainer.learners.parameters import estimate
 from bnserve.trainer.fit import fit
-from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.learners.kdb import kdb
+from bnserve.trainer.learners.parameters import estimate
+from bnserve.trainer.learners.registry import LEARNERS
 
 
 def reference_posterior(model: Model, X: np.ndarray) -> np.ndarray:
@@ -75,13 +75,56 @@ def test_cpts_are_laplace_estimates_of_the_family_counts(chess):
     assert prior.tolist() == pytest.approx([(1527 + 1) / (3196 + 2), (1669 + 1) / (3196 + 2)])
 
 
-def test_missing_values_are_counted_available_case(tmp_path):
+def laplace_by_hand(model: Model, rows: list[list[str]], missing_as_first_state: bool = False) -> dict:
+    """Each node's CPT from the raw text rows (columns in ``model.variables`` order, "" =
+    missing), row by row: P(x | pa) = (N(x, pa) + 1) / (N(pa) + |X|), both counts over the
+    rows where the node and all its parents are present. ``missing_as_first_state``: the bug
+    this must catch, a missing value counted as the variable's state 0."""
+    variables = {v.name: v for v in model.variables}
+    column = {v.name: j for j, v in enumerate(model.variables)}
+    cpts = {}
+    for node in model.networks[0].nodes:
+        family = (node.name, *node.parents)
+        counts = np.zeros([variables[f].cardinality for f in family])
+        for row in rows:
+            values = [row[column[f]] for f in family]
+            if missing_as_first_state:
+                values = [v if v else variables[f].states[0] for f, v in zip(family, values)]
+            if all(values):
+                counts[tuple(variables[f].states.index(v) for f, v in zip(family, values))] += 1
+        cpts[node.name] = (counts + 1) / (counts.sum(axis=0, keepdims=True) + variables[node.name].cardinality)
+    return cpts
+
+
+@pytest.mark.parametrize("algo, params", [("nb", {}), ("tan", {}), ("kdb", {"k": 2})])
+def test_missing_values_are_counted_available_case(tmp_path, rng, algo, params):
+    """Each CPT counts the rows where its node and parents are all present; a row missing
+    one of them counts for none of that family's cells, not as state 0."""
+    rows = []
+    for _ in range(300):
+        c = int(rng.integers(0, 3))
+        a = (c + int(rng.integers(0, 2))) % 3
+        b = (a + int(rng.integers(0, 2))) % 3  # depends on a, so TAN and KDB give it a as a parent
+        d = int(rng.integers(0, 2))
+        row = ["uvw"[a], "uvw"[b], "pq"[d], "ABC"[c]]
+        rows.append([v if j == 3 or rng.random() > 0.2 else "" for j, v in enumerate(row)])
     path = tmp_path / "d.csv"
-    path.write_text("a,b,c\nx,p,1\n,p,1\ny,,2\ny,q,2\nx,q,1\n")
-    data = load(str(path))
-    model = fit("kdb", data, k=1)
+    path.write_text("a,b,d,class\n" + "".join(",".join(r) + "\n" for r in rows))
+    model = fit(algo, load(str(path)), **params)
     assert model.validate() is model
-    proba = compile_model(model).predict_proba(np.array([[-1, -1], [0, -1], [1, 1]], dtype=np.int32))
+    assert [v.name for v in model.variables] == ["a", "b", "d", "class"]
+    if algo != "nb":
+        assert max(len(n.parents) for n in model.networks[0].nodes) >= 2  # a family of three counted
+
+    expected = laplace_by_hand(model, rows)
+    as_state_0 = laplace_by_hand(model, rows, missing_as_first_state=True)
+    for node in model.networks[0].nodes:
+        assert node.cpt.shape == expected[node.name].shape, node.name
+        np.testing.assert_allclose(node.cpt, expected[node.name], rtol=1e-12, atol=0, err_msg=node.name)
+        if node.name != "class":  # the class is never missing here; every feature is
+            assert np.abs(as_state_0[node.name] - expected[node.name]).max() > 0.01, node.name
+
+    proba = compile_model(model).predict_proba(np.array([[-1, -1, -1], [0, -1, 1], [1, 1, -1]], dtype=np.int32))
     assert np.allclose(proba.sum(axis=1), 1.0)
 
 

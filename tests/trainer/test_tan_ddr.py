@@ -9,10 +9,11 @@ import pytest
 
 from bnserve.store.model import CLASS, FEATURE, Variable
 from bnserve.trainer import stats
-from bnserve.trainer.data import EncodedData, load
+from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.learners.tan import tan_ddr
-from tests.data_helpers import DATASETS
+from tests.data_helpers import dataset
+
 
 def slow_i_d(xi, xj, c, ci, cj, n_classes):
     """Eq. 17 (two classes) or eq. 18-19 (more), from dict counts, one row at a time."""
@@ -136,10 +137,7 @@ def _spans(edges, n):
 
 @pytest.fixture(scope="module")
 def dermatology():
-    path = DATASETS / "dermatology.csv"
-    if not path.exists():
-        pytest.skip(f"{path} is absent")
-    d = load(str(path))
+    d = dataset("dermatology")
     age = [v.name for v in d.features].index("Age")  # the one numeric column: no discretiser yet
     return EncodedData(d.variables[:age] + d.variables[age + 1:], np.delete(d.X, age, axis=1), d.y, 0, "dermatology")
 
