@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import psycopg

@@ -5,14 +5,15 @@ Import as ``from tests.in_process_server import running_app``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from bnserve.server.app import App
 from bnserve.server.config import ServeConfig
-from bnserve.store.model import Model
 from bnserve.store.db import ModelStore
+from bnserve.store.model import Model
 
 
 @contextmanager

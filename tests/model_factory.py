@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from bnserve.store.model.discretization import interval_labels
 from bnserve.store.model import CLASS, FEATURE, MEAN_JOINT, NUMERIC, SINGLE, Model, Network, Node, Variable
+from bnserve.store.model.discretization import interval_labels
 
 CLASS_NAME = "class"
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model, Network
 from tests.model_factory import random_model
 
+
 def joint_table(network: Network, cards: dict[str, int]) -> tuple[list[str], np.ndarray]:
     """(variable names, P(all variables)) with one axis per network node, in node order."""
     names = [n.name for n in network.nodes]

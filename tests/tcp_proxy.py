@@ -32,7 +32,7 @@ class TcpProxy:
         self._thread = threading.Thread(target=self._accept, name="tcp-proxy", daemon=True)
         self._thread.start()
 
-    def __enter__(self) -> "TcpProxy":
+    def __enter__(self) -> TcpProxy:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -182,7 +182,7 @@ def test_every_folder_of_modules_is_a_package():
 
 def test_pyproject_lists_every_package_folder():
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {package: folder for package, folder in setuptools["package-dir"].items()}
+    folders = dict(setuptools["package-dir"].items())
     assert folders == {package: folder for folder, package in FOLDERS.items()}
     expected = sorted(
         ".".join((package, *init.parent.relative_to(ROOT / folder).parts))

@@ -14,7 +14,6 @@ import re
 import shlex
 import subprocess
 import tomllib
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 from tests.deploy.conftest import DEPLOY, IMAGE_UID, ROOT, require_tool

@@ -19,8 +19,9 @@ from __future__ import annotations
 import re
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

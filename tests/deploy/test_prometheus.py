@@ -23,8 +23,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -148,7 +149,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test():
     lines = (PROMETHEUS_DIR / "tests" / "alerts_test.yml").read_text().splitlines()
     for i, line in enumerate(lines):
         if m := re.fullmatch(r"\s+alertname: (\w+)", line):
-            expected = next(l for l in lines[i + 1:] if l.strip().startswith("exp_alerts:"))
+            expected = next(rest for rest in lines[i + 1:] if rest.strip().startswith("exp_alerts:"))
             cases[m.group(1)].add(expected.strip() != "exp_alerts: []")
     assert all(cases[name] == {True, False} for name in ALERTS), cases
 

@@ -86,7 +86,7 @@ class PredictLoop:
         self._threads = [threading.Thread(target=self._run, args=(i,), name=f"predict-loop-{i}", daemon=True)
                          for i in range(threads)]
 
-    def __enter__(self) -> "PredictLoop":
+    def __enter__(self) -> PredictLoop:
         for t in self._threads:
             t.start()
         return self

@@ -17,8 +17,8 @@ import numpy as np
 
 from bench.serving import Server
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.store.predictor import compile_model
 from bnserve.store.db import ModelStore
+from bnserve.store.predictor import compile_model
 from tests.e2e.serving import PredictLoop, run_cli
 from tests.model_factory import random_model
 from tests.reliability import record

@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from bench.serving import Server
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.predictor import compile_model
-from bnserve.store.model import Model
 from bnserve.store.db import ModelStore
-from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
 from bnserve.store.db.rows import model_to_rows
+from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
+from bnserve.store.model import Model
+from bnserve.store.predictor import compile_model
 from tests.e2e.serving import PredictLoop, sample_value, scrape, wait_until
 from tests.model_factory import random_model
 from tests.reliability import record

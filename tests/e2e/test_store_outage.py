@@ -14,8 +14,8 @@ from sqlalchemy import make_url
 
 from bench.serving import Server
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.store.predictor import compile_model
 from bnserve.store.db import ModelStore
+from bnserve.store.predictor import compile_model
 from tests.e2e.serving import PredictLoop, free_port, run_cli, sample_value, scrape, wait_until
 from tests.model_factory import random_model
 from tests.reliability import record

@@ -19,10 +19,11 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.predictor import compile_model
 from bnserve.store.db import ModelStore
-from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load
+from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
+
 
 @pytest.fixture
 def chess_rows():

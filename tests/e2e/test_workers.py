@@ -22,10 +22,10 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.predictor import compile_model
 from bnserve.store.db import ModelStore, upgrade_store
-from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving, wait_until
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load
+from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving, wait_until
 
 CHANNELS = 24
 CALLS_PER_CHANNEL = 5

@@ -18,9 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bnserve.server.api import grpc_service_pb2 as ipb
-from bnserve.server.api import grpc_service_pb2_grpc
+from bnserve.server.api import grpc_service_pb2_grpc, predictor_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.predictor import compile_model
 from tests.in_process_server import running_app
 from tests.model_factory import random_model

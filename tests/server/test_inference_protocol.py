@@ -30,13 +30,13 @@ from tritonclient.grpc import service_pb2_grpc as triton_grpc
 from bnserve.server.api import grpc_service_pb2
 from bnserve.server.app import App
 from bnserve.server.config import ServeConfig
-from bnserve.store.predictor import compile_model
+from bnserve.store.db import ModelStore
 from bnserve.store.errors import StoreUnavailable
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NOMINAL, NUMERIC
-from bnserve.store.db import ModelStore
+from bnserve.store.predictor import compile_model
+from tests.in_process_server import running_app
 from tests.model_factory import random_model
 from tests.reference import reference_proba
-from tests.in_process_server import running_app
 
 SERVICE = "inference.GRPCInferenceService"
 CONTENTS_FIELD = {"BYTES": "bytes_contents", "FP32": "fp32_contents", "FP64": "fp64_contents",

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NUMERIC
+from tests.in_process_server import running_app
 from tests.model_factory import random_model
 from tests.reference import reference_proba
-from tests.in_process_server import running_app
 
 N_MODELS = 12
 

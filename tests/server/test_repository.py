@@ -7,8 +7,8 @@ import pytest
 import sqlalchemy as sa
 
 from bnserve.server.repository import ModelRepository, Poller
-from bnserve.store.errors import InvalidModel, NotFound
 from bnserve.store.db import ModelStore
+from bnserve.store.errors import InvalidModel, NotFound
 from tests.model_factory import random_model
 
 

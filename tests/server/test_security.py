@@ -10,6 +10,7 @@ port), with certificates the `openssl` command makes for the test (tests/certifi
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -21,13 +22,12 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from tritonclient.grpc import service_pb2 as triton_pb
 from tritonclient.grpc import service_pb2_grpc as triton_grpc
 
-from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc
+from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc, predictor_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.server.api import predictor_pb2_grpc
 from bnserve.server.app import App
 from bnserve.server.config import ServeConfig
-from bnserve.store.db import upgrade_store
 from bnserve.server.security import UNAUTHENTICATED_MESSAGE, SecurityConfigError, TokenFile, load_tls, parse_tokens
+from bnserve.store.db import upgrade_store
 from tests.certificates import make_pki
 from tests.e2e.serving import sample_value, scrape
 from tests.in_process_server import running_app
@@ -193,7 +193,7 @@ def protected_calls(channel: grpc.Channel):
 def test_calls_without_the_right_token_are_unauthenticated_and_counted(token_server, metadata):
     app, channel = token_server
     before = scrape(app.metrics_port)
-    for service, method, call in protected_calls(channel):
+    for _service, method, call in protected_calls(channel):
         with pytest.raises(grpc.RpcError) as error:
             call(metadata)
         assert error.value.code() == grpc.StatusCode.UNAUTHENTICATED, method
@@ -367,7 +367,7 @@ def test_workers_get_the_file_paths_as_absolute_flags(pki, tmp_path, monkeypatch
         command = supervisor._command()
     finally:
         supervisor._close()
-    flags = dict(zip(command, command[1:]))
+    flags = dict(itertools.pairwise(command))
     assert (flags["--tls-cert"], flags["--tls-key"], flags["--tls-client-ca"], flags["--auth-token-file"]) == (
         str(pki.server.cert), str(pki.server.key), str(pki.ca.cert), str(token_file))
     assert "tok-9f8e7d" not in " ".join(command)  # the file's path, never its tokens

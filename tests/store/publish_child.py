@@ -16,11 +16,11 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))  # the repository root
 
-import numpy as np  # noqa: E402
-from sqlalchemy import event  # noqa: E402
+import numpy as np
+from sqlalchemy import event
 
-from bnserve.store.db import ModelStore  # noqa: E402
-from tests.model_factory import random_model  # noqa: E402
+from bnserve.store.db import ModelStore
+from tests.model_factory import random_model
 
 
 def say(line: str) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bnserve.store.errors import NotFound
 from bnserve.store.db import ModelStore
+from bnserve.store.errors import NotFound
 from tests.model_factory import random_model
 
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.errors import InvalidModel
 from bnserve.store.model import CLASS, MISSING, NUMERIC, UNKNOWN, Model, Network, Node, Variable
+from bnserve.store.model.discretization import interval_codes, interval_labels
 
 CUTS = (-1.5, 2.45, 4.75)
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.predictor import gather
+from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
+from bnserve.store.predictor import check_codes, compile_model, gather
+from bnserve.store.predictor.compiled import TABLE_PRECISION
 from bnserve.store.predictor.elimination import FamilyGraph
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, float32_error
-from bnserve.store.predictor.compiled import TABLE_PRECISION
-from bnserve.store.predictor import check_codes, compile_model
-from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
 from tests.model_factory import random_model
 from tests.reference import coded_rows, models, reference_joint, reference_proba
 

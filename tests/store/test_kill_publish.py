@@ -23,8 +23,8 @@ import numpy as np
 import sqlalchemy as sa
 
 from bnserve.server.repository import ModelRepository
-from bnserve.store.predictor import compile_model
 from bnserve.store.db import ModelStore
+from bnserve.store.predictor import compile_model
 from tests.model_factory import random_model
 from tests.reliability import record
 
@@ -124,7 +124,7 @@ def test_a_publisher_killed_at_random_moments_leaves_only_complete_versions(stor
 
         def check(round_: int) -> list[int]:
             per_version, orphans, aliases = table_census(engine)
-            assert orphans == {t: 0 for t in VERSION_TABLES}, f"round {round_}: rows of no version: {orphans}"
+            assert orphans == dict.fromkeys(VERSION_TABLES, 0), f"round {round_}: rows of no version: {orphans}"
             for version, counts in per_version.items():
                 assert counts == rows, f"round {round_}: version {version} is incomplete: {counts} != {rows}"
             versions = sorted(per_version)

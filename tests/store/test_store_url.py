@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from bnserve.store.errors import InvalidInput, StoreUnavailable
 from bnserve.store.db import DEFAULT_STORE_URL, STORE_URL_ENV, STORE_URL_FILE_ENV, ModelStore, resolve_store_url
+from bnserve.store.errors import InvalidInput, StoreUnavailable
 
 
 def test_the_flag_wins_over_the_environment(monkeypatch):

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnserve.store.predictor import compile_model
 from bnserve.store.db import ModelStore
+from bnserve.store.predictor import compile_model
 from tests.trainer.conftest import run
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -8,9 +8,6 @@ from bnserve.store.model import CLASS, FEATURE
 from bnserve.trainer.data import encode_with, load, load_with
 from tests.data_helpers import write
 
-
-
-
 SMALL = 'colour,size,label\nred,"big, very",yes\nblue,,no\n,small,yes\nred,small,\n\n'
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, Variable
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.fit import fit
@@ -82,7 +82,7 @@ def test_aode_members_are_the_n_spodes(small):
         assert parents["class"] == ()
         assert parents[names[p]] == ("class",)
         others = [n for n in names if n != names[p]]
-        assert {n: parents[n] for n in others} == {n: ("class", names[p]) for n in others}
+        assert {n: parents[n] for n in others} == dict.fromkeys(others, ("class", names[p]))
         assert member.structure.order[0] == names[p]
     assert learned.metadata["super_parents"] == names
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.evaluation.cross_validation import cross_validate, holdout
 from bnserve.trainer.data.folds import stratified_folds
+from bnserve.trainer.evaluation.cross_validation import cross_validate, holdout
 
 # Sahami (1996) Table 2, chess, 10-fold CV: NB (k=0) 86.2%, KDB k=2 95.1%.
 FLOORS = {("nb", None): 0.85, ("tan", None): 0.90, ("kdb", 2): 0.93, ("fkdb", 2): 0.93}

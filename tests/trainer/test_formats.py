@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, FEATURE, NUMERIC, Model, Network, Node, Variable
+from bnserve.store.predictor import compile_model
+from bnserve.trainer.formats import format_of, read_model, write_model
 from tests.model_factory import random_model
 from tests.tools import require_tool
-from bnserve.trainer.formats import format_of, read_model, write_model
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.synthetic import bayes_optimal, random_network, sample
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, FEATURE, Variable
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.hill_climbing import NONE, _Search, hill_climbing

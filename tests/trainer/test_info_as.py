@@ -15,6 +15,7 @@ from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.info_as import METRICS, select
 from tests.data_helpers import accuracy, dataset, make
 
+
 def slow_metrics(c, a, delta_rows):
     """Definitions 4.1-4.3 with eqs. (3)-(5), one dict of counts per instantiation l of Δ."""
     def h(counter, total):

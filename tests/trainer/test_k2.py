@@ -3,6 +3,7 @@ orientation, order and stopping rule, and paper 002's K2-AS figure on chess."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
@@ -13,9 +14,9 @@ from bnserve.store.errors import InvalidInput
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
-from bnserve.trainer.learners.search.k2 import SCORE_EPS, SearchData, family_score, k2_search
-from bnserve.trainer.learners.search.cb import cb_search, orient, pc_level, total_order
 from bnserve.trainer.learners.k2 import default_order
+from bnserve.trainer.learners.search.cb import cb_search, orient, pc_level, total_order
+from bnserve.trainer.learners.search.k2 import SCORE_EPS, SearchData, family_score, k2_search
 from tests.data_helpers import accuracy, make
 
 
@@ -253,7 +254,7 @@ def test_cb_order_is_consistent_with_its_graph(small):
 def test_k2_as_selects_while_the_accuracy_rises(small):
     model = fit("k2-as", small)
     order, gains = model.metadata["order"], model.metadata["order_scores"]
-    assert all(b > a for a, b in zip(gains, gains[1:]))
+    assert all(b > a for a, b in itertools.pairwise(gains))
     assert {"x0", "x2"} <= set(order) and "x4" not in order  # the causes, not the noise
     assert {n.name for n in model.networks[0].nodes} == {"class", *order}
 
@@ -278,6 +279,6 @@ def test_k2_as_le_crosses_a_plateau_that_stops_k2_as(rng):
     assert strict.metadata["order"] == [] and [n.name for n in strict.networks[0].nodes] == ["class"]
     ties = fit("k2-as-le", data)
     gains = ties.metadata["order_scores"]
-    assert set(ties.metadata["order"][:2]) == {"x0", "x1"} and all(b >= a for a, b in zip(gains, gains[1:]))
+    assert set(ties.metadata["order"][:2]) == {"x0", "x1"} and all(b >= a for a, b in itertools.pairwise(gains))
     assert gains[1] > 0.9 and ties.metadata["wrapper"]["accuracy"] == gains[-1]
     assert accuracy(ties, data) > 0.9

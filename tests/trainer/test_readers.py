@@ -12,12 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model import NOMINAL, NUMERIC
 from bnserve.trainer.data import load
 from bnserve.trainer.io import FORMATS, Declared, format_of, read_table
-from bnserve.store.model import NOMINAL, NUMERIC
 from tests.data_helpers import write
-
-
 
 
 def cells(table):
@@ -169,7 +167,7 @@ def test_arff_dates(tmp_path):
         ["86400", "1577836800", "1.25", "a"],
         ["", "", "", "b"],
         ["0", "0", "0", "b"],
-        [str(int(dt.datetime(2000, 3, 1, 12, 30, 15, tzinfo=dt.timezone.utc).timestamp())), "-86400", "0", "a"],
+        [str(int(dt.datetime(2000, 3, 1, 12, 30, 15, tzinfo=dt.UTC).timestamp())), "-86400", "0", "a"],
     ]
 
 

@@ -14,11 +14,12 @@ from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.fit import fit
-from bnserve.trainer.learners.selective import ffss, fss, stan
 from bnserve.trainer.learners.search.greedy import greedy_search
 from bnserve.trainer.learners.search.spanning import maximum_spanning_forest
 from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
+from bnserve.trainer.learners.selective import ffss, fss, stan
 from tests.data_helpers import dataset, make
+
 
 @pytest.fixture(scope="module")
 def hand() -> EncodedData:

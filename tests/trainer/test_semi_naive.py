@@ -9,17 +9,18 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-from bnserve.store.predictor import compile_model
 from bnserve.store.model import CLASS, Variable
+from bnserve.store.predictor import compile_model
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners import semi_naive
-from bnserve.trainer.learners.semi_naive import asb, bsej, bsej_search
 from bnserve.trainer.learners.search.groups import augmenting_forest, canonical, grouped_parents
 from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
+from bnserve.trainer.learners.semi_naive import asb, bsej, bsej_search
 from tests.data_helpers import dataset
+
 
 @pytest.fixture(scope="module")
 def hand() -> EncodedData:

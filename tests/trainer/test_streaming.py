@@ -10,8 +10,8 @@ import pytest
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.data import IMPUTE, Preprocessing, load
 from bnserve.trainer.data.discretize import Method
-from bnserve.trainer.fit import fit
 from bnserve.trainer.data.streaming import load_streamed
+from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
 
 STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]

@@ -7,8 +7,8 @@ import pytest
 from scipy.stats import chi2_contingency
 
 from bnserve.trainer import stats
-from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.data.folds import stratified_folds
+from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
 
 
@@ -55,8 +55,8 @@ def test_wrapper_score_is_pooled_cv_accuracy(chess):
 
 def test_cached_family_scores_equal_the_compiled_model(chess, rng):
     """The wrapper sums cached log-CPT columns; that must equal estimating and compiling."""
-    from bnserve.store.predictor import compile_model
     from bnserve.store.model import Model
+    from bnserve.store.predictor import compile_model
     from bnserve.trainer.learners.parameters import estimate
     from bnserve.trainer.learners.structure import Structure
 
