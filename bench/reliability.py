@@ -53,9 +53,14 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "concurrent publishers (processes) of one model": "4 processes publish 2 versions each at once: distinct, gap-free numbers, each version complete",
     "alias moves under load (4 client threads by alias production)": "versions 2..7 published and production moved among them (and rolled back) while 4 threads call by "
     "alias: no failure; every answer from a version aliased production, with that version's probabilities",
-    "SIGTERM under load (--workers 1, 8 threads of 20,000-row batches)": "SIGTERM with 8 large calls in flight: every call the server began is answered OK, the rest refused, "
-    "health NOT_SERVING, exit 0",
-    "SIGTERM under load (--workers 2, 8 threads of 20,000-row batches)": "the same with 2 worker processes",
+    "SIGTERM under load (--workers 1, 8 threads of 20,000-row batches)": "SIGTERM with 8 large calls in flight and a health Watch holding the drain to the 5 s grace: every "
+    "call the server began is answered OK and reaches its client, the rest refused, health NOT_SERVING, exit 0",
+    "SIGTERM under load, nothing holding the drain (--workers 1, 8 threads of 20,000-row batches)": "the same with no stream holding the drain: the process exits 0 as its last call ends, before "
+    "the grace; that call's answer may be lost as the connections close (counted: answers_lost_at_close)",
+    "SIGTERM under load, nothing holding the drain (--workers 2, 8 threads of 20,000-row batches)": "the same with 2 worker processes",
+    "SIGTERM under load, grace 0.1 s run out (--workers 1, 8 threads of 100,000-row batches)": "a grace shorter than the calls: those still at work end UNAVAILABLE ('Cancelling all calls'), "
+    "the others are answered, exit 0 within the grace + 2 s (handlers that linger are not waited for)",
+    "SIGTERM under load, grace 0.1 s run out (--workers 2, 8 threads of 100,000-row batches)": "the same with 2 worker processes",
     "load, CI size (8 streams x 10 s)": "the CI-sized load test: no error, RSS growth under the bound",
 }
 

@@ -146,6 +146,27 @@ def test_fkdb_on_chess_over_the_wire(served, chess_rows):
     np.testing.assert_allclose(answer["predictions"][0]["probabilities"], expected[0], atol=1e-12)
 
 
+def test_server_predict_takes_several_instances_as_pairs_or_json(served, chess_rows):
+    """The CLI client: one row per --instance, key=value pairs or a JSON object, answered in
+    order with the compiled model's own probabilities."""
+    store_url, _, _, _, port = served
+    data, names, states = chess_rows
+    first = dict(zip(names[:2], (states[names[0]][0], states[names[1]][1])))
+    second = {names[2]: states[names[2]][0]}
+    done = run_cli("server", "predict", "--target", f"127.0.0.1:{port}", "--model", "chess",
+                   "--instance", ",".join(f"{k}={v}" for k, v in first.items()), "--instance", json.dumps(second))
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    model = ModelStore(store_url).load("chess").model
+    codes = np.full((2, len(names)), -1)
+    for r, row in enumerate((first, second)):
+        for name, label in row.items():
+            codes[r, names.index(name)] = states[name].index(label)
+    expected = compile_model(model).predict_proba(codes)
+    assert np.allclose([p["probabilities"] for p in reply["predictions"]], expected, rtol=0, atol=1e-12)
+    assert [p["label"] for p in reply["predictions"]] == [reply["classes"][i] for i in expected.argmax(axis=1)]
+
+
 def test_new_versions_and_alias_moves_are_picked_up(served):
     store_url, channel, metrics_port, proc, port = served
     stub = predictor_pb2_grpc.PredictorStub(channel)

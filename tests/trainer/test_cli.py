@@ -83,6 +83,18 @@ def test_evaluate_cross_validation_and_hold_out(capsys, tmp_path):
     assert err == "trainer: error: builtin:chess: line 2772: column 'hdchk': unknown value 't'; known: f\n"
 
 
+def test_evaluate_gives_k_to_the_learners_that_take_it(capsys):
+    """A comma list of learners where only some take --k: each gets what it declares."""
+    code, out, err = run(capsys, "evaluate", "--algo", "nb,tan,kdb,fkdb,aode,rtan", "--k", "2",
+                         "--data", "builtin:chess", "--folds", "2")
+    assert (code, err) == (0, "")
+    labels = [line.split()[0] + (" " + line.split()[1] if "k=" in line else "") for line in out.splitlines()
+              if line.strip().split(" ")[0] in ("nb", "tan", "kdb", "fkdb", "aode", "rtan")]
+    assert "kdb k=2" in labels and "fkdb k=2" in labels and "nb" in labels and "aode" in labels
+    code, _, err = run(capsys, "evaluate", "--algo", "nb,tan", "--k", "2", "--data", "builtin:chess")
+    assert code == 2 and "--k does not apply to --algo nb,tan" in err
+
+
 @pytest.mark.parametrize(
     "argv, code, pieces",
     [
