@@ -48,22 +48,7 @@ def _file_path(text: str) -> str:
 
 
 SERVE_ENV_PREFIX = "BNSERVE_"
-SERVE_ENV_FLAGS = (
-    "host",
-    "port",
-    "metrics_port",
-    "poll_seconds",
-    "grace_seconds",
-    "threads",
-    "workers",
-    "log_level",
-    "max_rows",
-    "max_message_bytes",
-    "tls_cert",
-    "tls_key",
-    "tls_client_ca",
-    "auth_token_file",
-)
+SERVE_ENV_FLAGS = tuple(name for name in DEFAULTS if name != "worker")  # every serve setting; worker is internal
 TOKEN_FILE_ENV = "BNSERVE_TOKEN_FILE"  # `server predict --token-file`
 
 
@@ -348,24 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     except BnServeError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
-    config = ServeConfig(
-        store_url=store_url,
-        host=args.host,
-        port=args.port,
-        metrics_port=args.metrics_port,
-        poll_seconds=args.poll_seconds,
-        grace_seconds=args.grace_seconds,
-        threads=args.threads,
-        max_rows=args.max_rows,
-        max_message_bytes=args.max_message_bytes,
-        worker=worker,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        tls_client_ca=args.tls_client_ca,
-        auth_token_file=args.auth_token_file,
-        workers=args.workers,
-        log_level=args.log_level,
-    )
+    config = ServeConfig(store_url=store_url, worker=worker, **{name: getattr(args, name) for name in SERVE_ENV_FLAGS})
     try:
         if args.workers > 1 and not worker:
             from bnserve.server.workers import serve_workers

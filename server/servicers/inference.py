@@ -83,10 +83,9 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         )
 
     def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext) -> pb.ModelInferResponse:
-        outputs: list[str] = []
+        outputs = requested_outputs(request)  # a check of the request alone: before any lookup
 
         def decode(served: ServedModel) -> np.ndarray:
-            outputs.extend(requested_outputs(request))  # checked once the model is known, as before
             return codes_from_inputs(served.compiled, served.class_name, read_inputs(request))
 
         def encode(served: ServedModel, proba: np.ndarray, winners: np.ndarray) -> pb.ModelInferResponse:

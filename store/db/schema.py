@@ -108,13 +108,11 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     config = _config()
     before = retry_while_locked(lambda: current_revision(engine))
     retry_while_locked(lambda: _upgrade(engine, config))
+    head = head_revision()
     log.info(
-        "store schema at %s (was %s) on %s",
-        head_revision(),
-        before or "none",
-        engine.url.render_as_string(hide_password=True),
+        "store schema at %s (was %s) on %s", head, before or "none", engine.url.render_as_string(hide_password=True)
     )
-    return before, head_revision()
+    return before, head
 
 
 def _upgrade(engine: Engine, config: Config) -> None:

@@ -8,6 +8,7 @@ an edge interval.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Sequence
@@ -21,6 +22,12 @@ def interval_codes(cuts: Sequence[float], values: np.ndarray) -> np.ndarray:
     codes = np.searchsorted(np.asarray(cuts, dtype=np.float64), values, side="left").astype(np.int32)
     codes[np.isnan(values)] = -1
     return codes
+
+
+def interval_code(cuts: Sequence[float], value: float) -> int:
+    """``interval_codes`` of one number (not NaN), without an array: the server codes an
+    instance's values one at a time."""
+    return bisect.bisect_left(cuts, value)
 
 
 def interval_labels(cuts: Sequence[float]) -> tuple[str, ...]:

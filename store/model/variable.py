@@ -7,7 +7,6 @@ numeric variable a number (or the label of its interval) is the interval it fall
 
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from bnserve.store.model.discretization import interval_codes, number_of
+from bnserve.store.model.discretization import interval_code, interval_codes, number_of
 
 CLASS = "class"
 FEATURE = "feature"
@@ -58,7 +57,7 @@ class Variable:
         if self.kind == NUMERIC:
             number = number_of(text)
             if not math.isnan(number):
-                return bisect.bisect_left(self.cuts, number)  # as interval_codes: a cut falls below
+                return interval_code(self.cuts, number)
         return UNKNOWN
 
     def codes_of(self, texts: Sequence[str]) -> np.ndarray:

@@ -9,7 +9,7 @@ import pytest
 
 from bnserve.store.errors import InvalidModel
 from bnserve.store.model import CLASS, MISSING, NUMERIC, UNKNOWN, Model, Network, Node, Variable
-from bnserve.store.model.discretization import interval_codes, interval_labels
+from bnserve.store.model.discretization import interval_code, interval_codes, interval_labels
 
 CUTS = (-1.5, 2.45, 4.75)
 
@@ -17,6 +17,7 @@ CUTS = (-1.5, 2.45, 4.75)
 def test_interval_codes_put_a_cut_point_in_the_lower_interval_and_nan_missing():
     values = np.array([-math.inf, -1.5, -1.4999, 2.45, 3.0, 4.75, 4.76, 1e300, math.inf, math.nan])
     assert interval_codes(CUTS, values).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 3, -1]
+    assert [interval_code(CUTS, v) for v in values[:-1]] == [0, 0, 1, 1, 2, 2, 3, 3, 3]
 
 
 def test_interval_labels_follow_weka_and_round_trip_the_cut_points():

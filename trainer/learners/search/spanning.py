@@ -57,6 +57,5 @@ def maximum_spanning_forest(weights: np.ndarray, rank: np.ndarray) -> SpanningFo
         order.append(node)
         closer = ~placed & ((w[node] > best) | ((w[node] == best) & (w[node] > -np.inf) & (node < parent)))
         best[closer] = w[node][closer]
-        parent[closer] = node
-    parent[roots] = -1
+        parent[closer] = node  # a root never had one: nothing reached it
     return SpanningForest(tuple(order), tuple(int(p) for p in parent), tuple(roots), tuple(gains))
