@@ -30,6 +30,7 @@ from bnserve.trainer.evaluation.report import render
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
 from bnserve.trainer.io import FORMATS
+from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.progress import end_progress, show_progress
 
@@ -118,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="[COLUMN=]METHOD",
             help="mdl (default), equal-frequency:N or equal-width:N; for every numeric column, "
             "or COLUMN=METHOD for one",
+        )
+        p.add_argument(
+            "--estimator",
+            type=_estimator,
+            metavar="EST",
+            help="how counts become CPTs: laplace (default), dirichlet:A (A per cell; Weka: 0.5), "
+            "m:M (m-estimate towards the marginal), hdp or hdp:SWEEPS (hierarchical Dirichlet process, "
+            "Petitjean et al. 2018); recorded in the model's metadata",
         )
         p.add_argument(
             "--missing",
@@ -245,6 +254,13 @@ def _algorithms(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _estimator(text: str) -> Estimator:
+    try:
+        return Estimator.parse(text)
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
 def _learner_params(args: argparse.Namespace, algos: Sequence[str] | None = None) -> dict[str, Any]:
     """The learner parameters given on the command line; one that none of the algorithms
     takes is a usage error."""
@@ -311,16 +327,22 @@ def _fit(args: argparse.Namespace) -> int:
                 f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}"
             )
         streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, args.chunk_rows)
-        model = fit(args.algo, streamed, **params)
+        model = fit(args.algo, streamed, args.estimator, **params)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
-        model = fit_auto(data, candidates, ks) if args.algo == AUTO else fit(args.algo, data, **params)
+        if args.algo == AUTO:
+            model = fit_auto(data, candidates, ks)
+        else:
+            model = fit(args.algo, data, args.estimator, **params)
     return _publish(args, with_table_precision(model, args.precision))
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     given = _learner_params(args, args.algo)
-    candidates = [(a, {n: v for n, v in given.items() if PARAMETERS[n] in LEARNERS[a].params}) for a in args.algo]
+    estimator = {"estimator": args.estimator} if args.estimator else {}
+    candidates = [
+        (a, {**{n: v for n, v in given.items() if PARAMETERS[n] in LEARNERS[a].params}, **estimator}) for a in args.algo
+    ]
     if args.test and len(args.data) > 1:
         raise UsageError("--test takes one --data file")
     evaluations, headings = [], {}

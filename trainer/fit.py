@@ -10,14 +10,17 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NUMERIC, Model, Network
 from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData, TrainingView
-from bnserve.trainer.learners.parameters import estimate
+from bnserve.trainer.learners.parameters import LAPLACE_ESTIMATOR, Estimator, estimate
 from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.stats import feature_columns
 
 
-def fit(algo: str, data: TrainingView, **params: Any) -> Model:
+def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None, **params: Any) -> Model:
     """Learn ``algo`` on ``data``. ``params`` are the learner's declared parameters; a
-    parameter left out (or None) takes its default, one the learner does not declare is refused."""
+    parameter left out (or None) takes its default, one the learner does not declare is refused.
+    ``estimator`` (an ``Estimator`` or its text, default laplace) estimates every CPT; the
+    metadata records it."""
+    estimator = Estimator.parse(estimator) if isinstance(estimator, str) else estimator or LAPLACE_ESTIMATOR
     learner = LEARNERS.get(algo)
     if learner is None:
         raise InvalidInput(f"unknown algorithm {algo!r}; expected one of {', '.join(LEARNERS)}")
@@ -25,7 +28,7 @@ def fit(algo: str, data: TrainingView, **params: Any) -> Model:
     fingerprint = data.fingerprint()
     data = column_major(data)
     learned, values = learner.run(data, given)
-    networks = tuple(estimate(m.structure, m.data) for m in learned.members)
+    networks = tuple(estimate(m.structure, m.data, estimator) for m in learned.members)
     metadata: dict[str, Any] = {
         "training": {
             "source": data.source,
@@ -37,6 +40,7 @@ def fit(algo: str, data: TrainingView, **params: Any) -> Model:
         "data_fingerprint": fingerprint,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "code_version": code_version(),
+        "estimator": str(estimator),
         **learned.metadata,
     }
     if data.preprocessing is not None:

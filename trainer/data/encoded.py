@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -57,6 +57,12 @@ class TrainingView:
 
     def fingerprint(self) -> str:
         """sha256 over the variables and the coded rows."""
+        raise NotImplementedError
+
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The coded rows, (X int32 (rows, features), y int64), in blocks in file order: one
+        block in memory, a chunk at a time (one more pass through the file) when streamed.
+        For learners that score rows, e.g. by leave-one-out, after counting."""
         raise NotImplementedError
 
     @property
@@ -130,6 +136,9 @@ class EncodedData(TrainingView):
             return self.n_classes if j < 0 else self.cards[j]
 
         return [joint_counts([column(j) for j in f], [card(j) for j in f]) for f in families]
+
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        yield self.X, self.y
 
     def fingerprint(self) -> str:
         """sha256 over the variables (canonical JSON) and the little-endian code arrays."""

@@ -94,6 +94,9 @@ class StreamedData(TrainingView):
     def fingerprint(self) -> str:
         return self.digest
 
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return self.reader.coded()
+
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """``EncodedData.family_counts``, summed over one more pass through the file."""
         cards = [[self.n_classes if j < 0 else self.cards[j] for j in f] for f in families]

@@ -77,7 +77,8 @@ class _Run:
         t1 = time.perf_counter()
         proba = compile_model(model).predict_proba(test.X)
         t2 = time.perf_counter()
-        self.used_params = dict(model.params)
+        given_estimator = {"estimator": model.metadata["estimator"]} if "estimator" in self.params else {}
+        self.used_params = {**model.params, **given_estimator}
         self.fit_seconds.append(t1 - t0)
         self.predict_seconds.append(t2 - t1)
         self.accuracies.append(float(np.mean(np.argmax(proba, axis=1) == test.y)))

@@ -1,23 +1,106 @@
-"""Parameter estimation: a learned structure plus the data give a ``Network`` of Laplace CPTs,
-P(x | pa) = (N(x, pa) + 1) / (N(pa) + |X|), each count over the rows where its family is present."""
+"""Parameter estimation: a learned structure plus the data give a ``Network`` of CPTs, each
+from its family's counts (available-case: the rows where the whole family is present) by
+the estimator the user names (``--estimator``):
+
+- ``laplace`` (default): P(x | pa) = (N(x, pa) + 1) / (N(pa) + |X|);
+- ``dirichlet:A``: a symmetric Dirichlet prior of A per cell, (N(x, pa) + A) / (N(pa) + A |X|)
+  (Weka's BayesNet SimpleEstimator uses A = 0.5); ``laplace`` is ``dirichlet:1``;
+- ``m:M``: Cestnik's m-estimate, (N(x, pa) + M p(x)) / (N(pa) + M), shrinking every
+  parent configuration towards the node's Laplace marginal p(x) = (N(x) + 1) / (N + |X|);
+  a node without parents gets (N(x) + M / |X|) / (N + M);
+- ``hdp``: hierarchical Dirichlet process smoothing (Petitjean et al. 2018, ``hdp``):
+  P(x | c, pa1, ..., pak) shrinks towards P(x | c, pa1, ..., pa(k-1)) and so on to P(x),
+  with concentrations sampled, tied by level.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CPT_DTYPE, Network, Node
 from bnserve.trainer.data import TrainingView
+from bnserve.trainer.learners.hdp import hdp_cpt
 from bnserve.trainer.learners.structure import Structure
 from bnserve.trainer.stats import joint_counts
 
+LAPLACE, DIRICHLET, M_ESTIMATE, HDP = "laplace", "dirichlet", "m", "hdp"
+ESTIMATORS = (LAPLACE, DIRICHLET, M_ESTIMATE, HDP)
+HDP_ITERATIONS = 1000  # Gibbs sweeps per family (see ``hdp``)
 
-def estimate(structure: Structure, data: TrainingView) -> Network:
+
+@dataclass(frozen=True)
+class Estimator:
+    """How a family's counts become its CPT. ``strength``: A for dirichlet, M for m, the
+    number of Gibbs sweeps for hdp; ``seed`` seeds hdp's sampler (each family draws from
+    its own stream, so a model is reproducible whatever else is learned beside it)."""
+
+    kind: str = LAPLACE
+    strength: float = 1.0
+    seed: int = 0
+
+    @staticmethod
+    def parse(text: str) -> Estimator:
+        """``laplace``, ``dirichlet:A``, ``m:M``, ``hdp`` or ``hdp:SWEEPS``."""
+        kind, sep, value = str(text).strip().partition(":")
+        if kind not in ESTIMATORS:
+            raise InvalidInput(f"estimator must be one of laplace, dirichlet:A, m:M, hdp[:SWEEPS]; got {text!r}")
+        if kind == LAPLACE:
+            if sep:
+                raise InvalidInput(f"estimator laplace takes no value (it is dirichlet:1); got {text!r}")
+            return Estimator()
+        if kind == HDP:
+            sweeps = _number(text, value, int) if sep else HDP_ITERATIONS
+            if sweeps < 1:
+                raise InvalidInput(f"estimator hdp: the number of sweeps must be positive; got {text!r}")
+            return Estimator(HDP, float(sweeps))
+        if not sep:
+            raise InvalidInput(f"estimator {kind} needs a value, e.g. {kind}:{'0.5' if kind == DIRICHLET else '2'}")
+        strength = _number(text, value, float)
+        if not 0 < strength < float("inf"):
+            raise InvalidInput(f"estimator {kind}: the value must be a finite positive number; got {text!r}")
+        return Estimator(kind, strength)
+
+    def __str__(self) -> str:
+        if self.kind == LAPLACE:
+            return LAPLACE
+        if self.kind == HDP:
+            return HDP if self.strength == HDP_ITERATIONS else f"{HDP}:{int(self.strength)}"
+        return f"{self.kind}:{self.strength:g}"
+
+    def cpt(self, counts: np.ndarray, family: int = 0) -> np.ndarray:
+        """The CPT (float64, axes as ``counts``: node, *parents) of the ``family``-th family."""
+        counts = counts.astype(np.float64)
+        if self.kind in (LAPLACE, DIRICHLET):
+            return (counts + self.strength) / (counts.sum(axis=0, keepdims=True) + self.strength * counts.shape[0])
+        if self.kind == M_ESTIMATE:
+            states = counts.shape[0]
+            marginal = counts.reshape(states, -1).sum(axis=1)
+            prior = (marginal + 1.0) / (marginal.sum() + states) if counts.ndim > 1 else np.full(states, 1.0 / states)
+            prior = prior.reshape((states,) + (1,) * (counts.ndim - 1))
+            return (counts + self.strength * prior) / (counts.sum(axis=0, keepdims=True) + self.strength)
+
+        return hdp_cpt(counts, sweeps=int(self.strength), rng=np.random.default_rng([self.seed, family]))
+
+
+LAPLACE_ESTIMATOR = Estimator()
+
+
+def _number(text: str, value: str, kind: type) -> float:
+    try:
+        return kind(value)
+    except ValueError:
+        raise InvalidInput(f"estimator {text!r}: {value!r} is not a number") from None
+
+
+def estimate(structure: Structure, data: TrainingView, estimator: Estimator = LAPLACE_ESTIMATOR) -> Network:
     """One node per variable the structure names (in variable order: features, then the
     class), CPT axes (node, *parents). A feature the structure leaves out is not a node.
 
-    O(n (m + v^(k+2))) for n nodes, m rows, v states, k+1 parents.
+    O(n (m + v^(k+2))) for n nodes, m rows, v states, k+1 parents (hdp: times its sweeps).
     """
     index = {v.name: i for i, v in enumerate(data.features)}
     index[data.class_variable.name] = -1
@@ -26,8 +109,8 @@ def estimate(structure: Structure, data: TrainingView) -> Network:
     counts = data.family_counts(families)  # one pass for every family when the rows are streamed
     return Network(
         tuple(
-            Node(name, tuple(structure.parents[name]), laplace_cpt_from_counts(c).astype(CPT_DTYPE, copy=False))
-            for name, c in zip(names, counts)
+            Node(name, tuple(structure.parents[name]), estimator.cpt(c, i).astype(CPT_DTYPE, copy=False))
+            for i, (name, c) in enumerate(zip(names, counts))
         )
     )
 
@@ -39,10 +122,4 @@ def laplace_cpt(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarr
     over all of them, so N(pa) is the sum of N(x, pa) over x. With no parents this is the
     prior (N(x) + 1) / (M + |X|). Returns float64.
     """
-    return laplace_cpt_from_counts(joint_counts(columns, cards))
-
-
-def laplace_cpt_from_counts(counts: np.ndarray) -> np.ndarray:
-    """``laplace_cpt`` from the family's table of counts, axes (node, *parents)."""
-    counts = counts.astype(np.float64)
-    return (counts + 1.0) / (counts.sum(axis=0, keepdims=True) + counts.shape[0])
+    return LAPLACE_ESTIMATOR.cpt(joint_counts(columns, cards))
