@@ -24,6 +24,8 @@ DEFAULT_CANDIDATES = ("nb", "tan", "kdb", "fkdb", "aode")
 DEFAULT_KS = (1, 2, 3)
 AUTO_FOLDS = 5
 BASELINE = "nb"
+SIMPLEST_WITHIN_NOISE, MOST_ACCURATE = "simplest-within-noise", "most-accurate"
+RULES = (SIMPLEST_WITHIN_NOISE, MOST_ACCURATE)
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,18 @@ def choose(
     *,
     folds: int = AUTO_FOLDS,
     seed: int = 0,
+    rule: str = SIMPLEST_WITHIN_NOISE,
 ) -> Choice:
-    """The most accurate candidate by stratified CV; within the best's standard error the
-    earlier (simpler) candidate wins, so the choice never trails naive Bayes by more than the noise."""
+    """The most accurate candidate by stratified CV; with ``simplest-within-noise``, within the
+    best's standard error the earlier (simpler) candidate wins, so the choice never trails
+    naive Bayes by more than the noise; ``most-accurate`` takes the best, ties to the earlier."""
+    if rule not in RULES:
+        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     grid = candidate_grid(candidates, ks)
     folds = max(2, min(folds, data.n_rows))
     scores = cross_validate_many(grid, data, dataset=data.source, folds=folds, seed=seed)
     best = max(scores, key=lambda e: e.accuracy)
-    noise = best.accuracy_std / math.sqrt(len(best.fold_accuracies))
+    noise = best.accuracy_std / math.sqrt(len(best.fold_accuracies)) if rule == SIMPLEST_WITHIN_NOISE else 0.0
     chosen = next(i for i, e in enumerate(scores) if e.accuracy >= best.accuracy - noise)
     algo, params = grid[chosen]
     return Choice(algo, params, tuple(scores), noise)
@@ -75,12 +81,13 @@ def fit_auto(
     *,
     folds: int = AUTO_FOLDS,
     seed: int = 0,
+    rule: str = SIMPLEST_WITHIN_NOISE,
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
-    choice = choose(data, candidates, ks, folds=folds, seed=seed)
+    choice = choose(data, candidates, ks, folds=folds, seed=seed, rule=rule)
     model = fit(choice.algorithm, data, **choice.params)
     selection = {
-        "method": f"{folds}-fold stratified CV accuracy, seed {seed}; within one standard error the simpler wins",
+        "method": f"{folds}-fold stratified CV accuracy, seed {seed}; rule {rule}",
         "chosen": f"{choice.algorithm} {' '.join(f'{k}={v}' for k, v in choice.params.items())}".strip(),
         "noise": choice.noise,
         "candidates": [
