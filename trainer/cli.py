@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
             "--missing",
             choices=MISSING_POLICIES,
             default=AVAILABLE_CASE,
-            help="training: available-case (default) or impute (modes and means)",
+            help="training: available-case (default), impute (modes and means) "
+            "or state (missing is a state of its own, learned and served)",
         )
 
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")

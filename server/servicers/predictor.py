@@ -96,7 +96,10 @@ def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parame
         created_at_ms=served.created_at_ms,
         checksum=served.checksum,
         variables=[
-            pb.Variable(name=v.name, role=v.role, states=v.states, kind=v.kind, cuts=v.cuts) for v in model.variables
+            pb.Variable(
+                name=v.name, role=v.role, states=v.states, kind=v.kind, cuts=v.cuts, missing_state=v.missing_state
+            )
+            for v in model.variables
         ],
     )
     for i, net in enumerate(model.networks):

@@ -61,6 +61,7 @@ def model_to_rows(model: Model) -> VersionRows:
             "kind": v.kind,
             "states_json": _dumps(list(v.states)),
             "cuts_json": _dumps(list(v.cuts)) if v.kind == NUMERIC else None,
+            "missing_state": v.missing_state,
         }
         for i, v in enumerate(model.variables)
     ]
@@ -147,6 +148,7 @@ def _rebuild(
                 v.role,
                 v.kind,
                 tuple(json.loads(v.cuts_json)) if v.cuts_json is not None else (),
+                bool(v.missing_state),
             )
             for v in variables
         ),

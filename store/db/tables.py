@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     ForeignKey,
     ForeignKeyConstraint,
@@ -19,6 +20,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -88,7 +90,8 @@ class SqlModelAlias(Base):
 
 class SqlVariable(Base):
     """A variable of a version, in model order; ``states_json`` is the ordered label list,
-    ``cuts_json`` the ascending cut points of a numeric variable (NULL for a nominal one)."""
+    ``cuts_json`` the ascending cut points of a numeric variable (NULL for a nominal one),
+    ``missing_state`` whether the last state is the one a missing value takes."""
 
     __tablename__ = "variables"
 
@@ -100,6 +103,7 @@ class SqlVariable(Base):
     kind: Mapped[str] = mapped_column(String(16), nullable=False)
     states_json: Mapped[str] = mapped_column(Text, nullable=False)
     cuts_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    missing_state: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
 
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", "position", name="pk_variables"),

@@ -19,7 +19,7 @@ import numpy as np
 
 from bnserve.store.errors import InvalidModel
 from bnserve.store.model.serialization import canonical_checksum
-from bnserve.store.model.variable import CLASS, FEATURE, KINDS, NOMINAL, ROLES, Variable
+from bnserve.store.model.variable import CLASS, FEATURE, KINDS, MISSING_LABEL, NOMINAL, ROLES, Variable
 
 SINGLE = "single"
 MEAN_JOINT = "mean_joint"  # AODE-like: P(c, x) is the mean of the members' joints
@@ -148,6 +148,10 @@ def _validate(model: Model) -> None:
             raise InvalidModel(f"variable {v.name!r} has duplicate state labels")
         if any(not isinstance(s, str) for s in v.states):
             raise InvalidModel(f"variable {v.name!r} has a state label that is not a string")
+        if v.missing_state and (v.role == CLASS or v.states[-1] != MISSING_LABEL):
+            raise InvalidModel(
+                f"variable {v.name!r}: a missing state belongs to a feature, as its last state {MISSING_LABEL!r}"
+            )
         _validate_cuts(v)
     classes = [v for v in model.variables if v.role == CLASS]
     if len(classes) != 1:
@@ -178,10 +182,11 @@ def _validate_cuts(v: Variable) -> None:
     cuts = np.asarray(v.cuts, dtype=np.float64)
     if not np.all(np.isfinite(cuts)) or np.any(np.diff(cuts) <= 0):
         raise InvalidModel(f"numeric variable {v.name!r} needs finite, strictly increasing cut points")
-    if len(v.states) != len(v.cuts) + 1:
+    intervals = len(v.states) - v.missing_state
+    if intervals != len(v.cuts) + 1:
         raise InvalidModel(
-            f"numeric variable {v.name!r} has {len(v.cuts)} cut points, so needs {len(v.cuts) + 1} states, "
-            f"not {len(v.states)}"
+            f"numeric variable {v.name!r} has {len(v.cuts)} cut points, so needs {len(v.cuts) + 1} interval states"
+            f"{' and its missing state' if v.missing_state else ''}, not {len(v.states)} states"
         )
 
 

@@ -3,6 +3,8 @@
 Every reader of raw values codes them here: the trainer its data files, the server its
 requests. A raw value is text: ``""`` is missing; a state label is that state; for a
 numeric variable a number (or the label of its interval) is the interval it falls in.
+A feature trained with ``--missing state`` has one more state, its last, labelled
+``MISSING_LABEL``: there a missing value (``""``, or code -1 in a coded array) is that state.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ KINDS = (NOMINAL, NUMERIC)
 
 MISSING = -1  # the state code of a missing value, in every coded array
 UNKNOWN = -2  # what ``Variable.code_of`` gives a value that is neither missing nor a state
+MISSING_LABEL = "(missing)"  # the label of the state a missing value is, with ``missing_state``
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,8 @@ class Variable:
 
     ``kind`` nominal: the raw value is the state label itself. ``kind`` numeric: the raw
     value is a number, and ``cuts`` (ascending) split the line into the intervals that are
-    the states (``discretization``); the interval label is accepted too.
+    the states (``discretization``); the interval label is accepted too. ``missing_state``:
+    the last state is "missing" (``MISSING_LABEL``), learned like the others.
     """
 
     name: str
@@ -43,10 +47,16 @@ class Variable:
     role: str = FEATURE
     kind: str = NOMINAL
     cuts: tuple[float, ...] = ()
+    missing_state: bool = False
 
     @property
     def cardinality(self) -> int:
         return len(self.states)
+
+    @property
+    def missing_code(self) -> int:
+        """The code a missing value takes: the last state with ``missing_state``, else MISSING."""
+        return len(self.states) - 1 if self.missing_state else MISSING
 
     def code_of(self, text: str) -> int:
         """The state code of one raw value: MISSING for ``""``, a state label's index, for
@@ -77,15 +87,18 @@ class Variable:
         cached = self.__dict__.get("_label_index")
         if cached is None:
             cached = {s: i for i, s in enumerate(self.states)}
-            cached.setdefault("", MISSING)
+            cached[""] = self.missing_code
             object.__setattr__(self, "_label_index", cached)
         return cached
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data; ``cuts`` only for a numeric variable, so nominal models keep their checksums."""
+        """Plain data; ``cuts`` only for a numeric variable and ``missing_state`` only when set,
+        so the models made before them keep their checksums."""
         d: dict[str, Any] = {"name": self.name, "states": list(self.states), "role": self.role, "kind": self.kind}
         if self.kind == NUMERIC:
             d["cuts"] = list(self.cuts)
+        if self.missing_state:
+            d["missing_state"] = True
         return d
 
     @staticmethod
@@ -96,4 +109,5 @@ class Variable:
             d.get("role", FEATURE),
             d.get("kind", NOMINAL),
             tuple(float(c) for c in d.get("cuts", ())),
+            d.get("missing_state", False) is True,
         )

@@ -176,6 +176,9 @@ class CompiledModel:
         self.features: tuple[Variable, ...] = tuple(model.features)
         self.feature_index: Mapping[str, int] = {v.name: i for i, v in enumerate(self.features)}
         self.cardinalities = np.array([v.cardinality for v in self.features], dtype=np.intp)
+        # where a feature has a missing state (--missing state), a missing value (-1) is that state
+        missing_codes = np.array([v.missing_code for v in self.features], dtype=np.intp)
+        self._missing_codes = missing_codes if (missing_codes >= 0).any() else None
         self.combination = model.combination
         cards = {v.name: v.cardinality for v in model.variables}
         exact = model.combination == MEAN_JOINT
@@ -193,6 +196,10 @@ class CompiledModel:
         otherwise up to a constant per row and network."""
         if codes.size == 0 or codes.min() >= 0:  # one call, no mask, on the fast path
             return self._gather(codes)
+        if self._missing_codes is not None:
+            codes = np.where(codes < 0, self._missing_codes, codes)
+            if codes.min() >= 0:
+                return self._gather(codes)
         missing = codes < 0
         log = self._gather(np.maximum(codes, 0), skip=self._gather.nodes_reading(missing))
         for j, net in enumerate(self.networks):

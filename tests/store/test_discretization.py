@@ -61,7 +61,7 @@ def test_a_numeric_variable_validates_and_only_its_dict_carries_cuts():
 @pytest.mark.parametrize(
     "variable, message",
     [
-        (Variable("x", ("a", "b"), kind=NUMERIC, cuts=(1.0, 2.0)), "needs 3 states"),
+        (Variable("x", ("a", "b"), kind=NUMERIC, cuts=(1.0, 2.0)), "needs 3 interval states"),
         (Variable("x", ("a", "b", "c"), kind=NUMERIC, cuts=(2.0, 1.0)), "strictly increasing"),
         (Variable("x", ("a", "b"), kind=NUMERIC, cuts=(math.inf,)), "finite"),
         (Variable("x", ("a", "b"), cuts=(1.0,)), "nominal variable 'x' has cut points"),

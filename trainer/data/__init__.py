@@ -4,12 +4,13 @@ values), the rows coded against the model's variables (``encoded``), or only the
 when a file is too large for memory (``streaming``); stratified folds (``folds``)."""
 
 from bnserve.trainer.data.encoded import EncodedData, TrainingView, encode_like, encode_with, load, load_with, prepare
-from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Preprocessing
+from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, STATE, Preprocessing
 
 __all__ = [
     "AVAILABLE_CASE",
     "IMPUTE",
     "MISSING_POLICIES",
+    "STATE",
     "EncodedData",
     "Preprocessing",
     "TrainingView",

@@ -18,17 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import FEATURE, NUMERIC, UNKNOWN, Variable
+from bnserve.store.model import FEATURE, MISSING_LABEL, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.trainer.data.columns import Columns, columns_of
-from bnserve.trainer.data.preprocessing import IMPUTE, Preprocessing
+from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
 from bnserve.trainer.io import read_table
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
@@ -151,7 +151,7 @@ class EncodedData(TrainingView):
 
 
 def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:
-    return bool(columns.numeric_columns) or preprocessing.missing == IMPUTE
+    return bool(columns.numeric_columns) or preprocessing.missing != AVAILABLE_CASE
 
 
 def load(
@@ -166,12 +166,17 @@ def load(
 
 
 def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
-    """Learn cut points (and, with impute, modes and means) from these rows and code them.
+    """Learn cut points (and, with impute, modes and means; with state, which features have
+    a missing state) from these rows and code them.
 
     ``X`` is ``columns.codes`` itself when nothing is learned (all nominal, available-case),
     so a large nominal file is held once; else a copy."""
     impute = preprocessing.missing == IMPUTE
-    X = columns.codes.copy() if impute or columns.numeric_columns else columns.codes
+    X = (
+        columns.codes
+        if preprocessing.missing == AVAILABLE_CASE and not columns.numeric_columns
+        else columns.codes.copy()
+    )
     variables: list[Variable] = []
     for j, (name, states) in enumerate(zip(columns.names, columns.states)):
         if states is None:
@@ -188,8 +193,21 @@ def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
                 present = column[column >= 0]
                 if present.size and present.size < column.size:
                     column[column < 0] = np.argmax(np.bincount(present, minlength=len(states)))
+    if preprocessing.missing == STATE:
+        variables = [_with_missing_state(v, X[:, j]) for j, v in enumerate(variables)]
     variables.append(columns.class_variable)
     return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns, preprocessing)
+
+
+def _with_missing_state(variable: Variable, codes: np.ndarray) -> Variable:
+    """The variable with a last state "missing" if the column misses values (coded to it in place)."""
+    missing = codes < 0
+    if not missing.any():
+        return variable
+    if MISSING_LABEL in variable.states:
+        raise InvalidInput(f"column {variable.name!r}: the value {MISSING_LABEL!r} clashes with --missing state")
+    codes[missing] = variable.cardinality
+    return replace(variable, states=(*variable.states, MISSING_LABEL), missing_state=True)
 
 
 def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
@@ -199,6 +217,8 @@ def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
     for j, variable in enumerate(variables[:-1]):
         if variable.kind == NUMERIC:
             X[:, j] = interval_codes(variable.cuts, columns.values(j))
+        if variable.missing_state:
+            X[X[:, j] < 0, j] = variable.missing_code
     return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source)
 
 

@@ -10,7 +10,8 @@ from bnserve.trainer.data.discretize import Method
 
 AVAILABLE_CASE = "available-case"
 IMPUTE = "impute"
-MISSING_POLICIES = (AVAILABLE_CASE, IMPUTE)
+STATE = "state"
+MISSING_POLICIES = (AVAILABLE_CASE, IMPUTE, STATE)
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,9 @@ class Preprocessing:
     """How raw columns become states. ``nominal``/``numeric`` force a column's type,
     ``ignore`` drops columns; ``discretize`` is the method for numeric columns, with
     per-column exceptions in ``per_column``; ``missing`` is available-case (each count uses
-    the rows where its variables are present) or impute (modes and means, training only)."""
+    the rows where its variables are present), impute (modes and means, training only) or
+    state (a feature with missing values in the training rows gets a state "missing", learned
+    and served like the others; Weka's BayesNet does this)."""
 
     nominal: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()

@@ -19,18 +19,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import CLASS, FEATURE, NUMERIC, Variable
+from bnserve.store.model import CLASS, FEATURE, MISSING_LABEL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
 from bnserve.trainer.data.columns import check_columns, is_numeric_column
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
-from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, Preprocessing
+from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
 from bnserve.trainer.io import iter_tables
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
@@ -113,8 +113,8 @@ def load_streamed(
     """Passes 1 and 2 over ``source``: the variables, then the pairwise statistics."""
     if chunk_rows < 1:
         raise InvalidInput(f"--chunk-rows must be positive, got {chunk_rows}")
-    if preprocessing.missing != AVAILABLE_CASE:
-        raise InvalidInput("--chunk-rows counts available cases; --missing impute needs the rows in memory")
+    if preprocessing.missing == IMPUTE:
+        raise InvalidInput("--missing impute needs the rows in memory; --chunk-rows takes available-case or state")
     reader, n_rows, dropped = _learn_variables(source, class_column, preprocessing, fmt, chunk_rows)
     variables = reader.variables
     cards = tuple(v.cardinality for v in variables[:-1])
@@ -181,7 +181,19 @@ def _learn_variables(
 
 
 def _variable(source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing) -> Variable:
-    """A column's variable from its tally, as ``columns.columns_of`` and ``encoded.prepare`` make it."""
+    """A column's variable from its tally, as ``columns.columns_of`` and ``encoded.prepare`` make it
+    (with ``--missing state``, a last state "missing" where the column has empty values)."""
+    variable = _present_variable(source, name, tally, by_state, preprocessing)
+    if preprocessing.missing != STATE or "" not in tally.labels:
+        return variable
+    if MISSING_LABEL in variable.states:
+        raise InvalidInput(f"column {name!r}: the value {MISSING_LABEL!r} clashes with --missing state")
+    return replace(variable, states=(*variable.states, MISSING_LABEL), missing_state=True)
+
+
+def _present_variable(
+    source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing
+) -> Variable:
     labels = [label for label in tally.labels if label != ""]
     parsed = np.array([number_of(label) for label in labels], dtype=np.float64)
     numbers = (parsed if labels else np.array([np.nan])) if not np.isnan(parsed).any() else None
