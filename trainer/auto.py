@@ -1,14 +1,24 @@
-"""``--algo auto``: choose the learner and k by cross-validation on the training data.
+"""``--algo auto``: choose the learner, k and the estimator by cross-validation on the training data.
 
-The KDB paper names this as future work (choose k by cross-validation). Every candidate
-is scored on the same stratified folds; naive Bayes is always among them, and the winner
-is the most accurate candidate, ties (and differences within the CV noise of the best)
-going to the candidate listed first, i.e. the simpler one.
+Two stages on the same stratified folds (prepared once, so every candidate on a fold reads
+the statistics the first one counted):
+
+1. structures: naive Bayes first, then every candidate learner (one per k for those that
+   take k; selective learners choose their own), each with Laplace estimates;
+2. estimators: the best ``REFINED`` structures again with each other estimator (HDP,
+   Dirichlet 0.5), since the estimator that pays depends on how deep the tables are.
+
+The winner is the most accurate candidate, ties going to the lower log-loss and then to
+the candidate tried first (``most-accurate``); ``simplest-within-noise`` (the rule before)
+takes the first candidate within one standard error of the best. Candidates are tried
+cheapest first, and once ``budget`` seconds are spent no new candidate is started: the
+ones left out are recorded with the choice.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,37 +26,53 @@ from typing import Any
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
+from bnserve.trainer.evaluation.cross_validation import Evaluation, evaluate_on_splits, fold_splits
 from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS
 
-DEFAULT_CANDIDATES = ("nb", "tan", "kdb", "fkdb", "aode")
+DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
 DEFAULT_KS = (1, 2, 3)
+DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5")  # the first is stage 1's
+CHOOSES_ITS_OWN_K = ("skdb", "eskdb")  # their k is a maximum they select under
+REFINED = 2
 AUTO_FOLDS = 5
+DEFAULT_BUDGET = 90.0  # seconds of search; the winner's final fit comes on top
 BASELINE = "nb"
 SIMPLEST_WITHIN_NOISE, MOST_ACCURATE = "simplest-within-noise", "most-accurate"
-RULES = (SIMPLEST_WITHIN_NOISE, MOST_ACCURATE)
+RULES = (MOST_ACCURATE, SIMPLEST_WITHIN_NOISE)
+
+Candidate = tuple[str, dict[str, Any]]  # (algorithm, params; "estimator" among them)
 
 
 @dataclass(frozen=True)
 class Choice:
     algorithm: str
-    params: Mapping[str, Any]
-    scores: tuple[Evaluation, ...]  # every candidate, in the order tried
+    params: Mapping[str, Any]  # the learner's parameters and "estimator"
+    scores: tuple[Evaluation, ...]  # every candidate tried, in the order tried
     noise: float  # standard error of the best candidate's CV accuracy
+    skipped: tuple[str, ...] = ()  # candidates left out when the budget ran out
+
+    @property
+    def label(self) -> str:
+        return " ".join([self.algorithm, *(f"{k}={v}" for k, v in self.params.items())])
 
 
-def candidate_grid(candidates: Sequence[str], ks: Sequence[int]) -> list[tuple[str, dict[str, Any]]]:
-    """(algorithm, params) to try: one per k for learners that take k; naive Bayes first."""
+def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str = "laplace") -> list[Candidate]:
+    """Stage 1's (algorithm, params): one per k for learners that take k (the selective
+    ones keep their own default); naive Bayes first."""
     unknown = [c for c in candidates if c not in LEARNERS]
     if unknown:
         raise InvalidInput(f"unknown candidate {', '.join(unknown)}; expected some of {', '.join(LEARNERS)}")
-    grid: list[tuple[str, dict[str, Any]]] = [(BASELINE, {})]
+    grid: list[Candidate] = [(BASELINE, {"estimator": estimator})]
     for algo in dict.fromkeys(candidates):
         if algo == BASELINE:
             continue
-        takes_k = any(p.name == "k" for p in LEARNERS[algo].params)
-        grid.extend((algo, {"k": k}) for k in ks) if takes_k else grid.append((algo, {}))
+        takes_k = algo not in CHOOSES_ITS_OWN_K and any(p.name == "k" for p in LEARNERS[algo].params)
+        if takes_k:
+            grid.extend((algo, {"k": k, "estimator": estimator}) for k in ks)
+        else:
+            grid.append((algo, {"estimator": estimator}))
     return grid
 
 
@@ -55,23 +81,51 @@ def choose(
     candidates: Sequence[str] = DEFAULT_CANDIDATES,
     ks: Sequence[int] = DEFAULT_KS,
     *,
+    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     folds: int = AUTO_FOLDS,
     seed: int = 0,
-    rule: str = SIMPLEST_WITHIN_NOISE,
+    rule: str = MOST_ACCURATE,
+    budget: float | None = DEFAULT_BUDGET,
 ) -> Choice:
-    """The most accurate candidate by stratified CV; with ``simplest-within-noise``, within the
-    best's standard error the earlier (simpler) candidate wins, so the choice never trails
-    naive Bayes by more than the noise; ``most-accurate`` takes the best, ties to the earlier."""
+    """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
     if rule not in RULES:
         raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
-    grid = candidate_grid(candidates, ks)
-    folds = max(2, min(folds, data.n_rows))
-    scores = cross_validate_many(grid, data, dataset=data.source, folds=folds, seed=seed)
-    best = max(scores, key=lambda e: e.accuracy)
-    noise = best.accuracy_std / math.sqrt(len(best.fold_accuracies)) if rule == SIMPLEST_WITHIN_NOISE else 0.0
-    chosen = next(i for i, e in enumerate(scores) if e.accuracy >= best.accuracy - noise)
-    algo, params = grid[chosen]
-    return Choice(algo, params, tuple(scores), noise)
+    if not estimators:
+        raise InvalidInput("auto needs at least one estimator")
+    estimators = [str(Estimator.parse(e)) for e in estimators]
+    if budget is not None and not budget > 0:
+        raise InvalidInput(f"the time budget must be a positive number of seconds, got {budget!r}")
+    start = time.perf_counter()
+    splits = fold_splits(data, max(2, min(folds, data.n_rows)), seed)
+    scores: list[Evaluation] = []
+    tried: list[Candidate] = []
+    skipped: list[str] = []
+
+    def run(grid: Sequence[Candidate]) -> None:
+        for algo, params in grid:
+            if tried and budget is not None and time.perf_counter() - start > budget:
+                skipped.append(" ".join([algo, *(f"{k}={v}" for k, v in params.items())]))
+                continue
+            scores.append(evaluate_on_splits(algo, params, data, splits, data.source))
+            tried.append((algo, params))
+
+    run(candidate_grid(candidates, ks, estimators[0]))
+    structures = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))[:REFINED]
+    run([(tried[i][0], {**tried[i][1], "estimator": e}) for i in structures for e in estimators[1:]])
+    best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
+    noise = 0.0
+    chosen = best
+    if rule == SIMPLEST_WITHIN_NOISE:
+        top = scores[best]
+        noise = top.accuracy_std / math.sqrt(len(top.fold_accuracies))
+        chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
+    algo, params = tried[chosen]
+    return Choice(algo, params, tuple(scores), noise, tuple(skipped))
+
+
+def _rank_key(evaluation: Evaluation, order: int) -> tuple[float, float, int]:
+    """Higher accuracy first, then lower log-loss, then the candidate tried first."""
+    return (-round(evaluation.accuracy, 12), round(evaluation.log_loss, 12), order)
 
 
 def fit_auto(
@@ -79,17 +133,21 @@ def fit_auto(
     candidates: Sequence[str] = DEFAULT_CANDIDATES,
     ks: Sequence[int] = DEFAULT_KS,
     *,
+    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     folds: int = AUTO_FOLDS,
     seed: int = 0,
-    rule: str = SIMPLEST_WITHIN_NOISE,
+    rule: str = MOST_ACCURATE,
+    budget: float | None = DEFAULT_BUDGET,
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
-    choice = choose(data, candidates, ks, folds=folds, seed=seed, rule=rule)
+    choice = choose(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget)
     model = fit(choice.algorithm, data, **choice.params)
     selection = {
-        "method": f"{folds}-fold stratified CV accuracy, seed {seed}; rule {rule}",
-        "chosen": f"{choice.algorithm} {' '.join(f'{k}={v}' for k, v in choice.params.items())}".strip(),
+        "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, seed {seed}; rule {rule}"
+        + (f"; budget {budget:g} s" if budget is not None else ""),
+        "chosen": choice.label,
         "noise": choice.noise,
+        "skipped_for_time": list(choice.skipped),
         "candidates": [
             {
                 "algorithm": e.algorithm,
@@ -97,6 +155,7 @@ def fit_auto(
                 "accuracy": e.accuracy,
                 "accuracy_std": e.accuracy_std,
                 "log_loss": e.log_loss,
+                "fit_seconds": e.fit_seconds,
             }
             for e in choice.scores
         ],

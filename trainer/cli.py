@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from bnserve.store.model.names import check_alias, check_model_name
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
 from bnserve.trainer import data as data_io
-from bnserve.trainer.auto import DEFAULT_CANDIDATES, DEFAULT_KS, fit_auto
+from bnserve.trainer.auto import DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
@@ -160,6 +161,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ALGO[,ALGO…]",
         help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)",
     )
+    p.add_argument(
+        "--time-budget",
+        type=_positive_seconds,
+        default=DEFAULT_BUDGET,
+        metavar="SECONDS",
+        help=f"auto: start no new candidate after this many seconds of search (default {DEFAULT_BUDGET:g}); "
+        "the winner's final fit comes on top",
+    )
     p.set_defaults(run=_fit)
 
     p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
@@ -255,6 +264,16 @@ def _algorithms(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def _estimator(text: str) -> Estimator:
     try:
         return Estimator.parse(text)
@@ -314,8 +333,8 @@ def _preprocessing(args: argparse.Namespace) -> Preprocessing:
 def _fit(args: argparse.Namespace) -> int:
     if args.algo == AUTO:
         candidates, ks = _auto_choice(args)
-    elif args.candidates:
-        raise UsageError("--candidates applies to --algo auto only")
+    elif args.candidates or args.time_budget != DEFAULT_BUDGET:
+        raise UsageError("--candidates and --time-budget apply to --algo auto only")
     else:
         params = _learner_params(args)
     _check_flag(check_model_name, args.name, "--name")
@@ -332,7 +351,8 @@ def _fit(args: argparse.Namespace) -> int:
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
         if args.algo == AUTO:
-            model = fit_auto(data, candidates, ks)
+            estimators = [str(args.estimator)] if args.estimator else DEFAULT_ESTIMATORS
+            model = fit_auto(data, candidates, ks, estimators=estimators, budget=args.time_budget)
         else:
             model = fit(args.algo, data, args.estimator, **params)
     return _publish(args, with_table_precision(model, args.precision))
@@ -468,9 +488,11 @@ def _publish(args: argparse.Namespace, model: Model) -> int:
     with _open_store(args.store, create=True) as store:
         version = store.publish(args.name, model, tuple(args.aliases))
     aliases = ", ".join(args.aliases) if args.aliases else "none"
-    print(
-        f"published {args.name} version {version} ({_describe(model.algorithm, dict(model.params))}); aliases: {aliases}"
+    estimator = model.metadata.get("estimator", "laplace")
+    described = _describe(
+        model.algorithm, {**model.params, **({"estimator": estimator} if estimator != "laplace" else {})}
     )
+    print(f"published {args.name} version {version} ({described}); aliases: {aliases}")
     return 0
 
 

@@ -1,49 +1,93 @@
-"""--algo auto: the choice is the CV-best candidate (simpler within the noise), never
-behind naive Bayes by more than the noise, and its scores are recorded."""
+"""--algo auto: structures, then estimators for the best of them, by CV on the same folds;
+the choice is the CV best (or the simplest within the noise), its scores recorded, and
+the time budget bounds the search."""
 
 from __future__ import annotations
 
-from bnserve.trainer.auto import candidate_grid, choose, fit_auto
+import pytest
+
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.auto import MOST_ACCURATE, SIMPLEST_WITHIN_NOISE, candidate_grid, choose, fit_auto
 from bnserve.trainer.data import load
+from bnserve.trainer.evaluation.cross_validation import cross_validate_many
 from tests.data_helpers import write_led7
+
+LAPLACE = {"estimator": "laplace"}
 
 
 def test_grid_tries_each_k_and_always_naive_bayes():
-    assert candidate_grid(["kdb", "tan"], [1, 3]) == [("nb", {}), ("kdb", {"k": 1}), ("kdb", {"k": 3}), ("tan", {})]
+    assert candidate_grid(["kdb", "tan"], [1, 3]) == [
+        ("nb", LAPLACE), ("kdb", {"k": 1, **LAPLACE}), ("kdb", {"k": 3, **LAPLACE}), ("tan", LAPLACE)]
+    with pytest.raises(InvalidInput, match="unknown candidate zz"):
+        candidate_grid(["zz"], [1])
 
 
-def test_on_chess_a_k_dependence_learner_wins(chess):
-    choice = choose(chess, ["nb", "tan", "kdb"], [1, 2])
-    accuracy = {(e.algorithm, e.params.get("k")): e.accuracy for e in choice.scores}
-    chosen = accuracy[choice.algorithm, choice.params.get("k")]
-    assert choice.algorithm == "kdb"
-    assert chosen >= max(accuracy.values()) - choice.noise
-    assert chosen > accuracy["nb", None] + 0.05
+def test_the_most_accurate_rule_takes_the_cv_best(chess):
+    choice = choose(chess, ["nb", "tan", "kdb"], [1, 2], estimators=["laplace", "dirichlet:0.5"])
+    best = max(choice.scores, key=lambda e: (e.accuracy, -e.log_loss))
+    assert (choice.algorithm, dict(choice.params)) == (best.algorithm, dict(best.params))
+    assert choice.algorithm == "kdb" and choice.noise == 0.0
+    nb = next(e for e in choice.scores if e.algorithm == "nb")
+    assert best.accuracy > nb.accuracy + 0.05
 
 
-def test_the_choice_never_trails_naive_bayes_by_more_than_the_noise(tmp_path):
+def test_estimators_are_tried_on_the_two_best_structures(chess):
+    choice = choose(chess, ["nb", "tan", "kdb"], [1, 2], estimators=["laplace", "dirichlet:0.5"])
+    labels = [e.label for e in choice.scores]
+    assert labels[:4] == ["nb estimator=laplace", "tan estimator=laplace", "kdb k=1 estimator=laplace",
+                          "kdb k=2 estimator=laplace"]
+    stage2 = choice.scores[4:]
+    assert len(stage2) == 2 and all(e.params["estimator"] == "dirichlet:0.5" for e in stage2)
+    stage1 = sorted(choice.scores[:4], key=lambda e: (-e.accuracy, e.log_loss))
+    assert [(e.algorithm, e.params.get("k")) for e in stage2] == [(e.algorithm, e.params.get("k")) for e in stage1[:2]]
+
+
+def test_the_scores_are_those_of_cross_validation_on_the_same_folds(chess):
+    choice = choose(chess, ["nb", "tan"], [1], estimators=["laplace"], folds=5, seed=3)
+    plain = cross_validate_many([("nb", {}), ("tan", {})], chess, folds=5, seed=3)
+    assert [e.fold_accuracies for e in choice.scores] == [e.fold_accuracies for e in plain]
+
+
+def test_the_old_rule_never_trails_naive_bayes_by_more_than_the_noise(tmp_path):
     led7 = load(write_led7(tmp_path))  # no dependencies given the class: NB is the right model (Sahami 1996)
-    choice = choose(led7, ["nb", "tan", "kdb", "fkdb"], [1, 2])
+    choice = choose(led7, ["nb", "tan", "kdb", "fkdb"], [1, 2], estimators=["laplace"], rule=SIMPLEST_WITHIN_NOISE)
     nb = next(e for e in choice.scores if e.algorithm == "nb")
     chosen = next(e for e in choice.scores if e.algorithm == choice.algorithm and dict(e.params) == dict(choice.params))
     assert chosen.accuracy >= nb.accuracy - choice.noise
+    assert choice.noise > 0
+
+
+def test_a_spent_budget_starts_no_new_candidate(chess):
+    choice = choose(chess, ["nb", "tan", "kdb"], [1, 2, 3], budget=1e-9)
+    assert [e.algorithm for e in choice.scores] == ["nb"]  # the first is always scored
+    assert choice.skipped[0] == "tan estimator=laplace" and len(choice.skipped) == 4 + 2  # stage 2: hdp, dirichlet
+    assert choice.algorithm == "nb"
+    with pytest.raises(InvalidInput, match="budget"):
+        choose(chess, ["nb"], [1], budget=0)
+    with pytest.raises(InvalidInput, match="rule"):
+        choose(chess, ["nb"], [1], rule="luck")
 
 
 def test_fit_auto_publishes_the_winner_with_the_candidates_scores(chess):
-    model = fit_auto(chess, ["nb", "kdb"], [2])
+    model = fit_auto(chess, ["nb", "kdb"], [2], estimators=["laplace", "m:1"], rule=MOST_ACCURATE)
     assert model.algorithm == "kdb" and model.params["k"] == 2
     selection = model.metadata["selection"]
-    assert selection["chosen"].startswith("kdb") and len(selection["candidates"]) == 2
+    assert selection["chosen"].startswith("kdb k=2 estimator=") and len(selection["candidates"]) == 4
+    assert model.metadata["estimator"] == selection["chosen"].rpartition("=")[2]
+    assert selection["skipped_for_time"] == []
 
 
 def test_cli_auto_publishes_and_refuses_flags_it_does_not_take(tmp_path, capsys):
     from bnserve.trainer.cli import main
 
     store = f"sqlite:///{tmp_path / 's.db'}"
-    assert main(["fit", "--algo", "auto", "--candidates", "nb,kdb", "--k", "1..2", "--data", "builtin:chess",
-                 "--name", "c", "--store", store]) == 0
+    assert main(["fit", "--algo", "auto", "--candidates", "nb,kdb", "--k", "1..2", "--estimator", "laplace",
+                 "--time-budget", "60", "--data", "builtin:chess", "--name", "c", "--store", store]) == 0
     assert "(kdb, k=" in capsys.readouterr().out
     assert main(["fit", "--algo", "auto", "--theta", "0.1", "--data", "builtin:chess", "--name", "c"]) == 2
     assert "--theta" in capsys.readouterr().err
     assert main(["fit", "--algo", "kdb", "--k", "0..2", "--data", "builtin:chess", "--name", "c"]) == 2
     assert main(["fit", "--algo", "nb", "--candidates", "tan", "--data", "builtin:chess", "--name", "c"]) == 2
+    assert main(["fit", "--algo", "nb", "--time-budget", "5", "--data", "builtin:chess", "--name", "c"]) == 2
+    assert main(["fit", "--algo", "auto", "--time-budget", "-1", "--data", "builtin:chess", "--name", "c"]) == 2
+    assert "positive number of seconds" in capsys.readouterr().err

@@ -140,6 +140,30 @@ def cross_validate_many(
     return [run.result(dataset or data.source) for run in runs]
 
 
+Split = tuple[np.ndarray, EncodedData, EncodedData]  # (test rows mask, training fold, test fold)
+
+
+def fold_splits(data: EncodedData, folds: int, seed: int) -> list[Split]:
+    """The stratified folds of ``cross_validate_many`` (one repeat) prepared once, so several
+    candidates can be scored on them one after another: each training fold keeps the
+    statistics the first candidate counted on it."""
+    _check_folds(folds, 1, data)
+    fold = stratified_folds(data.y, folds, seed)
+    return [(fold == f, *data.split(fold != f, fold == f)) for f in range(folds)]
+
+
+def evaluate_on_splits(
+    algo: str, params: Mapping[str, Any], data: EncodedData, splits: Sequence[Split], dataset: str = ""
+) -> Evaluation:
+    """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``."""
+    run = _Run(algo, params, data)
+    pooled = np.empty((data.n_rows, data.n_classes))
+    for test_rows, train, test in splits:
+        pooled[test_rows] = run.fold(train, test)
+    run.aucs.append(metrics.auc(pooled, data.y))
+    return run.result(dataset or data.source)
+
+
 def cross_validate(
     algo: str, data: EncodedData, *, folds: int = 10, seed: int = 0, repeats: int = 1, **params: Any
 ) -> Evaluation:
