@@ -9,14 +9,14 @@ going to the candidate listed first, i.e. the simpler one.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
+from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_fitter, cross_validate_many
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
 
@@ -109,3 +109,42 @@ def fit_auto(
         model.params,
         {**model.metadata, "selection": selection},
     ).validate()
+
+
+AUTO = "auto"
+
+
+def cross_validate_auto(
+    data: EncodedData,
+    candidates: Sequence[str] = DEFAULT_CANDIDATES,
+    ks: Sequence[int] = DEFAULT_KS,
+    *,
+    folds: int = 10,
+    repeats: int = 1,
+    seed: int = 0,
+    rule: str = SIMPLEST_WITHIN_NOISE,
+    inner_folds: int = AUTO_FOLDS,
+    dataset: str = "",
+    progress: Callable[[str], None] | None = None,
+) -> Evaluation:
+    """``auto`` scored by nested CV: on each outer training fold (the same folds as
+    ``cross_validate_many`` with this ``seed``), ``fit_auto`` chooses by its own inner CV and
+    fits; the outer test fold scores that model. The choice never sees the test rows, so the
+    figure is honest about the selection. Here, not in ``evaluation``, because evaluation
+    sits below auto in the layering; the folds themselves are evaluation's
+    (``cross_validate_fitter``). ``fold_choices`` lists what was chosen on each fold."""
+    candidate_grid(candidates, ks)  # unknown candidates fail before the first fold
+    if rule not in RULES:
+        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    params: dict[str, Any] = {} if rule == SIMPLEST_WITHIN_NOISE else {"rule": rule}  # the label says what differs
+    if tuple(candidates) != DEFAULT_CANDIDATES:
+        params["candidates"] = ",".join(candidates)
+    if tuple(ks) != DEFAULT_KS:
+        params["ks"] = ",".join(map(str, ks))
+
+    def fitter(train: EncodedData) -> Model:
+        return fit_auto(train, candidates, ks, folds=inner_folds, seed=seed, rule=rule)
+
+    return cross_validate_fitter(
+        fitter, AUTO, params, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed, progress=progress
+    )
