@@ -383,11 +383,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     def fit_chosen(train: data_io.EncodedData) -> Model:
         return fit_auto(train, auto_candidates, ks)
 
-    def in_given_order(singles: list[Evaluation], by_auto: Callable[[], Evaluation]) -> list[Evaluation]:
-        """The results in the order of --algo, auto (run only if named) where it was named."""
+    def in_given_order(singles: list[Evaluation], by_auto: Evaluation | None) -> list[Evaluation]:
+        """The results in the order of --algo, auto where it was named."""
         results = list(singles)
-        if auto:
-            results.insert(args.algo.index(AUTO), by_auto())
+        if by_auto is not None:
+            results.insert(args.algo.index(AUTO), by_auto)
         return results
 
     evaluations, headings = [], {}
@@ -400,7 +400,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                 test = data_io.load_with(args.test, train.variables, args.fmt)
                 results = in_given_order(
                     [holdout(a, train, test, **p) for a, p in candidates],
-                    lambda: holdout(AUTO, train, test, fitter=fit_chosen),
+                    holdout(AUTO, train, test, fitter=fit_chosen) if auto else None,
                 )
                 headings[results[0].dataset] = (
                     f"trained on {source} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
@@ -410,7 +410,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                 cv = {"dataset": source, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
                 results = in_given_order(
                     cross_validate_many(candidates, train, **cv, progress=show_progress) if candidates else [],
-                    lambda: cross_validate_auto(train, auto_candidates, ks, **cv, progress=show_progress),
+                    cross_validate_auto(train, auto_candidates, ks, **cv, progress=show_progress) if auto else None,
                 )
                 repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
                 headings[source] = (
