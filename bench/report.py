@@ -196,3 +196,30 @@ def current_rss_bytes() -> int:
     """This process's resident set now, from /proc/self/statm."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def section_markers(name: str) -> tuple[str, str]:
+    return f"<!-- begin {name}: written by a script; edits here are overwritten -->", f"<!-- end {name} -->"
+
+
+def replace_section(document: str, name: str, body: str) -> str:
+    """``document`` with the text between ``name``'s markers replaced by ``body`` (markers
+    kept), or with the marked section appended when it has none: several scripts write one
+    page (docs/accuracy.md), each only its own part."""
+    begin, end = section_markers(name)
+    section = f"{begin}\n{body.strip()}\n{end}"
+    start = document.find(begin)
+    if start < 0:
+        return (document.rstrip() + "\n\n" if document.strip() else "") + section + "\n"
+    stop = document.find(end, start)
+    if stop < 0:
+        raise ValueError(f"the section {name!r} has a begin marker but no end marker")
+    return document[:start] + section + document[stop + len(end) :]
+
+
+def write_section(path: os.PathLike[str] | str, name: str, body: str) -> None:
+    """Replace (or add) ``name``'s section of the file at ``path``, keeping the rest."""
+    file = os.fspath(path)
+    document = open(file, encoding="utf-8").read() if os.path.exists(file) else ""
+    with open(file, "w", encoding="utf-8") as out:
+        out.write(replace_section(document, name, body))

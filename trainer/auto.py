@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluation.cross_validation import Evaluation, evaluate_on_splits, fold_splits
+from bnserve.trainer.evaluation.cross_validation import (
+    Evaluation,
+    cross_validate_fitter,
+    evaluate_on_splits,
+    fold_splits,
+)
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS
@@ -39,6 +44,7 @@ REFINED = 2
 AUTO_FOLDS = 5
 DEFAULT_BUDGET = 90.0  # seconds of search; the winner's final fit comes on top
 BASELINE = "nb"
+AUTO = "auto"
 SIMPLEST_WITHIN_NOISE, MOST_ACCURATE = "simplest-within-noise", "most-accurate"
 RULES = (MOST_ACCURATE, SIMPLEST_WITHIN_NOISE)
 
@@ -168,3 +174,45 @@ def fit_auto(
         model.params,
         {**model.metadata, "selection": selection},
     ).validate()
+
+
+def cross_validate_auto(
+    data: EncodedData,
+    candidates: Sequence[str] = DEFAULT_CANDIDATES,
+    ks: Sequence[int] = DEFAULT_KS,
+    *,
+    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+    folds: int = 10,
+    repeats: int = 1,
+    seed: int = 0,
+    rule: str = MOST_ACCURATE,
+    budget: float | None = DEFAULT_BUDGET,
+    inner_folds: int = AUTO_FOLDS,
+    dataset: str = "",
+    progress: Callable[[str], None] | None = None,
+) -> Evaluation:
+    """``auto`` scored by nested CV: on each outer training fold (the same folds as
+    ``cross_validate_many`` with this ``seed``), ``fit_auto`` chooses by its own inner CV and
+    fits; the outer test fold scores that model. The choice never sees the test rows, so the
+    figure is honest about the selection. Here, not in ``evaluation``, because evaluation
+    sits below auto in the layering; the folds themselves are evaluation's
+    (``cross_validate_fitter``). ``fold_choices`` lists what was chosen on each fold."""
+    candidate_grid(candidates, ks)  # unknown candidates fail before the first fold
+    if rule not in RULES:
+        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    params: dict[str, Any] = {} if rule == MOST_ACCURATE else {"rule": rule}  # the label says what differs
+    if tuple(candidates) != DEFAULT_CANDIDATES:
+        params["candidates"] = ",".join(candidates)
+    if tuple(ks) != DEFAULT_KS:
+        params["ks"] = ",".join(map(str, ks))
+    if tuple(estimators) != DEFAULT_ESTIMATORS:
+        params["estimators"] = ",".join(estimators)
+
+    def fitter(train: EncodedData) -> Model:
+        return fit_auto(
+            train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, rule=rule, budget=budget
+        )
+
+    return cross_validate_fitter(
+        fitter, AUTO, params, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed, progress=progress
+    )

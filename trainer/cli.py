@@ -21,12 +21,19 @@ from bnserve.store.model.names import check_alias, check_model_name
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
 from bnserve.trainer import data as data_io
-from bnserve.trainer.auto import DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
+from bnserve.trainer.auto import (
+    DEFAULT_BUDGET,
+    DEFAULT_CANDIDATES,
+    DEFAULT_ESTIMATORS,
+    DEFAULT_KS,
+    cross_validate_auto,
+    fit_auto,
+)
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.evaluation.comparison import compare
-from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
+from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.evaluation.report import render
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
@@ -76,9 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--algo",
                 required=True,
-                type=_algorithms,
+                type=_algorithms_or_auto,
                 metavar="ALGO[,ALGO…]",
-                help=f"structure learners, comma-separated: {', '.join(LEARNERS)}",
+                help=f"structure learners, comma-separated: {', '.join(LEARNERS)}; or auto, "
+                "scored by nested cross-validation (its choice made on each training fold)",
             )
         else:
             p.add_argument(
@@ -179,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=_positive, default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)")
     p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="also write every figure as JSON to OUT")
+    p.add_argument(
+        "--candidates",
+        type=_algorithms,
+        metavar="ALGO[,ALGO…]",
+        help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)",
+    )
     p.set_defaults(run=_evaluate)
 
     p = sub.add_parser("list", help="list the models in the store")
@@ -274,6 +288,15 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _algorithms_or_auto(text: str) -> list[str]:
+    """As ``_algorithms``, with ``auto`` allowed among them (evaluate)."""
+    names = [a.strip() for a in text.split(",") if a.strip()]
+    learners = [a for a in names if a != AUTO]
+    if learners or not names:
+        _algorithms(",".join(learners) or text)  # raises on an unknown name or an empty list
+    return list(dict.fromkeys(names))
+
+
 def _estimator(text: str) -> Estimator:
     try:
         return Estimator.parse(text)
@@ -281,13 +304,17 @@ def _estimator(text: str) -> Estimator:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
-def _learner_params(args: argparse.Namespace, algos: Sequence[str] | None = None) -> dict[str, Any]:
+def _learner_params(
+    args: argparse.Namespace, algos: Sequence[str] | None = None, taken_elsewhere: Sequence[str] = ()
+) -> dict[str, Any]:
     """The learner parameters given on the command line; one that none of the algorithms
-    takes is a usage error."""
+    takes (nor ``taken_elsewhere``, e.g. k by auto) is a usage error."""
     algos = algos or [args.algo]
     given = {name: getattr(args, name) for name in PARAMETERS if getattr(args, name) is not None}
     for name, value in given.items():
         param = PARAMETERS[name]
+        if name in taken_elsewhere and not any(param in LEARNERS[a].params for a in algos):
+            continue
         if not any(param in LEARNERS[a].params for a in algos):
             raise UsageError(f"{param.flag} does not apply to --algo {','.join(algos)}")
         try:
@@ -306,10 +333,14 @@ def _auto_choice(args: argparse.Namespace) -> tuple[list[str], list[int]]:
     others = [PARAMETERS[n].flag for n in PARAMETERS if n != "k" and getattr(args, n) is not None]
     if others:
         raise UsageError(f"{', '.join(others)} does not apply to --algo auto")
+    return list(args.candidates or DEFAULT_CANDIDATES), _auto_ks(args)
+
+
+def _auto_ks(args: argparse.Namespace) -> list[int]:
     ks = DEFAULT_KS if args.k is None else args.k if isinstance(args.k, list) else [args.k]
     if not ks or min(ks) < 0:
         raise UsageError(f"--k: expected non-negative values, got {args.k}")
-    return list(args.candidates or DEFAULT_CANDIDATES), list(ks)
+    return list(ks)
 
 
 def _preprocessing(args: argparse.Namespace) -> Preprocessing:
@@ -359,13 +390,33 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    given = _learner_params(args, args.algo)
+    learners = [a for a in args.algo if a != AUTO]
+    auto = AUTO in args.algo
+    if args.candidates and not auto:
+        raise UsageError("--candidates applies to --algo auto only")
+    auto_estimators = [str(args.estimator)] if args.estimator else DEFAULT_ESTIMATORS
+    if auto and not learners:
+        auto_candidates, ks = _auto_choice(args)
+    elif auto:
+        auto_candidates, ks = list(args.candidates or DEFAULT_CANDIDATES), _auto_ks(args)
+    given = _learner_params(args, learners, taken_elsewhere=["k"] if auto else []) if learners else {}
     estimator = {"estimator": args.estimator} if args.estimator else {}
     candidates = [
-        (a, {**{n: v for n, v in given.items() if PARAMETERS[n] in LEARNERS[a].params}, **estimator}) for a in args.algo
+        (a, {**{n: v for n, v in given.items() if PARAMETERS[n] in LEARNERS[a].params}, **estimator}) for a in learners
     ]
     if args.test and len(args.data) > 1:
         raise UsageError("--test takes one --data file")
+
+    def fit_chosen(train: data_io.EncodedData) -> Model:
+        return fit_auto(train, auto_candidates, ks, estimators=auto_estimators)
+
+    def in_given_order(singles: list[Evaluation], by_auto: Evaluation | None) -> list[Evaluation]:
+        """The results in the order of --algo, auto where it was named."""
+        results = list(singles)
+        if by_auto is not None:
+            results.insert(args.algo.index(AUTO), by_auto)
+        return results
+
     evaluations, headings = [], {}
     preprocessing = _preprocessing(args)
     protocol: dict[str, Any] = {"seed": args.seed}
@@ -374,20 +425,23 @@ def _evaluate(args: argparse.Namespace) -> int:
             train = data_io.load(source, args.class_column, preprocessing, args.fmt)
             if args.test:
                 test = data_io.load_with(args.test, train.variables, args.fmt)
-                results = [holdout(a, train, test, **p) for a, p in candidates]
+                results = in_given_order(
+                    [holdout(a, train, test, **p) for a, p in candidates],
+                    holdout(AUTO, train, test, fitter=fit_chosen) if auto else None,
+                )
                 headings[results[0].dataset] = (
                     f"trained on {source} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
                 )
                 protocol.update(kind="holdout", test=args.test)
             else:
-                results = cross_validate_many(
-                    candidates,
-                    train,
-                    dataset=source,
-                    folds=args.folds,
-                    repeats=args.repeats,
-                    seed=args.seed,
-                    progress=show_progress,
+                cv = {"dataset": source, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
+                results = in_given_order(
+                    cross_validate_many(candidates, train, **cv, progress=show_progress) if candidates else [],
+                    cross_validate_auto(
+                        train, auto_candidates, ks, estimators=auto_estimators, **cv, progress=show_progress
+                    )
+                    if auto
+                    else None,
                 )
                 repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
                 headings[source] = (

@@ -77,3 +77,17 @@ def test_workload_reads_a_prefix_of_the_saved_sample(tmp_path):
     assert np.array_equal(head.X, full.X[:1000]) and np.array_equal(head.y, full.y[:1000])
     assert work.test().n_rows == 2000 and work.train(10**9).n_rows == 3000
     assert head.variables == full.variables and head.class_variable.cardinality == 3
+
+
+def test_a_section_is_replaced_in_place_or_appended_and_the_rest_kept():
+    from bench.report import replace_section, section_markers
+
+    begin, end = section_markers("peers")
+    page = replace_section("# Accuracy\n\nintro\n", "peers", "first")
+    assert page == f"# Accuracy\n\nintro\n\n{begin}\nfirst\n{end}\n"
+    page = replace_section(page + "\nafter\n", "papers", "theirs")
+    page = replace_section(page, "peers", "second\n")
+    assert page.count(begin) == 1 and "second" in page and "first" not in page
+    assert page.index("intro") < page.index("second") < page.index("after") < page.index("theirs")
+    with pytest.raises(ValueError):
+        replace_section(begin + "\nno end", "peers", "x")

@@ -91,3 +91,36 @@ def test_cli_auto_publishes_and_refuses_flags_it_does_not_take(tmp_path, capsys)
     assert main(["fit", "--algo", "nb", "--time-budget", "5", "--data", "builtin:chess", "--name", "c"]) == 2
     assert main(["fit", "--algo", "auto", "--time-budget", "-1", "--data", "builtin:chess", "--name", "c"]) == 2
     assert "positive number of seconds" in capsys.readouterr().err
+
+
+def test_nested_cv_of_auto_uses_the_learners_folds_and_chooses_without_the_test_rows(monkeypatch):
+    """By construction: every call of the inner choice gets exactly one outer training fold
+    (the rows of ``stratified_folds`` with the same seed), and the outer test rows are then
+    scored by the model fitted on it; the singles' CV on the same seed sees the same folds."""
+    import numpy as np
+
+    from bnserve.trainer import auto
+    from bnserve.trainer.data.folds import stratified_folds
+    from bnserve.trainer.evaluation.cross_validation import cross_validate_many
+    from tests.data_helpers import dataset
+
+    car = dataset("car")  # nominal only: the training fold's rows keep their codes, so they can be matched
+    seen = []
+    real_choose = auto.choose
+
+    def spy(data, *args, **kwargs):
+        seen.append(data)
+        return real_choose(data, *args, **kwargs)
+
+    monkeypatch.setattr(auto, "choose", spy)
+    result = auto.cross_validate_auto(car, ["nb", "kdb"], [1], estimators=["laplace"], folds=4, seed=3, inner_folds=3)
+    fold = stratified_folds(car.y, 4, 3)
+    assert len(seen) == 4
+    for f, train in enumerate(seen):
+        assert np.array_equal(train.X, car.X[fold != f]) and np.array_equal(train.y, car.y[fold != f])
+    singles = cross_validate_many([("nb", LAPLACE), ("kdb", {"k": 1, **LAPLACE})], car, folds=4, seed=3)
+    # the chosen learner, refitted on the training fold, scores exactly as that learner did on the same fold
+    by_choice = {e.label: e.fold_accuracies for e in singles}
+    for f, chosen in enumerate(result.fold_choices):
+        assert result.fold_accuracies[f] == by_choice[chosen][f]
+    assert result.label == "auto candidates=nb,kdb ks=1 estimators=laplace" and len(result.fold_choices) == 4

@@ -219,3 +219,14 @@ def test_bad_data_into_an_existing_store_changes_nothing(capsys, tmp_path, store
                          "--store", store, "--alias", "production")
     assert code == 1 and out == "" and piece in err and err.count("\n") == 1 and "Traceback" not in err
     assert run(capsys, "list", "--store", store)[1] == before
+
+
+def test_evaluate_auto_by_nested_cross_validation(capsys):
+    code, out, err = run(capsys, "evaluate", "--algo", "nb,auto", "--candidates", "kdb", "--k", "1",
+                         "--data", "builtin:chess", "--folds", "3")
+    assert code == 0, err
+    assert "auto candidates=kdb ks=1" in out and accuracy_of(out, "auto candidates=kdb ks=1") > accuracy_of(out, "nb")
+    code, _, err = run(capsys, "evaluate", "--algo", "auto", "--theta", "0.1", "--data", "builtin:chess")
+    assert code == 2 and "--theta" in err
+    code, _, err = run(capsys, "evaluate", "--algo", "nb", "--candidates", "kdb", "--data", "builtin:chess")
+    assert code == 2 and "--candidates" in err

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model import Model
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.folds import stratified_folds
@@ -41,6 +42,7 @@ class Evaluation:
     predict_seconds: float
     sum_mi: float
     fold_accuracies: tuple[float, ...]
+    fold_choices: tuple[str, ...] = ()  # per fold, what a selecting fitter (auto) chose on the training rows
 
     @property
     def zero_one_loss(self) -> float:
@@ -58,11 +60,16 @@ def describe(algo: str, params: Mapping[str, Any]) -> str:
     return " ".join([algo, *(f"{k}={v}" for k, v in params.items() if v is not None)])
 
 
-class _Run:
-    """Accumulates one algorithm's folds on one data set."""
+Fitter = Callable[[EncodedData], Model]  # training rows -> model; for procedures above ``fit`` (auto)
 
-    def __init__(self, algo: str, params: Mapping[str, Any], data: EncodedData):
-        self.algo, self.params, self.data = algo, dict(params), data
+
+class _Run:
+    """Accumulates one algorithm's folds on one data set. ``fitter``, when given, learns
+    the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run."""
+
+    def __init__(self, algo: str, params: Mapping[str, Any], data: EncodedData, fitter: Fitter | None = None):
+        self.algo, self.params, self.data, self.fitter = algo, dict(params), data, fitter
+        self.choices: list[str] = []
         self.accuracies: list[float] = []
         self.losses: list[np.ndarray] = []
         self.aucs: list[float] = []
@@ -73,12 +80,16 @@ class _Run:
 
     def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
         t0 = time.perf_counter()
-        model = fit(self.algo, train, **self.params)
+        model = self.fitter(train) if self.fitter else fit(self.algo, train, **self.params)
         t1 = time.perf_counter()
         proba = compile_model(model).predict_proba(test.X)
         t2 = time.perf_counter()
-        given_estimator = {"estimator": model.metadata["estimator"]} if "estimator" in self.params else {}
-        self.used_params = {**model.params, **given_estimator}
+        if self.fitter:
+            self.used_params = self.params
+            self.choices.append(model.metadata.get("selection", {}).get("chosen", f"{model.algorithm}"))
+        else:
+            given_estimator = {"estimator": model.metadata["estimator"]} if "estimator" in self.params else {}
+            self.used_params = {**model.params, **given_estimator}
         self.fit_seconds.append(t1 - t0)
         self.predict_seconds.append(t2 - t1)
         self.accuracies.append(float(np.mean(np.argmax(proba, axis=1) == test.y)))
@@ -100,6 +111,7 @@ class _Run:
             predict_seconds=float(np.mean(self.predict_seconds)),
             sum_mi=float(np.mean(self.sum_mis)),
             fold_accuracies=tuple(self.accuracies),
+            fold_choices=tuple(self.choices),
         )
 
 
@@ -124,6 +136,38 @@ def cross_validate_many(
     every candidate (algorithm, params) sees the same folds."""
     _check_folds(folds, repeats, data)
     runs = [_Run(algo, params, data) for algo, params in candidates]
+    return _cross_validate(runs, data, dataset, folds, repeats, seed, progress)
+
+
+def cross_validate_fitter(
+    fitter: Fitter,
+    algo: str,
+    params: Mapping[str, Any],
+    data: EncodedData,
+    *,
+    dataset: str = "",
+    folds: int = 10,
+    repeats: int = 1,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> Evaluation:
+    """``cross_validate_many``'s folds (the same for the same ``seed``) for a procedure that
+    is not one learner, e.g. one that itself chooses by CV: ``fitter`` sees only each outer
+    training fold, so any choice it makes is scored on rows it never saw (nested CV).
+    ``algo`` and ``params`` name the result."""
+    _check_folds(folds, repeats, data)
+    return _cross_validate([_Run(algo, params, data, fitter)], data, dataset, folds, repeats, seed, progress)[0]
+
+
+def _cross_validate(
+    runs: Sequence[_Run],
+    data: EncodedData,
+    dataset: str,
+    folds: int,
+    repeats: int,
+    seed: int,
+    progress: Callable[[str], None] | None,
+) -> list[Evaluation]:
     for r in range(repeats):
         fold = stratified_folds(data.y, folds, seed + r)
         pooled = [np.empty((data.n_rows, data.n_classes)) for _ in runs]
@@ -171,13 +215,16 @@ def cross_validate(
     return cross_validate_many([(algo, params)], data, folds=folds, repeats=repeats, seed=seed)[0]
 
 
-def holdout(algo: str, train: EncodedData, test: EncodedData, **params: Any) -> Evaluation:
-    """Learn on ``train``, score on ``test`` (coded against the same variables)."""
+def holdout(
+    algo: str, train: EncodedData, test: EncodedData, *, fitter: Fitter | None = None, **params: Any
+) -> Evaluation:
+    """Learn on ``train`` (with ``fitter`` when given, as in ``cross_validate_fitter``),
+    score on ``test`` (coded against the same variables)."""
     if test.variables != train.variables:
         raise InvalidInput("the test data must be coded against the training variables")
     if test.n_rows == 0:
         raise InvalidInput(f"{test.source}: no rows to score")
-    run = _Run(algo, params, train)
+    run = _Run(algo, params, train, fitter)
     proba = run.fold(train, test)
     run.aucs.append(metrics.auc(proba, test.y))
     result = run.result(f"{train.source} -> {test.source}")
