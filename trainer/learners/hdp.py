@@ -114,7 +114,10 @@ class _Tree:
             seen.insert(0, seen[0].reshape(-1, self.cards[level - 1]).any(axis=1))
         self.seen = seen
         self.groups = [
-            [np.flatnonzero(seen[level].reshape(-1, self.cards[level - 1])[:, v]) * self.cards[level - 1] + v for v in range(self.cards[level - 1])]
+            [
+                np.flatnonzero(seen[level].reshape(-1, self.cards[level - 1])[:, v]) * self.cards[level - 1] + v
+                for v in range(self.cards[level - 1])
+            ]
             if level
             else []
             for level in range(self.depth + 1)
