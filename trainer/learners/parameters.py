@@ -29,7 +29,7 @@ from bnserve.trainer.stats import joint_counts
 
 LAPLACE, DIRICHLET, M_ESTIMATE, HDP = "laplace", "dirichlet", "m", "hdp"
 ESTIMATORS = (LAPLACE, DIRICHLET, M_ESTIMATE, HDP)
-HDP_ITERATIONS = 1000  # Gibbs sweeps per family (see ``hdp``)
+HDP_ITERATIONS = 30  # Gibbs sweeps per family (see ``hdp``)
 
 
 @dataclass(frozen=True)
