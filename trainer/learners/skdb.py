@@ -98,22 +98,33 @@ def select(data: TrainingView, orderings: Sequence[Ordering], k: int, loss: str)
     families (all orderings at once) and one over the rows. O(n k) families; the row pass
     is O(m n (k + 1) c) per ordering, vectorised over the rows."""
     families = list(dict.fromkeys(f for o in orderings for f in o.families()))
-    tables = dict(zip(families, data.family_counts(families)))
+    tables = {f: _Family(t) for f, t in zip(families, data.family_counts(families))}
     class_counts = np.bincount(data.y, minlength=data.n_classes).astype(np.int64)
     totals = [np.zeros((k + 1, len(o.order) + 1), dtype=np.int64) for o in orderings]
     for X, y in data.blocks():
         for start in range(0, y.shape[0], ROWS_PER_STEP):
             rows = slice(start, start + ROWS_PER_STEP)
             for total, o in zip(totals, orderings):
-                total += _block_losses(X[rows], y[rows], o, tables, class_counts, k, loss)
+                total += _block_losses(X[rows], y[rows], o, tables, data.cards, class_counts, k, loss)
     return [_choose(total, data.n_rows, loss) for total in totals]
+
+
+class _Family:
+    """A family's counts N(x, c, pa) and N(c, pa), flat, for gathering by row."""
+
+    def __init__(self, counts: np.ndarray) -> None:
+        self.card, self.n_classes = counts.shape[0], counts.shape[1]
+        self.per_class = math.prod(counts.shape[2:])  # parent configurations
+        self.joint = counts.reshape(-1)
+        self.parents = counts.sum(axis=0).reshape(-1)
 
 
 def _block_losses(
     X: np.ndarray,
     y: np.ndarray,
     o: Ordering,
-    tables: dict[tuple[int, ...], np.ndarray],
+    tables: dict[tuple[int, ...], _Family],
+    cards: Sequence[int],
     class_counts: np.ndarray,
     k: int,
     loss: str,
@@ -127,32 +138,40 @@ def _block_losses(
     out = np.zeros((k + 1, len(o.order) + 1), dtype=np.int64)
     out[:, 0] = _loss(posterior, y, loss)
     for s, i in enumerate(o.order, start=1):
-        m = len(o.parents[i])
-        factors = [_factor(tables[(i, -1, *o.parents[i][:j])], X, y, own, (i, *o.parents[i][:j])) for j in range(m + 1)]
-        posterior *= np.stack(factors)[np.minimum(np.arange(k + 1), m)]
+        factors = list(_factors(X, own, i, o.parents[i], tables, cards))
+        posterior *= np.stack(factors)[np.minimum(np.arange(k + 1), len(factors) - 1)]
         posterior /= posterior.sum(axis=2, keepdims=True)
         out[:, s] = _loss(posterior, y, loss)
     return out
 
 
-def _factor(table: np.ndarray, X: np.ndarray, y: np.ndarray, own: np.ndarray, columns: tuple[int, ...]) -> np.ndarray:
-    """(rows, classes): the Laplace P(x_i | c, parents) of each row with the row's own count
-    taken out (its class only); 1 where the row misses the feature or a parent."""
-    card, n_classes = table.shape[0], table.shape[1]
-    codes = X[:, list(columns)]
-    present: np.ndarray = np.all(codes >= 0, axis=1)
-    codes = np.maximum(codes, 0).astype(np.int64)
-    parent_shape = table.shape[2:]
-    per_class = math.prod(parent_shape)
-    parent_code = np.ravel_multi_index(tuple(codes[:, 1:].T), parent_shape) if parent_shape else np.zeros_like(y)
-    offsets = np.arange(n_classes, dtype=np.int64) * per_class
-    cell = (codes[:, 0] * (n_classes * per_class) + parent_code)[:, None] + offsets
-    numerator = table.reshape(-1)[cell].astype(np.float64)
-    denominator = table.sum(axis=0).reshape(-1)[parent_code[:, None] + offsets].astype(np.float64)
-    mine = own & present[:, None]
-    factor = (numerator - mine + 1.0) / (denominator - mine + card)
-    factor[~present] = 1.0
-    return factor
+def _factors(
+    X: np.ndarray,
+    own: np.ndarray,
+    i: int,
+    parents: tuple[int, ...],
+    tables: dict[tuple[int, ...], _Family],
+    cards: Sequence[int],
+) -> Iterator[np.ndarray]:
+    """(rows, classes) per j = 0..len(parents): the Laplace P(x_i | c, first j parents) of each
+    row with the row's own count taken out (its class only); 1 where the row misses the
+    feature or one of those parents. The parents' joint code grows by one parent per j."""
+    present = X[:, i] >= 0
+    x = np.maximum(X[:, i], 0).astype(np.int64)
+    parent_code = np.zeros_like(x)
+    for j in range(len(parents) + 1):
+        if j:
+            column = X[:, parents[j - 1]]
+            present = present & (column >= 0)
+            parent_code = parent_code * cards[parents[j - 1]] + np.maximum(column, 0)
+        family = tables[(i, -1, *parents[:j])]
+        offsets = np.arange(family.n_classes, dtype=np.int64) * family.per_class
+        numerator = family.joint[(x * (family.n_classes * family.per_class) + parent_code)[:, None] + offsets]
+        denominator = family.parents[parent_code[:, None] + offsets]
+        mine = own & present[:, None]
+        factor = (numerator - mine + 1.0) / (denominator - mine + family.card)
+        factor[~present] = 1.0
+        yield factor
 
 
 def _loss(posterior: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
