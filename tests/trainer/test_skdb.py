@@ -18,7 +18,9 @@ from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.kdb import kdb_structure
 from bnserve.trainer.learners.skdb import stochastic_orders
 from bnserve.trainer.stats import joint_counts
+from tests.data_helpers import write
 from tests.reference import reference_proba
+from tests.trainer.conftest import run
 
 TIE = 1e-12
 
@@ -183,3 +185,13 @@ def test_a2de_model_equals_the_reference(data):
     n = len(data.features)
     assert len(model.networks) == max(n * (n - 1) // 2, 1)
     _assert_matches_reference(model, data)
+
+
+def test_cli_gives_eskdb_its_own_members_and_k(capsys, store, tmp_path):
+    """--members and --k are declared by eskdb with its own defaults; the CLI takes them by name."""
+    data = random_data(np.random.default_rng(1), 120, [2, 3, 2], 2, 0.05)
+    lines = ["f0,f1,f2,class"] + [",".join("" if v < 0 else str(v) for v in row) + f",{c}" for row, c in zip(data.X, data.y)]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    code, out, err = run(capsys, "fit", "--algo", "eskdb", "--members", "2", "--k", "1", "--data", path,
+                         "--name", "m", "--store", store, "--chunk-rows", "50")
+    assert (code, err) == (0, "") and "members=2" in out and "k=1" in out
