@@ -16,7 +16,7 @@ from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.kdb import kdb_structure
-from bnserve.trainer.learners.skdb import stochastic_orders
+from bnserve.trainer.learners.skdb import capped, ordering, stochastic_orders
 from bnserve.trainer.stats import joint_counts
 from tests.data_helpers import write
 from tests.reference import reference_proba
@@ -195,3 +195,12 @@ def test_cli_gives_eskdb_its_own_members_and_k(capsys, store, tmp_path):
     code, out, err = run(capsys, "fit", "--algo", "eskdb", "--members", "2", "--k", "1", "--data", path,
                          "--name", "m", "--store", store, "--chunk-rows", "50")
     assert (code, err) == (0, "") and "members=2" in out and "k=1" in out
+
+
+def test_parents_stop_before_a_mostly_empty_table():
+    """16-state features, 200 rows: a family table may have 65536 cells, so at most 2 parents."""
+    data = random_data(np.random.default_rng(2), 200, [16, 16, 16, 16], 2, 0.0)
+    model = fit("skdb", data, k=3, loss="zero-one")
+    assert all(node.cpt.size <= 65536 for node in model.networks[0].nodes)
+    o = capped(ordering((0, 1, 2, 3), data.statistics.cmi_matrix(), 3), data)
+    assert [len(o.parents[i]) for i in o.order] == [0, 1, 2, 2]

@@ -14,6 +14,9 @@ the least loss is kept, ties to fewer features, then to the smaller k'. The loss
 paper's RMSE of the posterior, sqrt(mean (1 - P(y | x))^2), or with ``--loss zero-one``
 the error rate.
 
+A feature's parents stop before the first that would make its family's table larger than
+max(4 x rows, 65536) cells (``capped``): a mostly empty table, costly to count and to serve.
+
 A factor whose feature or (k'-prefix) parents are missing in a row is left out of that
 row's leave-one-out posterior (the counts are available-case, as the final CPTs').
 
@@ -58,6 +61,7 @@ from bnserve.trainer.learners.structure import Structure, ranked
 RMSE, ZERO_ONE = "rmse", "zero-one"
 LOSS_UNIT = 2.0**32  # a row's squared error is counted in units of 2^-32 (int64 sums, exact)
 ROWS_PER_STEP = 1 << 15  # rows scored at once: (k+1) x rows x classes floats in memory
+CELLS_PER_ROW, MIN_CELLS = 4, 1 << 16  # a family's table may have max(4 rows, 65536) cells
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,24 @@ def ordering(order: Sequence[int], cmi: np.ndarray, k: int) -> Ordering:
     for pos, i in enumerate(order):
         parents[i] = tuple(int(j) for j in ranked(cmi[i], order[:pos])[: min(pos, k)])
     return Ordering(tuple(int(i) for i in order), tuple(parents))
+
+
+def capped(o: Ordering, data: TrainingView) -> Ordering:
+    """Each feature's parents up to the first whose family table (x, c, parents) would exceed
+    max(CELLS_PER_ROW x rows, MIN_CELLS) cells. Such a table is mostly empty (its cells hold
+    Laplace's 1/|X|), and counting it, and its dense CPT if chosen, would dominate memory:
+    KDB 5 on letter (16 features of up to 16 states) would count 630M cells."""
+    limit = max(CELLS_PER_ROW * data.n_rows, MIN_CELLS)
+    parents = []
+    for i, ps in enumerate(o.parents):
+        cells, keep = data.cards[i] * data.n_classes, 0
+        for p in ps:
+            cells *= data.cards[p]
+            if cells > limit:
+                break
+            keep += 1
+        parents.append(ps[:keep])
+    return Ordering(o.order, tuple(parents))
 
 
 def select(data: TrainingView, orderings: Sequence[Ordering], k: int, loss: str) -> list[Selection]:
@@ -225,7 +247,7 @@ def skdb(data: TrainingView, k: int, loss: str) -> Learned:
     """Selective KDB: KDB k' on the first s features of KDB's order, (s, k') by leave-one-out."""
     mi, cmi = data.statistics.class_mi(), data.statistics.cmi_matrix()
     order, parents, _ = kdb_structure(mi, cmi, k)
-    o = Ordering(tuple(order), tuple(tuple(p) for p in parents))
+    o = capped(Ordering(tuple(order), tuple(tuple(p) for p in parents)), data)
     chosen = select(data, [o], k, loss)[0]
     return Learned.single(selected_structure(data, o, chosen, mi), data, selection=_summary(data, o, chosen, k, loss))
 
@@ -264,7 +286,7 @@ def eskdb(data: TrainingView, k: int, loss: str, members: int, sample_seed: int)
     """ESKDB: SKDBs on stochastic attribute orders, posteriors averaged. The paper's CPTs
     are HDP estimates: fit with ``--estimator hdp`` for its setting."""
     mi, cmi = data.statistics.class_mi(), data.statistics.cmi_matrix()
-    orderings = [ordering(order, cmi, k) for order in stochastic_orders(mi, members, sample_seed)]
+    orderings = [capped(ordering(order, cmi, k), data) for order in stochastic_orders(mi, members, sample_seed)]
     chosen = select(data, orderings, k, loss)
     learned = tuple(Member(selected_structure(data, o, c, mi), data) for o, c in zip(orderings, chosen))
     selection = [_summary(data, o, c, k, loss) for o, c in zip(orderings, chosen)]
