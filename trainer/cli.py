@@ -96,8 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                 help="structure learner, or auto: choose one (and k) by cross-validation",
             )
         for param in PARAMETERS.values():
-            users = ", ".join(name for name, learner in LEARNERS.items() if param in learner.params)
-            p.add_argument(param.flag, dest=param.name, type=param.type, help=f"{users}: {param.help}")
+            p.add_argument(param.flag, dest=param.name, type=param.type, help=_param_help(param.name))
         p.add_argument(
             "--data",
             required=True,
@@ -304,6 +303,16 @@ def _estimator(text: str) -> Estimator:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
+def _param_help(name: str) -> str:
+    """ "users: help" per distinct declaration of the parameter ``name`` (most learners share one)."""
+    by_help: dict[str, list[str]] = {}
+    for algo, learner in LEARNERS.items():
+        for p in learner.params:
+            if p.name == name:
+                by_help.setdefault(p.help, []).append(algo)
+    return "; ".join(f"{', '.join(users)}: {text}" for text, users in by_help.items())
+
+
 def _learner_params(
     args: argparse.Namespace, algos: Sequence[str] | None = None, taken_elsewhere: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -313,9 +322,9 @@ def _learner_params(
     given = {name: getattr(args, name) for name in PARAMETERS if getattr(args, name) is not None}
     for name, value in given.items():
         param = PARAMETERS[name]
-        if name in taken_elsewhere and not any(param in LEARNERS[a].params for a in algos):
+        if name in taken_elsewhere and not any(LEARNERS[a].takes(name) for a in algos):
             continue
-        if not any(param in LEARNERS[a].params for a in algos):
+        if not any(LEARNERS[a].takes(name) for a in algos):
             raise UsageError(f"{param.flag} does not apply to --algo {','.join(algos)}")
         try:
             param.value(value)
@@ -401,9 +410,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         auto_candidates, ks = list(args.candidates or DEFAULT_CANDIDATES), _auto_ks(args)
     given = _learner_params(args, learners, taken_elsewhere=["k"] if auto else []) if learners else {}
     estimator = {"estimator": args.estimator} if args.estimator else {}
-    candidates = [
-        (a, {**{n: v for n, v in given.items() if PARAMETERS[n] in LEARNERS[a].params}, **estimator}) for a in learners
-    ]
+    candidates = [(a, {**{n: v for n, v in given.items() if LEARNERS[a].takes(n)}, **estimator}) for a in learners]
     if args.test and len(args.data) > 1:
         raise UsageError("--test takes one --data file")
 

@@ -94,14 +94,14 @@ def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
     assert (code, err) == (0, "") and "version 1 (fkdb, k=2)" in out
     code, _, err = run(capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store,
                        "--chunk-rows", "50")
-    assert code == 2 and "--chunk-rows trains fkdb, kdb, nb, tan, tan-ddr (without --fd-min-count)" in err
+    assert code == 2 and "--chunk-rows trains a2de, eskdb, fkdb, kdb, nb, skdb, tan, tan-ddr (without --fd-min-count)" in err
     code, _, err = run(capsys, "fit", "--algo", "fkdb", "--fd-min-count", "5", "--data", path, "--name", "m",
                        "--store", store, "--chunk-rows", "50")
     assert code == 2 and "not --algo fkdb with those flags" in err
 
 
 def test_the_learners_that_need_only_counts_are_declared_so():
-    assert set(STREAMABLE) == {"nb", "tan", "tan-ddr", "kdb", "fkdb"}
+    assert set(STREAMABLE) == {"nb", "tan", "tan-ddr", "kdb", "fkdb", "skdb", "eskdb", "a2de"}
 
 
 def test_one_number_written_two_ways_is_one_value(tmp_path):

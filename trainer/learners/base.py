@@ -81,6 +81,11 @@ class Learner:
     params: tuple[Param, ...] = ()
     counts_only: bool = False
 
+    def takes(self, name: str) -> bool:
+        """Whether it declares a parameter of this name (learners may declare one name with
+        their own default and help, of the same type)."""
+        return any(p.name == name for p in self.params)
+
     def streams(self, given: Mapping[str, Any]) -> bool:
         """Whether it can learn from counts alone with the parameters ``given`` (None = not given)."""
         needing = {p.name for p in self.params if p.needs_rows}
