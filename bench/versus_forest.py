@@ -285,14 +285,18 @@ def run_dataset(name: str, methods: Sequence[Method], fresh: bool, live: bool) -
         seconds = (time.perf_counter() - t0) / len(singles)
         for m, e in zip(singles, evaluations):
             done(m, from_evaluation(e, seconds))
-    for m in todo:
+    autos = [m for m in todo if m.kind == AUTO]
+    if autos:  # one inner search per outer fold, each rule's pick fitted from it
         t0 = time.perf_counter()
-        if m.kind == AUTO:
-            e = cross_validate_auto(
-                data.ours, folds=FOLDS, seed=SEED, rule=m.params["rule"], dataset=name, progress=progress
-            )
-            done(m, from_evaluation(e, time.perf_counter() - t0))
-        elif m.kind == PEER:
+        rules = [m.params["rule"] for m in autos]
+        evaluations = cross_validate_auto(
+            data.ours, folds=FOLDS, seed=SEED, rules=rules, dataset=name, progress=progress
+        )
+        seconds = (time.perf_counter() - t0) / len(autos)
+        for m, e in zip(autos, evaluations):
+            done(m, from_evaluation(e, seconds))
+    for m in todo:
+        if m.kind == PEER:
             done(m, run_peer(m, data))
     return results
 

@@ -12,7 +12,8 @@ The winner is the most accurate candidate, ties going to the lower log-loss and 
 the candidate tried first (``most-accurate``); ``simplest-within-noise`` (the rule before)
 takes the first candidate within one standard error of the best. Candidates are tried
 cheapest first, and once ``budget`` seconds are spent no new candidate is started: the
-ones left out are recorded with the choice.
+ones left out are recorded with the choice. A candidate whose first fold says its folds
+would end after the budget is given up there.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
-    cross_validate_fitter,
+    cross_validate_fitters,
     evaluate_on_splits,
     fold_splits,
 )
@@ -82,6 +83,70 @@ def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str 
     return grid
 
 
+@dataclass(frozen=True)
+class Search:
+    """Every candidate scored on the same folds, in the order tried, and those the budget left out."""
+
+    tried: tuple[Candidate, ...]
+    scores: tuple[Evaluation, ...]
+    skipped: tuple[str, ...]
+
+
+def search(
+    data: EncodedData,
+    candidates: Sequence[str] = DEFAULT_CANDIDATES,
+    ks: Sequence[int] = DEFAULT_KS,
+    *,
+    estimators: Sequence[str] = DEFAULT_ESTIMATORS,
+    folds: int = AUTO_FOLDS,
+    seed: int = 0,
+    budget: float | None = DEFAULT_BUDGET,
+) -> Search:
+    """Score the candidates by stratified CV on ``data``: the two stages of the module docstring."""
+    if not estimators:
+        raise InvalidInput("auto needs at least one estimator")
+    estimators = [str(Estimator.parse(e)) for e in estimators]
+    if budget is not None and not budget > 0:
+        raise InvalidInput(f"the time budget must be a positive number of seconds, got {budget!r}")
+    start = time.perf_counter()
+    splits = fold_splits(data, max(2, min(folds, data.n_rows)), seed)
+    scores: list[Evaluation] = []
+    tried: list[Candidate] = []
+    skipped: list[str] = []
+
+    def run(grid: Sequence[Candidate]) -> None:
+        for algo, params in grid:
+            deadline = None if budget is None or not tried else start + budget
+            scored = None
+            if deadline is None or time.perf_counter() < deadline:
+                scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline)
+            if scored is None:
+                skipped.append(" ".join([algo, *(f"{k}={v}" for k, v in params.items())]))
+                continue
+            scores.append(scored)
+            tried.append((algo, params))
+
+    run(candidate_grid(candidates, ks, estimators[0]))
+    structures = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))[:REFINED]
+    run([(tried[i][0], {**tried[i][1], "estimator": e}) for i in structures for e in estimators[1:]])
+    return Search(tuple(tried), tuple(scores), tuple(skipped))
+
+
+def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
+    """The candidate ``rule`` takes from a search (see the module docstring)."""
+    if rule not in RULES:
+        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    scores = found.scores
+    best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
+    noise, chosen = 0.0, best
+    if rule == SIMPLEST_WITHIN_NOISE:
+        top = scores[best]
+        noise = top.accuracy_std / math.sqrt(len(top.fold_accuracies))
+        chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
+    algo, params = found.tried[chosen]
+    return Choice(algo, params, scores, noise, found.skipped)
+
+
 def choose(
     data: EncodedData,
     candidates: Sequence[str] = DEFAULT_CANDIDATES,
@@ -96,37 +161,8 @@ def choose(
     """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
     if rule not in RULES:
         raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
-    if not estimators:
-        raise InvalidInput("auto needs at least one estimator")
-    estimators = [str(Estimator.parse(e)) for e in estimators]
-    if budget is not None and not budget > 0:
-        raise InvalidInput(f"the time budget must be a positive number of seconds, got {budget!r}")
-    start = time.perf_counter()
-    splits = fold_splits(data, max(2, min(folds, data.n_rows)), seed)
-    scores: list[Evaluation] = []
-    tried: list[Candidate] = []
-    skipped: list[str] = []
-
-    def run(grid: Sequence[Candidate]) -> None:
-        for algo, params in grid:
-            if tried and budget is not None and time.perf_counter() - start > budget:
-                skipped.append(" ".join([algo, *(f"{k}={v}" for k, v in params.items())]))
-                continue
-            scores.append(evaluate_on_splits(algo, params, data, splits, data.source))
-            tried.append((algo, params))
-
-    run(candidate_grid(candidates, ks, estimators[0]))
-    structures = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))[:REFINED]
-    run([(tried[i][0], {**tried[i][1], "estimator": e}) for i in structures for e in estimators[1:]])
-    best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
-    noise = 0.0
-    chosen = best
-    if rule == SIMPLEST_WITHIN_NOISE:
-        top = scores[best]
-        noise = top.accuracy_std / math.sqrt(len(top.fold_accuracies))
-        chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
-    algo, params = tried[chosen]
-    return Choice(algo, params, tuple(scores), noise, tuple(skipped))
+    found = search(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget)
+    return pick(found, rule)
 
 
 def _rank_key(evaluation: Evaluation, order: int) -> tuple[float, float, int]:
@@ -147,10 +183,14 @@ def fit_auto(
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
     choice = choose(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget)
+    return fit_choice(data, choice, f"seed {seed}; rule {rule}" + (f"; budget {budget:g} s" if budget else ""))
+
+
+def fit_choice(data: EncodedData, choice: Choice, how: str) -> Model:
+    """The chosen candidate fitted on all of ``data``, with the search in its metadata."""
     model = fit(choice.algorithm, data, **choice.params)
     selection = {
-        "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, seed {seed}; rule {rule}"
-        + (f"; budget {budget:g} s" if budget is not None else ""),
+        "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, {how}",
         "chosen": choice.label,
         "noise": choice.noise,
         "skipped_for_time": list(choice.skipped),
@@ -185,34 +225,42 @@ def cross_validate_auto(
     folds: int = 10,
     repeats: int = 1,
     seed: int = 0,
-    rule: str = MOST_ACCURATE,
+    rules: Sequence[str] = (MOST_ACCURATE,),
     budget: float | None = DEFAULT_BUDGET,
     inner_folds: int = AUTO_FOLDS,
     dataset: str = "",
     progress: Callable[[str], None] | None = None,
-) -> Evaluation:
-    """``auto`` scored by nested CV: on each outer training fold (the same folds as
-    ``cross_validate_many`` with this ``seed``), ``fit_auto`` chooses by its own inner CV and
-    fits; the outer test fold scores that model. The choice never sees the test rows, so the
-    figure is honest about the selection. Here, not in ``evaluation``, because evaluation
-    sits below auto in the layering; the folds themselves are evaluation's
-    (``cross_validate_fitter``). ``fold_choices`` lists what was chosen on each fold."""
+) -> list[Evaluation]:
+    """``auto`` scored by nested CV, one ``Evaluation`` per rule: on each outer training fold
+    (the same folds as ``cross_validate_many`` with this ``seed``) one inner search, then each
+    rule's pick fitted; the outer test fold scores those models. The choice never sees the
+    test rows, so the figure is honest about the selection, and the rules are compared on the
+    same searches. Here, not in ``evaluation``, because evaluation sits below auto in the
+    layering; the folds themselves are evaluation's (``cross_validate_fitters``).
+    ``fold_choices`` lists what was chosen on each fold."""
     candidate_grid(candidates, ks)  # unknown candidates fail before the first fold
-    if rule not in RULES:
-        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
-    params: dict[str, Any] = {} if rule == MOST_ACCURATE else {"rule": rule}  # the label says what differs
+    for rule in rules:
+        if rule not in RULES:
+            raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    label: dict[str, Any] = {}  # the label says what differs from the defaults
     if tuple(candidates) != DEFAULT_CANDIDATES:
-        params["candidates"] = ",".join(candidates)
+        label["candidates"] = ",".join(candidates)
     if tuple(ks) != DEFAULT_KS:
-        params["ks"] = ",".join(map(str, ks))
+        label["ks"] = ",".join(map(str, ks))
     if tuple(estimators) != DEFAULT_ESTIMATORS:
-        params["estimators"] = ",".join(estimators)
+        label["estimators"] = ",".join(estimators)
+    last: list[tuple[EncodedData, Search]] = []  # the search of the fold at hand, shared by the rules
 
-    def fitter(train: EncodedData) -> Model:
-        return fit_auto(
-            train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, rule=rule, budget=budget
-        )
+    def searched(train: EncodedData) -> Search:
+        if not last or last[0][0] is not train:
+            found = search(train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, budget=budget)
+            last[:] = [(train, found)]
+        return last[0][1]
 
-    return cross_validate_fitter(
-        fitter, AUTO, params, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed, progress=progress
+    def fitter(rule: str) -> Callable[[EncodedData], Model]:
+        return lambda train: fit_choice(train, pick(searched(train), rule), f"seed {seed}; rule {rule}")
+
+    fitters = [(AUTO, label if rule == MOST_ACCURATE else {**label, "rule": rule}, fitter(rule)) for rule in rules]
+    return cross_validate_fitters(
+        fitters, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed, progress=progress
     )

@@ -446,7 +446,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                     cross_validate_many(candidates, train, **cv, progress=show_progress) if candidates else [],
                     cross_validate_auto(
                         train, auto_candidates, ks, estimators=auto_estimators, **cv, progress=show_progress
-                    )
+                    )[0]
                     if auto
                     else None,
                 )

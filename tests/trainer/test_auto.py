@@ -106,21 +106,36 @@ def test_nested_cv_of_auto_uses_the_learners_folds_and_chooses_without_the_test_
 
     car = dataset("car")  # nominal only: the training fold's rows keep their codes, so they can be matched
     seen = []
-    real_choose = auto.choose
+    real_search = auto.search
 
     def spy(data, *args, **kwargs):
         seen.append(data)
-        return real_choose(data, *args, **kwargs)
+        return real_search(data, *args, **kwargs)
 
-    monkeypatch.setattr(auto, "choose", spy)
-    result = auto.cross_validate_auto(car, ["nb", "kdb"], [1], estimators=["laplace"], folds=4, seed=3, inner_folds=3)
+    monkeypatch.setattr(auto, "search", spy)
+    result, by_old_rule = auto.cross_validate_auto(
+        car, ["nb", "kdb"], [1], estimators=["laplace"], folds=4, seed=3, inner_folds=3,
+        rules=[auto.MOST_ACCURATE, auto.SIMPLEST_WITHIN_NOISE])
     fold = stratified_folds(car.y, 4, 3)
-    assert len(seen) == 4
+    assert len(seen) == 4  # one inner search per outer fold, shared by the two rules
     for f, train in enumerate(seen):
         assert np.array_equal(train.X, car.X[fold != f]) and np.array_equal(train.y, car.y[fold != f])
     singles = cross_validate_many([("nb", LAPLACE), ("kdb", {"k": 1, **LAPLACE})], car, folds=4, seed=3)
     # the chosen learner, refitted on the training fold, scores exactly as that learner did on the same fold
     by_choice = {e.label: e.fold_accuracies for e in singles}
-    for f, chosen in enumerate(result.fold_choices):
-        assert result.fold_accuracies[f] == by_choice[chosen][f]
+    for evaluation in (result, by_old_rule):
+        for f, chosen in enumerate(evaluation.fold_choices):
+            assert evaluation.fold_accuracies[f] == by_choice[chosen][f]
+    assert by_old_rule.label.endswith("rule=simplest-within-noise")
     assert result.label == "auto candidates=nb,kdb ks=1 estimators=laplace" and len(result.fold_choices) == 4
+
+
+def test_a_candidate_whose_first_fold_overruns_the_deadline_is_given_up(chess):
+    import time
+
+    from bnserve.trainer.evaluation.cross_validation import evaluate_on_splits, fold_splits
+
+    splits = fold_splits(chess, 3, 0)
+    assert evaluate_on_splits("tan", {}, chess, splits, deadline=time.perf_counter()) is None
+    kept = evaluate_on_splits("tan", {}, chess, splits, deadline=time.perf_counter() + 3600)
+    assert kept is not None and len(kept.fold_accuracies) == 3

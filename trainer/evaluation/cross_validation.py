@@ -139,10 +139,8 @@ def cross_validate_many(
     return _cross_validate(runs, data, dataset, folds, repeats, seed, progress)
 
 
-def cross_validate_fitter(
-    fitter: Fitter,
-    algo: str,
-    params: Mapping[str, Any],
+def cross_validate_fitters(
+    fitters: Sequence[tuple[str, Mapping[str, Any], Fitter]],
     data: EncodedData,
     *,
     dataset: str = "",
@@ -150,13 +148,15 @@ def cross_validate_fitter(
     repeats: int = 1,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
-) -> Evaluation:
-    """``cross_validate_many``'s folds (the same for the same ``seed``) for a procedure that
-    is not one learner, e.g. one that itself chooses by CV: ``fitter`` sees only each outer
-    training fold, so any choice it makes is scored on rows it never saw (nested CV).
-    ``algo`` and ``params`` name the result."""
+) -> list[Evaluation]:
+    """``cross_validate_many``'s folds (the same for the same ``seed``) for procedures that are
+    not one learner, e.g. ones that themselves choose by CV: each ``(algo, params, fitter)``'s
+    fitter sees only each outer training fold (the same object for every fitter of a fold), so
+    any choice it makes is scored on rows it never saw (nested CV). ``algo`` and ``params``
+    name the result."""
     _check_folds(folds, repeats, data)
-    return _cross_validate([_Run(algo, params, data, fitter)], data, dataset, folds, repeats, seed, progress)[0]
+    runs = [_Run(algo, params, data, fitter) for algo, params, fitter in fitters]
+    return _cross_validate(runs, data, dataset, folds, repeats, seed, progress)
 
 
 def _cross_validate(
@@ -197,13 +197,24 @@ def fold_splits(data: EncodedData, folds: int, seed: int) -> list[Split]:
 
 
 def evaluate_on_splits(
-    algo: str, params: Mapping[str, Any], data: EncodedData, splits: Sequence[Split], dataset: str = ""
-) -> Evaluation:
-    """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``."""
+    algo: str,
+    params: Mapping[str, Any],
+    data: EncodedData,
+    splits: Sequence[Split],
+    dataset: str = "",
+    deadline: float | None = None,
+) -> Evaluation | None:
+    """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``.
+    With a ``deadline`` (``time.perf_counter()`` seconds), None when the first fold's time says
+    the rest would end after it: the candidate is given up rather than overrun a time budget."""
     run = _Run(algo, params, data)
     pooled = np.empty((data.n_rows, data.n_classes))
-    for test_rows, train, test in splits:
+    for f, (test_rows, train, test) in enumerate(splits):
+        started = time.perf_counter()
         pooled[test_rows] = run.fold(train, test)
+        now = time.perf_counter()
+        if f == 0 and deadline is not None and now + (len(splits) - 1) * (now - started) > deadline:
+            return None
     run.aucs.append(metrics.auc(pooled, data.y))
     return run.result(dataset or data.source)
 
@@ -218,7 +229,7 @@ def cross_validate(
 def holdout(
     algo: str, train: EncodedData, test: EncodedData, *, fitter: Fitter | None = None, **params: Any
 ) -> Evaluation:
-    """Learn on ``train`` (with ``fitter`` when given, as in ``cross_validate_fitter``),
+    """Learn on ``train`` (with ``fitter`` when given, as in ``cross_validate_fitters``),
     score on ``test`` (coded against the same variables)."""
     if test.variables != train.variables:
         raise InvalidInput("the test data must be coded against the training variables")
