@@ -79,6 +79,8 @@ def default_singles() -> list[Method]:
     ]
     singles += [Method(name, SINGLE, name) for name in ("skdb", "eskdb", "a2de") if name in LEARNERS]
     singles.append(Method("kdb2-hdp", SINGLE, "kdb", {"k": 2, "estimator": "hdp"}))
+    if "eskdb" in LEARNERS:  # the paper's setting (Zhang, Petitjean & Buntine 2020)
+        singles.append(Method("eskdb-hdp", SINGLE, "eskdb", {"estimator": "hdp"}))
     return singles
 
 

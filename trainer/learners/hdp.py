@@ -110,6 +110,7 @@ class _Tree:
             self.n[level - 1] = self.t[level].reshape(-1, self.cards[level - 1], self.states).sum(axis=1)
         self.t[0] = (self.n[0] > 0).astype(np.int64)  # the root's base is fixed: one table per state seen
         self.n_total = [n.sum(axis=1) for n in self.n]
+        self.small = int(leaves.sum()) <= EXACT_STIRLING_MAX_N  # no count, even the root's, can outgrow it
         self._cache_leaf_rows(leaves)
         # the configurations with data, split by their last parent's value (siblings apart)
         data = leaves.sum(axis=1) > 0
@@ -150,12 +151,15 @@ class _Tree:
             allowed &= np_x >= parent_t[parents, x][:, None]
             safe = np.where(allowed, candidates, 1)
             np_safe = np.where(allowed, np_x, np.maximum(parent_t[parents, x], 1)[:, None])
-            log_p = (
-                self._log_stirling_own(level, at, x, n_x, safe)
-                + safe * log_c
-                + log_stirling(np_safe, np.broadcast_to(parent_t[parents, x][:, None], safe.shape))
-                - gammaln(c_parent + (parent_total[parents] - t_x)[:, None] + safe)
-            )
+            pt_x = parent_t[parents, x][:, None]
+            if self.small:  # every count within the exact table: index it directly
+                table = _exact_log_stirling()
+                stirling = table[n_x[:, None], safe] + table[np_safe, pt_x]
+            else:
+                stirling = self._log_stirling_own(level, at, x, n_x, safe) + log_stirling(
+                    np_safe, np.broadcast_to(pt_x, safe.shape)
+                )
+            log_p = stirling + safe * log_c - gammaln(c_parent + (parent_total[parents] - t_x)[:, None] + safe)
             log_p = np.where(allowed, log_p, -np.inf)
             log_p -= log_p.max(axis=1, keepdims=True)
             cumulative = np.cumsum(np.exp(log_p), axis=1)
