@@ -3,6 +3,8 @@ own, learned like the others and served for a missing value (empty, absent or co
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -105,3 +107,17 @@ def test_cross_validation_learns_the_states_per_training_fold():
     assert any(v.missing_state for v in hepatitis.features)
     (result,) = cross_validate_many([("nb", {})], hepatitis, folds=5)
     assert 0.5 < result.accuracy <= 1.0 and np.isfinite(result.log_loss)
+
+
+def test_the_cli_trains_with_the_state_and_shows_it(tmp_path, capsys):
+    from tests.trainer.conftest import run
+
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    path = write(tmp_path, TEXT)
+    code, out, err = run(capsys, "fit", "--algo", "nb", "--missing", "state", "--numeric", "n", "--data", path,
+                         "--name", "m", "--store", store)
+    assert code == 0, err
+    code, out, _ = run(capsys, "show", "m", "--store", store, "--json")
+    variables = {v["name"]: v for v in json.loads(out)["variables"]}
+    assert variables["a"]["states"][-1] == MISSING_LABEL and variables["a"].get("missing_state") is True
+    assert "missing_state" not in variables["b"]
