@@ -8,9 +8,18 @@ the statistics the first one counted):
 2. estimators: the best ``REFINED`` structures again with each other estimator (HDP,
    Dirichlet 0.5), since the estimator that pays depends on how deep the tables are.
 
+3. blend: from the candidates whose models are one network, the mean of the posteriors of
+   up to ``MAX_BLEND`` of them, chosen greedily (Caruana et al. 2004's ensemble selection:
+   start from the best, add the one that most improves the average's accuracy, ties to the
+   lower log-loss, while it gets more rows right; one estimator per structure), scored on
+   the same out-of-fold posteriors, so it
+   costs no fit until the end. It is served as one model of their networks
+   (``mean_posterior``), still a DAG plus tables.
+
 The winner is the most accurate candidate, ties going to the lower log-loss and then to
-the candidate tried first (``most-accurate``); ``simplest-within-noise`` (the rule before)
-takes the first candidate within one standard error of the best. Candidates are tried
+the candidate tried first (``most-accurate``), or the blend where it beats them all on
+the pooled out-of-fold posteriors; ``simplest-within-noise`` (the rule before) takes the
+first candidate within one standard error of the best, and no blend. Candidates are tried
 cheapest first, and once ``budget`` seconds are spent no new candidate is started: the
 ones left out are recorded with the choice. A candidate whose first fold says its folds
 would end after the budget is given up there.
@@ -24,8 +33,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import Model
+from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
@@ -33,7 +44,8 @@ from bnserve.trainer.evaluation.cross_validation import (
     evaluate_on_splits,
     fold_splits,
 )
-from bnserve.trainer.fit import fit
+from bnserve.trainer.evaluation.metrics import log_losses
+from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS
 
@@ -42,6 +54,8 @@ DEFAULT_KS = (1, 2, 3)
 DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5")  # the first is stage 1's
 CHOOSES_ITS_OWN_K = ("skdb", "eskdb")  # their k is a maximum they select under
 REFINED = 2
+MAX_BLEND = 3
+BLEND = "blend"  # the algorithm name of a blended model
 AUTO_FOLDS = 5
 DEFAULT_BUDGET = 90.0  # seconds of search; the winner's final fit comes on top
 BASELINE = "nb"
@@ -59,10 +73,17 @@ class Choice:
     scores: tuple[Evaluation, ...]  # every candidate tried, in the order tried
     noise: float  # standard error of the best candidate's CV accuracy
     skipped: tuple[str, ...] = ()  # candidates left out when the budget ran out
+    members: tuple[Candidate, ...] = ()  # a blend's candidates (algorithm BLEND)
 
     @property
     def label(self) -> str:
-        return " ".join([self.algorithm, *(f"{k}={v}" for k, v in self.params.items())])
+        if self.members:
+            return f"{BLEND} of " + " + ".join(_label(*member) for member in self.members)
+        return _label(self.algorithm, self.params)
+
+
+def _label(algorithm: str, params: Mapping[str, Any]) -> str:
+    return " ".join([algorithm, *(f"{k}={v}" for k, v in params.items())])
 
 
 def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str = "laplace") -> list[Candidate]:
@@ -90,6 +111,7 @@ class Search:
     tried: tuple[Candidate, ...]
     scores: tuple[Evaluation, ...]
     skipped: tuple[str, ...]
+    blend: tuple[int, ...] = ()  # the blend's candidates (indices into tried), best first; () for none
 
 
 def search(
@@ -113,23 +135,62 @@ def search(
     scores: list[Evaluation] = []
     tried: list[Candidate] = []
     skipped: list[str] = []
+    posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
 
     def run(grid: Sequence[Candidate]) -> None:
         for algo, params in grid:
             deadline = None if budget is None or not tried else start + budget
             scored = None
+            out = np.empty((data.n_rows, data.n_classes))
             if deadline is None or time.perf_counter() < deadline:
-                scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline)
+                scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out)
             if scored is None:
-                skipped.append(" ".join([algo, *(f"{k}={v}" for k, v in params.items())]))
+                skipped.append(_label(algo, params))
                 continue
             scores.append(scored)
             tried.append((algo, params))
+            posteriors.append(out)
 
     run(candidate_grid(candidates, ks, estimators[0]))
     structures = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))[:REFINED]
     run([(tried[i][0], {**tried[i][1], "estimator": e}) for i in structures for e in estimators[1:]])
-    return Search(tuple(tried), tuple(scores), tuple(skipped))
+    return Search(tuple(tried), tuple(scores), tuple(skipped), _blend(scores, posteriors, data.y, tried))
+
+
+def _blend(
+    scores: Sequence[Evaluation], posteriors: Sequence[np.ndarray], y: np.ndarray, tried: Sequence[Candidate]
+) -> tuple[int, ...]:
+    """Greedy ensemble selection over the one-network candidates (stage 3), one per structure
+    (the same learner with another estimator adds little); each step, and the blend against
+    every candidate, must get more rows right out of fold, log-loss breaking ties between
+    options. () when no blend does."""
+
+    def quality(p: np.ndarray) -> tuple[int, float]:  # lower is better
+        return (-int(np.sum(p.argmax(axis=1) == y)), round(float(np.mean(log_losses(p, y))), 12))
+
+    def structure(i: int) -> Candidate:
+        algo, params = tried[i]
+        return algo, {k: v for k, v in params.items() if k != "estimator"}
+
+    pool = [i for i, e in enumerate(scores) if e.combinations == (SINGLE,)]
+    if len(pool) < 2:
+        return ()
+    overall = min(quality(p)[0] for p in posteriors)
+    members = [min(pool, key=lambda i: (*quality(posteriors[i]), i))]
+    total, right = posteriors[members[0]].copy(), quality(posteriors[members[0]])[0]
+    while len(members) < MAX_BLEND:
+        taken = [structure(m) for m in members]
+        options = [
+            (*quality((total + posteriors[i]) / (len(members) + 1)), i)
+            for i in pool
+            if i not in members and structure(i) not in taken
+        ]
+        if not options or min(options)[0] >= right:
+            break
+        right, _, i = min(options)
+        members.append(i)
+        total += posteriors[i]
+    return tuple(members) if len(members) > 1 and right < overall else ()
 
 
 def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
@@ -137,6 +198,10 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
     if rule not in RULES:
         raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     scores = found.scores
+    if rule == MOST_ACCURATE and found.blend:
+        members = tuple(found.tried[i] for i in found.blend)
+        labels = [_label(*member) for member in members]
+        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members)
     best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
     noise, chosen = 0.0, best
     if rule == SIMPLEST_WITHIN_NOISE:
@@ -188,7 +253,7 @@ def fit_auto(
 
 def fit_choice(data: EncodedData, choice: Choice, how: str) -> Model:
     """The chosen candidate fitted on all of ``data``, with the search in its metadata."""
-    model = fit(choice.algorithm, data, **choice.params)
+    model = _fit_blend(data, choice.members) if choice.members else fit(choice.algorithm, data, **choice.params)
     selection = {
         "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, {how}",
         "chosen": choice.label,
@@ -214,6 +279,18 @@ def fit_choice(data: EncodedData, choice: Choice, how: str) -> Model:
         model.params,
         {**model.metadata, "selection": selection},
     ).validate()
+
+
+def _fit_blend(data: EncodedData, members: Sequence[Candidate]) -> Model:
+    """Each member fitted on ``data``; one model of their networks, posteriors averaged."""
+    models = [fit(algo, data, **params) for algo, params in members]
+    networks = tuple(net for model in models for net in model.networks)
+    first = models[0].metadata
+    metadata = {key: value for key, value in first.items() if key not in ("order", "order_scores", "arc_cmi")}
+    metadata["estimator"] = ",".join(dict.fromkeys(str(m.metadata["estimator"]) for m in models))
+    metadata["arc_cmi"] = arc_cmi(networks, data)
+    params = {"members": [_label(*member) for member in members]}
+    return Model(models[0].variables, networks, BLEND, MEAN_POSTERIOR, params, metadata).validate()
 
 
 def cross_validate_auto(

@@ -4,6 +4,7 @@ the time budget bounds the search."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
@@ -22,13 +23,21 @@ def test_grid_tries_each_k_and_always_naive_bayes():
         candidate_grid(["zz"], [1])
 
 
-def test_the_most_accurate_rule_takes_the_cv_best(chess):
-    choice = choose(chess, ["nb", "tan", "kdb"], [1, 2], estimators=["laplace", "dirichlet:0.5"])
-    best = max(choice.scores, key=lambda e: (e.accuracy, -e.log_loss))
-    assert (choice.algorithm, dict(choice.params)) == (best.algorithm, dict(best.params))
-    assert choice.algorithm == "kdb" and choice.noise == 0.0
-    nb = next(e for e in choice.scores if e.algorithm == "nb")
+def test_the_most_accurate_rule_takes_the_cv_best_or_a_blend_that_beats_it(chess):
+    from dataclasses import replace
+
+    from bnserve.trainer.auto import pick, search
+
+    found = search(chess, ["nb", "tan", "kdb"], [1, 2], estimators=["laplace", "dirichlet:0.5"])
+    best = max(found.scores, key=lambda e: (e.accuracy, -e.log_loss))
+    plain = pick(replace(found, blend=()))
+    assert (plain.algorithm, dict(plain.params)) == (best.algorithm, dict(best.params))
+    assert plain.algorithm == "kdb" and plain.noise == 0.0
+    nb = next(e for e in found.scores if e.algorithm == "nb")
     assert best.accuracy > nb.accuracy + 0.05
+    chosen = pick(found)
+    assert [found.tried[i] for i in found.blend] == list(chosen.members)
+    assert pick(found, SIMPLEST_WITHIN_NOISE).members == ()  # the old rule blends nothing
 
 
 def test_estimators_are_tried_on_the_two_best_structures(chess):
@@ -139,3 +148,42 @@ def test_a_candidate_whose_first_fold_overruns_the_deadline_is_given_up(chess):
     assert evaluate_on_splits("tan", {}, chess, splits, deadline=time.perf_counter()) is None
     kept = evaluate_on_splits("tan", {}, chess, splits, deadline=time.perf_counter() + 3600)
     assert kept is not None and len(kept.fold_accuracies) == 3
+
+
+def test_a_blend_is_kept_only_where_it_beats_every_candidate_out_of_fold():
+    import numpy as np
+
+    from bnserve.trainer.auto import _blend
+    from bnserve.trainer.evaluation.cross_validation import Evaluation
+
+    y = np.array([0, 0, 1, 1])
+    one = Evaluation("a", {}, "d", 4, 0.5, 0, 0.7, 0.5, 0, 0, 0, (0.5,), combinations=("single",))
+    ensemble = Evaluation("e", {}, "d", 4, 0.5, 0, 0.7, 0.5, 0, 0, 0, (0.5,), combinations=("mean_posterior",))
+    # each single candidate is right on half the rows, with confidence; their mean is right on all
+    a = np.array([[0.9, 0.1], [0.4, 0.6], [0.2, 0.8], [0.6, 0.4]])
+    b = np.array([[0.4, 0.6], [0.9, 0.1], [0.6, 0.4], [0.2, 0.8]])
+    tried = [("nb", {}), ("tan", {}), ("kdb", {"k": 1})]
+    assert _blend([one, one], [a, b], y, tried) == (0, 1)
+    assert _blend([one, ensemble], [a, b], y, tried) == ()  # only one-network candidates are blended
+    same = [("tan", {"estimator": "laplace"}), ("tan", {"estimator": "hdp"})]
+    assert _blend([one, one], [a, b], y, same) == ()  # one estimator per structure
+    perfect = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]]) * 0.98 + 0.01
+    assert _blend([one, one, one], [a, b, perfect], y, tried) == ()  # the blend does not beat the best alone
+
+
+def test_a_blend_is_fitted_as_one_model_of_its_members_networks(chess):
+    from bnserve.store.model import MEAN_POSTERIOR
+    from bnserve.store.predictor import compile_model
+    from bnserve.trainer.auto import BLEND, Choice, fit_choice
+    from bnserve.trainer.fit import fit
+
+    members = (("nb", {"estimator": "laplace"}), ("kdb", {"k": 2, "estimator": "dirichlet:0.5"}))
+    from bnserve.trainer.auto import search
+
+    scores = search(chess, ["nb"], [1], estimators=["laplace"]).scores
+    model = fit_choice(chess, Choice(BLEND, {}, scores, 0.0, (), members), "by hand")
+    assert (model.algorithm, model.combination, len(model.networks)) == (BLEND, MEAN_POSTERIOR, 2)
+    assert model.params == {"members": ["nb estimator=laplace", "kdb k=2 estimator=dirichlet:0.5"]}
+    assert model.metadata["estimator"] == "laplace,dirichlet:0.5"
+    parts = [compile_model(fit(a, chess, **p)).predict_proba(chess.X[:50]) for a, p in members]
+    np.testing.assert_allclose(compile_model(model).predict_proba(chess.X[:50]), (parts[0] + parts[1]) / 2, atol=1e-12)

@@ -43,6 +43,7 @@ class Evaluation:
     sum_mi: float
     fold_accuracies: tuple[float, ...]
     fold_choices: tuple[str, ...] = ()  # per fold, what a selecting fitter (auto) chose on the training rows
+    combinations: tuple[str, ...] = ()  # the combination rule of its models, each fold's once
 
     @property
     def zero_one_loss(self) -> float:
@@ -77,6 +78,7 @@ class _Run:
         self.predict_seconds: list[float] = []
         self.sum_mis: list[float] = []
         self.used_params: Mapping[str, Any] = {}
+        self.combinations: tuple[str, ...] = ()
 
     def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
         t0 = time.perf_counter()
@@ -95,6 +97,7 @@ class _Run:
         self.accuracies.append(float(np.mean(np.argmax(proba, axis=1) == test.y)))
         self.losses.append(metrics.log_losses(proba, test.y))
         self.sum_mis.append(metrics.sum_mi(model, train))
+        self.combinations = tuple(dict.fromkeys((*self.combinations, model.combination)))
         return proba
 
     def result(self, dataset: str) -> Evaluation:
@@ -112,6 +115,7 @@ class _Run:
             sum_mi=float(np.mean(self.sum_mis)),
             fold_accuracies=tuple(self.accuracies),
             fold_choices=tuple(self.choices),
+            combinations=self.combinations,
         )
 
 
@@ -203,12 +207,14 @@ def evaluate_on_splits(
     splits: Sequence[Split],
     dataset: str = "",
     deadline: float | None = None,
+    probabilities: np.ndarray | None = None,
 ) -> Evaluation | None:
     """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``.
     With a ``deadline`` (``time.perf_counter()`` seconds), None when the first fold's time says
-    the rest would end after it: the candidate is given up rather than overrun a time budget."""
+    the rest would end after it: the candidate is given up rather than overrun a time budget.
+    ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior."""
     run = _Run(algo, params, data)
-    pooled = np.empty((data.n_rows, data.n_classes))
+    pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
     for f, (test_rows, train, test) in enumerate(splits):
         started = time.perf_counter()
         pooled[test_rows] = run.fold(train, test)
