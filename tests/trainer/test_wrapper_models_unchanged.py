@@ -24,6 +24,9 @@ import pytest
 
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.search import wrapper
+from bnserve.trainer.learners.search.groups import grouped_parents
+from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
 from tests.data_helpers import dataset
 
 LEARNERS = ("asb", "bsej", "cb", "ffss", "fss", "info-as", "k2", "k2-as", "k2-as-le", "stan")
@@ -477,6 +480,30 @@ def test_models_unchanged(name):
     data = load_rows(name)
     for algo in LEARNERS:
         assert fingerprints(algo, data) == RECORDED[name][algo], f"{algo} on {name}"
+
+
+@pytest.mark.parametrize("name", ["car", "dermatology"])
+@pytest.mark.parametrize("rounding", [wrapper.ROUNDING, 1e-3])
+def test_incremental_scores_equal_full_sums(name, rounding, monkeypatch):
+    """A candidate scored from the anchor's sum gets the accuracy a fresh scorer (which sums
+    it in full) gives: random semi-naive networks, each a few moves from the previous one.
+    With a rounding bound blown up to 1e-3 most rows count as near-ties and are summed in
+    full, which checks that path too."""
+    monkeypatch.setattr(wrapper, "ROUNDING", rounding)
+    data = dataset(name)
+    rng = np.random.default_rng(0)
+    n = len(data.features)
+    shared = CrossValidatedAccuracy(data)
+    groups = [[i] for i in range(n)]
+    for _ in range(60):
+        if len(groups) > 1 and rng.random() < 0.5:
+            a, b = sorted(rng.choice(len(groups), 2, replace=False))
+            groups[a] += groups.pop(b)
+        else:
+            g = int(rng.integers(len(groups)))
+            groups[g] = [i for i in groups[g] if i != int(rng.choice(groups[g]))] or groups[g]
+        parents = grouped_parents(data, [tuple(sorted(g)) for g in groups if g])
+        assert shared(parents) == CrossValidatedAccuracy(data)(parents)
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ class CrossValidatedAccuracy:
         self._cards = {v.name: v.cardinality for v in data.variables}
         self._incomplete = [set(np.flatnonzero((data.X[rows] < 0).any(axis=0)).tolist()) for rows in self._tests]
         self._has_missing = {v.name: bool((data.X[:, i] < 0).any()) for i, v in enumerate(data.features)}
-        self._families: dict[Family, list[np.ndarray]] = {}
+        self._families: dict[Family, list[tuple[np.ndarray, float]]] = {}
         self._family_bytes = 0
         self._anchors: list[tuple[frozenset[Family], np.ndarray] | None] = [None] * folds
 
