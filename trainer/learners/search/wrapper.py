@@ -72,9 +72,14 @@ class CrossValidatedAccuracy:
         self._cards = {v.name: v.cardinality for v in data.variables}
         self._incomplete = [set(np.flatnonzero((data.X[rows] < 0).any(axis=0)).tolist()) for rows in self._tests]
         self._has_missing = {v.name: bool((data.X[:, i] < 0).any()) for i, v in enumerate(data.features)}
-        self._families: dict[Family, list[tuple[np.ndarray, float]]] = {}
+        self._ids: dict[Family, int] = {}  # each family seen, numbered
+        self._keys: list[Family] = []
+        self._families: dict[int, list[tuple[np.ndarray, float]]] = {}
         self._family_bytes = 0
-        self._anchors: list[tuple[frozenset[Family], np.ndarray] | None] = [None] * folds
+        # per fold: the anchor's families, their sum (classes, rows), its largest absolute value
+        self._anchors: list[tuple[frozenset[int], np.ndarray, float] | None] = [None] * folds
+        # per fold: where each test row's own class sits in a flattened (classes, rows) array
+        self._flat_y = [y * y.shape[0] + np.arange(y.shape[0]) for y in self._test_y]
 
     def __call__(self, parents: Mapping[str, tuple[str, ...]]) -> float:
         key = frozenset((node, tuple(ps)) for node, ps in parents.items())
@@ -86,7 +91,9 @@ class CrossValidatedAccuracy:
     def _score(self, parents: Mapping[str, tuple[str, ...]]) -> float:
         used = {self._index[v] for v in parents if v != self._class}
         # the families that contain the class, in the candidate's order (the others are constant in c)
-        families = [(v, tuple(ps)) for v, ps in parents.items() if v == self._class or self._class in ps]
+        keys = [(v, tuple(ps)) for v, ps in parents.items() if v == self._class or self._class in ps]
+        families = [self._id(key) for key in keys]  # ids: a family's key is hashed once, not per fold
+        members = frozenset(families)
         correct = 0
         for f in range(self._folds):
             if used & self._incomplete[f]:
@@ -95,48 +102,54 @@ class CrossValidatedAccuracy:
                 log_joint = compile_model(model).predict_proba(self._data.X[self._tests[f]])
                 correct += int(np.count_nonzero(np.argmax(log_joint, axis=1) == self._test_y[f]))
             else:
-                correct += self._correct(f, families)
+                correct += self._correct(f, families, members)
         return correct / self._n
 
-    def _correct(self, fold: int, families: list[Family]) -> int:
-        """Test rows of ``fold`` whose argmax of the summed ``families`` is their class."""
+    def _id(self, key: Family) -> int:
+        found = self._ids.get(key)
+        if found is None:
+            found = self._ids[key] = len(self._keys)
+            self._keys.append(key)
+        return found
+
+    def _correct(self, fold: int, families: list[int], members: frozenset[int]) -> int:
+        """Test rows of ``fold`` whose argmax of the summed ``families`` (ids) is their class."""
         y = self._test_y[fold]
         anchor = self._anchors[fold]
         if anchor is not None:
-            members = set(families)
             removed = [key for key in anchor[0] if key not in members]
             added = [key for key in families if key not in anchor[0]]
         if anchor is None or len(removed) + len(added) > max(REANCHOR_FAMILIES, len(families) // 2):
             log_joint = self._sum(fold, families)
-            self._anchors[fold] = (frozenset(families), log_joint)
+            self._anchors[fold] = (members, log_joint, float(np.abs(log_joint).max(initial=0.0)))
             return int(np.count_nonzero(_first_argmax(log_joint) == y))
-        approx = np.broadcast_to(anchor[1], (anchor[1].shape[0], y.shape[0])).copy()
-        spread = 0.0  # bounds the absolute values of the removed families' sum
+        approx, spread = anchor[1], anchor[2]
         for key in removed:
             values, largest = self._family(key)[fold]
-            approx -= values
+            approx = approx - values
             spread += largest
         for key in added:
-            approx += self._family(key)[fold][0]
-        top = approx.max(axis=0)
-        # every family value is <= 0, so the absolute values of the anchor's, the removed and
-        # the added families sum to |candidate| + 2 |removed|; the rounding of either sum is at
-        # most (terms) u times that; twice that, for safety, on each side
+            values, largest = self._family(key)[fold]
+            approx = approx + values
+            spread += largest
+        if approx.shape[1] != y.shape[0]:  # an anchor of the class's family alone
+            approx = np.broadcast_to(approx, (approx.shape[0], y.shape[0]))
+        # Every family value is <= 0, so the absolute values of the anchor's, the removed and
+        # the added families sum to at most ``spread`` (the anchor's largest |sum|, then each
+        # family's largest |value|); the sum in full and the approximation each round off by
+        # at most (terms) u times that. Twice that, for safety, on each side.
         terms = len(anchor[0]) + len(families) + len(removed) + len(added) + 2
-        largest = max(float(-approx.min()), float(top.max()), 0.0) if top.size else 0.0
-        slack = 2.0 * terms * ROUNDING * (largest + 2.0 * spread)
-        floor = top - 2.0 * slack
-        near = np.zeros(y.shape[0], dtype=np.int64)
-        for row in approx:
-            near += row >= floor
-        sure = near == 1
-        correct = int(np.count_nonzero(sure & (approx[y, np.arange(y.shape[0])] == top)))
+        floor = approx.max(axis=0)
+        top = floor.copy()
+        floor -= 4.0 * terms * ROUNDING * spread
+        sure = np.count_nonzero(approx >= floor, axis=0) == 1
+        correct = int(np.count_nonzero(sure & (approx.ravel()[self._flat_y[fold]] == top)))
         unsure = np.flatnonzero(~sure)
         if unsure.size:
             correct += int(np.count_nonzero(_first_argmax(self._sum(fold, families, unsure)) == y[unsure]))
         return correct
 
-    def _sum(self, fold: int, families: list[Family], rows: np.ndarray | None = None) -> np.ndarray:
+    def _sum(self, fold: int, families: list[int], rows: np.ndarray | None = None) -> np.ndarray:
         """log P(c, x) up to a constant, (classes, rows), at the test rows of ``fold`` (or those
         of them at ``rows``): the families summed one by one in the candidate's order."""
         size = self._test_y[fold].shape[0] if rows is None else rows.shape[0]
@@ -148,15 +161,15 @@ class CrossValidatedAccuracy:
             log_joint = log_joint + values  # (classes, 1) broadcasts
         return log_joint
 
-    def _family(self, key: Family) -> list[tuple[np.ndarray, float]]:
+    def _family(self, family_id: int) -> list[tuple[np.ndarray, float]]:
         """log P(node | parents) at each test row of every fold, for every class, as
         (classes, rows) ((classes, 1) for the class's own family), with its largest absolute
         value, per fold. The counts of every fold come from one bincount over all rows with
         the fold as the first axis; a fold's training counts are the total less its own, the
         same integers as counting its training rows."""
-        hit = self._families.get(key)
+        hit = self._families.get(family_id)
         if hit is None:
-            node, parents = key
+            node, parents = self._keys[family_id]
             family = (node, *parents)
             cards = [self._cards[v] for v in family]
             columns = [self._column(v) for v in family]
@@ -184,7 +197,7 @@ class CrossValidatedAccuracy:
             if self._family_bytes + size > FAMILY_CACHE_BYTES * self._folds:
                 self._families.clear()
                 self._family_bytes = 0
-            self._families[key] = hit
+            self._families[family_id] = hit
             self._family_bytes += size
         return hit
 
