@@ -18,6 +18,7 @@ from bnserve.trainer.stats.independence import (
     MIN_EXPECTED_PER_CELL,
     IndependenceTest,
     conditional_independence_test,
+    independence_given_test,
     independence_test,
 )
 from bnserve.trainer.stats.information import (
@@ -70,6 +71,7 @@ __all__ = [
     "family_log_likelihood",
     "feature_columns",
     "functional_dependency_matrix",
+    "independence_given_test",
     "independence_test",
     "joint_column",
     "joint_counts",

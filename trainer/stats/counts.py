@@ -10,17 +10,27 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def joint_counts(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
+def joint_counts(columns: Sequence[np.ndarray], cards: Sequence[int], complete: bool = False) -> np.ndarray:
     """Contingency table N(v1, ..., vk) with shape ``tuple(cards)``, over rows where all are present.
 
     One pass per column and one bincount, no mask: code -1 (missing) is shifted to an extra
     state 0 of each axis, which is sliced off, so a row with any missing value only lands
-    in the sliced-off cells.
+    in the sliced-off cells. ``complete``: the caller knows no column has a missing value;
+    the same table is counted without the extra states (a table (4/3)^k times smaller for
+    k three-valued columns), which is what makes the many CI tests of CB cheap.
     """
     cols = [np.asarray(c) for c in columns]
     shape = tuple(int(c) for c in cards)
     if not cols:
         raise ValueError("joint_counts needs at least one column")
+    if complete:
+        codes = np.multiply(cols[0], math.prod(shape[1:]), dtype=np.int64)
+        for c, stride in zip(cols[1:], [math.prod(shape[i + 1 :]) for i in range(1, len(shape))]):
+            if stride == 1:
+                np.add(codes, c, out=codes, dtype=np.int64)
+            else:
+                codes += np.multiply(c, stride, dtype=np.int64)
+        return np.bincount(codes, minlength=math.prod(shape)).reshape(shape)
     return _shifted_counts(shifted_codes(cols, shape), shape)
 
 

@@ -65,11 +65,12 @@ def cb_search(
     raw = [v.raw[i] for i in nodes]
     cards = [v.raw_cards[i] for i in nodes]
     adj = ~np.eye(k, dtype=bool)
+    complete = all(int(column.min(initial=0)) >= 0 for column in raw)  # counts need no missing state
     sepsets: dict[tuple[int, int], tuple[int, ...]] = {}
     best: CBResult | None = None
     accuracies: list[float] = []
     for level in range(max(k - 1, 1)):  # a level needs level + 2 nodes; one run even for a lone class
-        removed = pc_level(raw, cards, adj, sepsets, level, alpha)
+        removed = pc_level(raw, cards, adj, sepsets, level, alpha, complete)
         if level and not removed:
             break
         order = [nodes[i] for i in total_order(orient(adj, sepsets, roots), rank)]
@@ -89,6 +90,7 @@ def pc_level(
     sepsets: dict[tuple[int, int], tuple[int, ...]],
     level: int,
     alpha: float = stats.ALPHA,
+    complete: bool = False,
 ) -> bool:
     """Remove (in place) every edge x–y with x ⊥ y | S for some S of ``level`` neighbours
     of x or of y (the neighbours as they were when the level began: order-independent,
@@ -97,6 +99,8 @@ def pc_level(
     A test counts as independence only when reliable (``stats.MIN_EXPECTED_PER_CELL``
     rows per cell) and not rejecting at ``alpha``; an unreliable test is no evidence and
     keeps the edge, so a test whose table has more cells than m/5 is not even run.
+    ``complete``: no column of ``raw`` has a missing value (the tables are counted without
+    a missing state; the same counts).
     O(edges · C(degree, level) · m).
     """
     m = raw[0].shape[0]
@@ -111,7 +115,7 @@ def pc_level(
                 if cond in tried:
                     continue
                 tried.add(cond)
-                if _independent(raw, cards, a, b, cond, m, alpha):
+                if _independent(raw, cards, a, b, cond, m, alpha, complete):
                     adj[x, y] = adj[y, x] = False
                     sepsets[(x, y)] = cond
                     removed = True
@@ -121,13 +125,17 @@ def pc_level(
     return removed
 
 
-def _independent(raw, cards, a: int, b: int, cond: tuple[int, ...], m: int, alpha: float) -> bool:
+def _independent(
+    raw, cards, a: int, b: int, cond: tuple[int, ...], m: int, alpha: float, complete: bool = False
+) -> bool:
     cells = cards[a] * cards[b] * math.prod(cards[c] for c in cond)
     if m < stats.MIN_EXPECTED_PER_CELL * cells:
         return False
     if cond:
-        z, card_z = stats.joint_column([raw[c] for c in cond], [cards[c] for c in cond])
-        test = stats.conditional_independence_test(raw[a], raw[b], z, cards[a], cards[b], card_z, alpha)
+        given = [raw[c] for c in cond]
+        test = stats.independence_given_test(
+            raw[a], raw[b], given, cards[a], cards[b], [cards[c] for c in cond], alpha, complete
+        )
     else:
         test = stats.independence_test(raw[a], raw[b], cards[a], cards[b], alpha)
     return test.reliable and not test.rejects_independence
