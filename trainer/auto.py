@@ -41,6 +41,7 @@ from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
     cross_validate_fitters,
+    describe,
     evaluate_on_splits,
     fold_splits,
 )
@@ -78,12 +79,8 @@ class Choice:
     @property
     def label(self) -> str:
         if self.members:
-            return f"{BLEND} of " + " + ".join(_label(*member) for member in self.members)
-        return _label(self.algorithm, self.params)
-
-
-def _label(algorithm: str, params: Mapping[str, Any]) -> str:
-    return " ".join([algorithm, *(f"{k}={v}" for k, v in params.items())])
+            return f"{BLEND} of " + " + ".join(describe(*member) for member in self.members)
+        return describe(self.algorithm, self.params)
 
 
 def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str = "laplace") -> list[Candidate]:
@@ -145,7 +142,7 @@ def search(
             if deadline is None or time.perf_counter() < deadline:
                 scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out)
             if scored is None:
-                skipped.append(_label(algo, params))
+                skipped.append(describe(algo, params))
                 continue
             scores.append(scored)
             tried.append((algo, params))
@@ -195,12 +192,11 @@ def _blend(
 
 def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
     """The candidate ``rule`` takes from a search (see the module docstring)."""
-    if rule not in RULES:
-        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    _check_rule(rule)
     scores = found.scores
     if rule == MOST_ACCURATE and found.blend:
         members = tuple(found.tried[i] for i in found.blend)
-        labels = [_label(*member) for member in members]
+        labels = [describe(*member) for member in members]
         return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members)
     best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
     noise, chosen = 0.0, best
@@ -224,10 +220,14 @@ def choose(
     budget: float | None = DEFAULT_BUDGET,
 ) -> Choice:
     """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
-    if rule not in RULES:
-        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    _check_rule(rule)
     found = search(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget)
     return pick(found, rule)
+
+
+def _check_rule(rule: str) -> None:
+    if rule not in RULES:
+        raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
 
 
 def _rank_key(evaluation: Evaluation, order: int) -> tuple[float, float, int]:
@@ -289,7 +289,7 @@ def _fit_blend(data: EncodedData, members: Sequence[Candidate]) -> Model:
     metadata = {key: value for key, value in first.items() if key not in ("order", "order_scores", "arc_cmi")}
     metadata["estimator"] = ",".join(dict.fromkeys(str(m.metadata["estimator"]) for m in models))
     metadata["arc_cmi"] = arc_cmi(networks, data)
-    params = {"members": [_label(*member) for member in members]}
+    params = {"members": [describe(*member) for member in members]}
     return Model(models[0].variables, networks, BLEND, MEAN_POSTERIOR, params, metadata).validate()
 
 
@@ -317,8 +317,7 @@ def cross_validate_auto(
     ``fold_choices`` lists what was chosen on each fold."""
     candidate_grid(candidates, ks)  # unknown candidates fail before the first fold
     for rule in rules:
-        if rule not in RULES:
-            raise InvalidInput(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+        _check_rule(rule)
     label: dict[str, Any] = {}  # the label says what differs from the defaults
     if tuple(candidates) != DEFAULT_CANDIDATES:
         label["candidates"] = ",".join(candidates)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from typing import Any
 
 import numpy as np
 
+from bnserve.store.errors import InvalidInput
 from bnserve.store.model.discretization import interval_code, interval_codes, number_of
 
 CLASS = "class"
@@ -52,6 +53,13 @@ class Variable:
     @property
     def cardinality(self) -> int:
         return len(self.states)
+
+    def with_missing_state(self) -> Variable:
+        """This variable with a last state ``MISSING_LABEL`` that a missing value takes
+        (``--missing state``); a state already labelled so is refused, naming the column."""
+        if MISSING_LABEL in self.states:
+            raise InvalidInput(f"column {self.name!r}: the value {MISSING_LABEL!r} clashes with --missing state")
+        return replace(self, states=(*self.states, MISSING_LABEL), missing_state=True)
 
     @property
     def missing_code(self) -> int:

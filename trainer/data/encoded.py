@@ -18,14 +18,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import FEATURE, MISSING_LABEL, NUMERIC, UNKNOWN, Variable
+from bnserve.store.model import FEATURE, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
@@ -204,10 +204,9 @@ def _with_missing_state(variable: Variable, codes: np.ndarray) -> Variable:
     missing = codes < 0
     if not missing.any():
         return variable
-    if MISSING_LABEL in variable.states:
-        raise InvalidInput(f"column {variable.name!r}: the value {MISSING_LABEL!r} clashes with --missing state")
-    codes[missing] = variable.cardinality
-    return replace(variable, states=(*variable.states, MISSING_LABEL), missing_state=True)
+    with_state = variable.with_missing_state()
+    codes[missing] = with_state.missing_code
+    return with_state
 
 
 def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:

@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import repeat
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import CLASS, FEATURE, MISSING_LABEL, NUMERIC, Variable
+from bnserve.store.model import CLASS, FEATURE, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
 from bnserve.trainer.data.columns import check_columns, is_numeric_column
 from bnserve.trainer.data.discretize import merge_value_tables
@@ -186,9 +186,7 @@ def _variable(source: str, name: str, tally: _Tally, by_state: list[int], prepro
     variable = _present_variable(source, name, tally, by_state, preprocessing)
     if preprocessing.missing != STATE or "" not in tally.labels:
         return variable
-    if MISSING_LABEL in variable.states:
-        raise InvalidInput(f"column {name!r}: the value {MISSING_LABEL!r} clashes with --missing state")
-    return replace(variable, states=(*variable.states, MISSING_LABEL), missing_state=True)
+    return variable.with_missing_state()
 
 
 def _present_variable(
