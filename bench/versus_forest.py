@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.report import machine, write_section
-from bnserve.trainer.auto import MOST_ACCURATE, SIMPLEST_WITHIN_NOISE, cross_validate_auto
-from bnserve.trainer.data import EncodedData, Preprocessing, load
+from bnserve.trainer.auto import AUTO_DISCRETIZATION, MOST_ACCURATE, SIMPLEST_WITHIN_NOISE, cross_validate_auto
+from bnserve.trainer.data import EncodedData, Preprocessing, load, prepare
 from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
@@ -83,13 +83,14 @@ def default_singles() -> list[Method]:
     singles.append(Method("kdb2-hdp", SINGLE, "kdb", {"k": 2, "estimator": "hdp"}))
     if "eskdb" in LEARNERS:  # the paper's setting (Zhang, Petitjean & Buntine 2020)
         singles.append(Method("eskdb-hdp", SINGLE, "eskdb", {"estimator": "hdp"}))
+    singles += [Method(f"{algo}-alr", SINGLE, algo, {"estimator": "alr"}) for algo in ("nb", "tan")]
     return singles
 
 
 def others() -> list[Method]:
     return [
-        Method("auto", AUTO, "auto", {"rule": MOST_ACCURATE}),
-        Method("auto-se", AUTO, "auto", {"rule": SIMPLEST_WITHIN_NOISE}),
+        Method("auto", AUTO, "auto", {"rule": MOST_ACCURATE, "discretize": str(AUTO_DISCRETIZATION)}),
+        Method("auto-se", AUTO, "auto", {"rule": SIMPLEST_WITHIN_NOISE, "discretize": str(AUTO_DISCRETIZATION)}),
         Method("rf", PEER, "RandomForestClassifier", {"n_estimators": 100, "random_state": 0, "n_jobs": 1}),
         Method("hgb", PEER, "HistGradientBoostingClassifier", {"random_state": 0}),
     ]
@@ -148,6 +149,12 @@ def read(name: str) -> Data:
             raw[:, j] = np.where(columns.codes[:, j] >= 0, columns.codes[:, j], np.nan)
     nominal = np.array([s is not None for s in columns.states])
     return Data(name, ours, raw, nominal, tuple(len(s) if s is not None else 0 for s in columns.states))
+
+
+def as_auto_reads(data: EncodedData) -> EncodedData:
+    """The data as ``trainer fit --algo auto`` reads the file: with auto's discretisation."""
+    assert data.columns is not None and data.preprocessing is not None
+    return prepare(data.columns, replace(data.preprocessing, discretize=AUTO_DISCRETIZATION))
 
 
 def ordinal(data: Data, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -306,7 +313,7 @@ def run_dataset(name: str, methods: Sequence[Method], fresh: bool, live: bool) -
         t0 = time.perf_counter()
         rules = [m.params["rule"] for m in autos]
         evaluations = cross_validate_auto(
-            data.ours, folds=FOLDS, seed=SEED, rules=rules, dataset=name, progress=progress
+            as_auto_reads(data.ours), folds=FOLDS, seed=SEED, rules=rules, dataset=name, progress=progress
         )
         seconds = (time.perf_counter() - t0) / len(autos)
         for m, e in zip(autos, evaluations):
@@ -400,7 +407,10 @@ def render(
         "`--fresh` recomputes; every figure in docs/accuracy-peers.json). Each CSV in ../shared/datasets is one "
         "data set: the train and test halves of adult, monks-1..3, spect and hayes-roth are two sets each. "
         f"10-fold stratified CV, the same folds (`stratified_folds(y, {FOLDS}, {SEED})` on our coded class) for "
-        "every method. Ours learn their MDL cut points on each training fold; `auto` is scored by nested CV "
+        "every method. Ours learn their MDL cut points on each training fold (`nb-alr`, `tan-alr`: with "
+        "`--estimator alr`); `auto` reads the data as `trainer fit --algo auto` does (`--discretize "
+        f"{AUTO_DISCRETIZATION}`: a column MDL leaves whole keeps up to {AUTO_DISCRETIZATION.bins} "
+        "equal-frequency intervals) and is scored by nested CV "
         "(`cross_validate_auto`: `fit_auto` chooses by its own 5-fold CV on each outer training fold), "
         "`auto-se` the same with the rule `simplest-within-noise` (the rule before: within one standard error "
         "of the best, the candidate tried first wins). RandomForest (100 trees, random_state 0) and "

@@ -22,6 +22,7 @@ from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import (
+    AUTO_DISCRETIZATION,
     DEFAULT_BUDGET,
     DEFAULT_CANDIDATES,
     DEFAULT_ESTIMATORS,
@@ -125,8 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="[COLUMN=]METHOD",
-            help="mdl (default), equal-frequency:N or equal-width:N; for every numeric column, "
-            "or COLUMN=METHOD for one",
+            help="mdl (default), mdl:N (a column MDL leaves whole gets N equal-frequency intervals; "
+            "--algo auto's default is mdl:16), equal-frequency:N or equal-width:N; for every numeric "
+            "column, or COLUMN=METHOD for one",
         )
         p.add_argument(
             "--estimator",
@@ -134,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="EST",
             help="how counts become CPTs: laplace (default), dirichlet:A (A per cell; Weka: 0.5), "
             "m:M (m-estimate towards the marginal), hdp or hdp:SWEEPS (hierarchical Dirichlet process, "
-            "Petitjean et al. 2018); recorded in the model's metadata",
+            "Petitjean et al. 2018), alr or alr:LAMBDA (discriminative CPTs fitted to P(class | x), "
+            "Zaidi et al. 2017; not with --chunk-rows); recorded in the model's metadata",
         )
         p.add_argument(
             "--missing",
@@ -353,8 +356,9 @@ def _auto_ks(args: argparse.Namespace) -> list[int]:
 
 
 def _preprocessing(args: argparse.Namespace) -> Preprocessing:
-    """--nominal, --numeric, --ignore, --discretize and --missing as one Preprocessing."""
-    default, per_column = Method(), {}
+    """--nominal, --numeric, --ignore, --discretize and --missing as one Preprocessing
+    (auto's discretisation by default for --algo auto)."""
+    default, per_column = (AUTO_DISCRETIZATION if getattr(args, "algo", None) == AUTO else Method()), {}
     for spec in args.discretize:
         column, _, method = spec.rpartition("=")
         try:
@@ -381,6 +385,8 @@ def _fit(args: argparse.Namespace) -> int:
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
     if args.chunk_rows:
+        if args.estimator and args.estimator.needs_rows:
+            raise UsageError(f"--chunk-rows counts the rows; --estimator {args.estimator} fits on them: leave one out")
         if args.algo == AUTO or not LEARNERS[args.algo].streams(params):
             raise UsageError(
                 f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "

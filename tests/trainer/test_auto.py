@@ -69,7 +69,7 @@ def test_the_old_rule_never_trails_naive_bayes_by_more_than_the_noise(tmp_path):
 def test_a_spent_budget_starts_no_new_candidate(chess):
     choice = choose(chess, ["nb", "tan", "kdb"], [1, 2, 3], budget=1e-9)
     assert [e.algorithm for e in choice.scores] == ["nb"]  # the first is always scored
-    assert choice.skipped[0] == "tan estimator=laplace" and len(choice.skipped) == 4 + 2  # stage 2: hdp, dirichlet
+    assert choice.skipped[0] == "tan estimator=laplace" and len(choice.skipped) == 4 + 3  # stage 2: hdp, dirichlet, alr
     assert choice.algorithm == "nb"
     with pytest.raises(InvalidInput, match="budget"):
         choose(chess, ["nb"], [1], budget=0)

@@ -39,6 +39,15 @@ def test_mdl_keeps_no_cut_when_the_class_does_not_depend_on_the_value():
     assert mdl_cuts(x, y, 2) == ()
 
 
+def test_mdl_with_bins_cuts_only_a_column_it_leaves_whole_into_equal_frequency_intervals():
+    rng = np.random.default_rng(1)
+    noise, y = rng.integers(1, 14, size=400).astype(float), rng.integers(0, 2, size=400)
+    assert Method.parse("mdl:16").cuts(noise, y, 2) == tuple(v + 0.5 for v in range(1, 13))  # 13 values: one each
+    assert Method.parse("mdl:4").cuts(noise, y, 2) == equal_frequency_cuts(noise, 4)
+    separable = np.arange(8.0)
+    assert Method.parse("mdl:4").cuts(separable, (separable > 3).astype(int), 2) == (3.5,)  # MDL's own cut
+
+
 def test_mdl_criterion_by_hand():
     """y = 0 0 0 1 0 1 1 1 over x = 0..7: the best split (after x = 2) gains
     1 - 5/8·H(1/5) = 0.549 bits, under (log2 7 + log2 7 - (2·1 - 1·0 - 2·0.722)) / 8 = 0.632,
@@ -58,14 +67,15 @@ def test_equal_frequency_and_equal_width():
 
 @pytest.mark.parametrize("text, method", [
     ("mdl", Method("mdl")), ("equal-frequency:3", Method("equal-frequency", 3)), ("equal-width:10", Method("equal-width", 10)),
+    ("mdl:16", Method("mdl", 16)),
 ])
 def test_method_parses_and_prints_back(text, method):
     assert Method.parse(text) == method and str(method) == text
 
 
-@pytest.mark.parametrize("text", ["mdl:3", "equal-width", "equal-width:0", "equal-frequency:x", "kmeans:3"])
+@pytest.mark.parametrize("text", ["mdl:1", "mdl:x", "equal-width", "equal-width:0", "equal-frequency:x", "kmeans:3"])
 def test_bad_method_is_refused(text):
-    with pytest.raises(InvalidInput, match="expected mdl, equal-frequency:N or equal-width:N"):
+    with pytest.raises(InvalidInput, match="expected mdl, mdl:N, equal-frequency:N or equal-width:N"):
         Method.parse(text)
 
 

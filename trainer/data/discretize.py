@@ -25,23 +25,29 @@ LOG2 = math.log(2.0)
 
 @dataclass(frozen=True)
 class Method:
-    """A discretisation method: ``mdl``, or ``equal-frequency``/``equal-width`` with ``bins``."""
+    """A discretisation method: ``mdl``, or ``equal-frequency``/``equal-width`` with ``bins``.
+
+    ``mdl`` with ``bins`` (``mdl:N``) gives a column MDL leaves uncut N equal-frequency
+    intervals instead of one: a column that says nothing of the class alone may say much
+    with others (poker-hand's card ranks), and one interval hides it from every learner."""
 
     name: str = MDL
     bins: int = 0
 
     @staticmethod
     def parse(text: str) -> Method:
-        """``mdl``, ``equal-frequency:N`` or ``equal-width:N`` (N >= 1)."""
+        """``mdl``, ``mdl:N`` (N >= 2), ``equal-frequency:N`` or ``equal-width:N`` (N >= 1)."""
         name, _, bins = text.strip().partition(":")
         if name == MDL and not bins:
             return Method(MDL)
+        if name == MDL and bins.isdigit() and int(bins) >= 2:
+            return Method(MDL, int(bins))
         if name in (EQUAL_FREQUENCY, EQUAL_WIDTH) and bins.isdigit() and int(bins) >= 1:
             return Method(name, int(bins))
-        raise InvalidInput(f"bad discretisation {text!r}; expected mdl, equal-frequency:N or equal-width:N")
+        raise InvalidInput(f"bad discretisation {text!r}; expected mdl, mdl:N, equal-frequency:N or equal-width:N")
 
     def __str__(self) -> str:
-        return self.name if self.name == MDL else f"{self.name}:{self.bins}"
+        return self.name if self.name == MDL and not self.bins else f"{self.name}:{self.bins}"
 
     def cuts(self, values: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[float, ...]:
         """Cut points for one column's raw values (NaN = missing) and the rows' classes."""
@@ -52,7 +58,8 @@ class Method:
         if values.size == 0:
             return ()
         if self.name == MDL:
-            return mdl_cuts_from_table(values, counts)
+            cuts = mdl_cuts_from_table(values, counts)
+            return cuts or (equal_frequency_cuts_from_table(values, counts.sum(axis=1), self.bins) if self.bins else ())
         if self.name == EQUAL_FREQUENCY:
             return equal_frequency_cuts_from_table(values, counts.sum(axis=1), self.bins)
         return equal_width_cuts(values, self.bins)

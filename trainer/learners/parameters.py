@@ -10,7 +10,9 @@ the estimator the user names (``--estimator``):
   a node without parents gets (N(x) + M / |X|) / (N + M);
 - ``hdp``: hierarchical Dirichlet process smoothing (Petitjean et al. 2018, ``hdp``):
   P(x | c, pa1, ..., pak) shrinks towards P(x | c, pa1, ..., pa(k-1)) and so on to P(x),
-  with concentrations sampled, tied by level.
+  with concentrations sampled, tied by level;
+- ``alr`` or ``alr:LAMBDA``: discriminative CPTs (Zaidi et al. 2017, ``discriminative``),
+  fitted to P(c | x) on the rows from the Laplace estimates, penalised by LAMBDA (default 1).
 """
 
 from __future__ import annotations
@@ -23,19 +25,21 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CPT_DTYPE, Network, Node
 from bnserve.trainer.data import TrainingView
+from bnserve.trainer.learners.discriminative import alr_network
 from bnserve.trainer.learners.hdp import hdp_cpt
 from bnserve.trainer.learners.structure import Structure
 from bnserve.trainer.stats import joint_counts
 
-LAPLACE, DIRICHLET, M_ESTIMATE, HDP = "laplace", "dirichlet", "m", "hdp"
-ESTIMATORS = (LAPLACE, DIRICHLET, M_ESTIMATE, HDP)
+LAPLACE, DIRICHLET, M_ESTIMATE, HDP, ALR = "laplace", "dirichlet", "m", "hdp", "alr"
+ESTIMATORS = (LAPLACE, DIRICHLET, M_ESTIMATE, HDP, ALR)
+ALR_STRENGTH = 1.0  # λ of alr when not given
 HDP_ITERATIONS = 30  # Gibbs sweeps per family (see ``hdp``)
 
 
 @dataclass(frozen=True)
 class Estimator:
     """How a family's counts become its CPT. ``strength``: A for dirichlet, M for m, the
-    number of Gibbs sweeps for hdp; ``seed`` seeds hdp's sampler (each family draws from
+    number of Gibbs sweeps for hdp, λ for alr; ``seed`` seeds hdp's sampler (each family draws from
     its own stream, so a model is reproducible whatever else is learned beside it)."""
 
     kind: str = LAPLACE
@@ -44,10 +48,12 @@ class Estimator:
 
     @staticmethod
     def parse(text: str) -> Estimator:
-        """``laplace``, ``dirichlet:A``, ``m:M``, ``hdp`` or ``hdp:SWEEPS``."""
+        """``laplace``, ``dirichlet:A``, ``m:M``, ``hdp[:SWEEPS]`` or ``alr[:LAMBDA]``."""
         kind, sep, value = str(text).strip().partition(":")
         if kind not in ESTIMATORS:
-            raise InvalidInput(f"estimator must be one of laplace, dirichlet:A, m:M, hdp[:SWEEPS]; got {text!r}")
+            raise InvalidInput(
+                f"estimator must be one of laplace, dirichlet:A, m:M, hdp[:SWEEPS], alr[:LAMBDA]; got {text!r}"
+            )
         if kind == LAPLACE:
             if sep:
                 raise InvalidInput(f"estimator laplace takes no value (it is dirichlet:1); got {text!r}")
@@ -57,6 +63,8 @@ class Estimator:
             if sweeps < 1:
                 raise InvalidInput(f"estimator hdp: the number of sweeps must be positive; got {text!r}")
             return Estimator(HDP, float(sweeps))
+        if kind == ALR and not sep:
+            return Estimator(ALR, ALR_STRENGTH)
         if not sep:
             raise InvalidInput(f"estimator {kind} needs a value, e.g. {kind}:{'0.5' if kind == DIRICHLET else '2'}")
         strength = _number(text, value, float)
@@ -69,7 +77,14 @@ class Estimator:
             return LAPLACE
         if self.kind == HDP:
             return HDP if self.strength == HDP_ITERATIONS else f"{HDP}:{int(self.strength)}"
+        if self.kind == ALR and self.strength == ALR_STRENGTH:
+            return ALR
         return f"{self.kind}:{self.strength:g}"
+
+    @property
+    def needs_rows(self) -> bool:
+        """Whether it estimates from the rows themselves, not only their counts."""
+        return self.kind == ALR
 
     def cpt(self, counts: np.ndarray, family: int = 0) -> np.ndarray:
         """The CPT (float64, axes as ``counts``: node, *parents) of the ``family``-th family."""
@@ -101,7 +116,10 @@ def estimate(structure: Structure, data: TrainingView, estimator: Estimator = LA
     class), CPT axes (node, *parents). A feature the structure leaves out is not a node.
 
     O(n (m + v^(k+2))) for n nodes, m rows, v states, k+1 parents (hdp: times its sweeps).
+    ``alr`` fits the CPTs on the rows and may add arcs (see ``discriminative``).
     """
+    if estimator.kind == ALR:
+        return alr_network(structure, data, estimator.strength)
     index = {v.name: i for i, v in enumerate(data.features)}
     index[data.class_variable.name] = -1
     names = [v.name for v in data.variables if v.name in structure.parents]

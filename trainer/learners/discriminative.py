@@ -1,0 +1,219 @@
+"""The ``alr`` estimator: discriminative CPTs for a classifier's own DAG (Zaidi et al. 2017,
+"Efficient parameter learning of Bayesian network classifiers", Machine Learning 106; for
+naive Bayes this is WANBIA-C, Zaidi et al. 2013).
+
+Every CPT entry θ gets a weight w, and the network scores a class by
+log P(c | x) = Σ_families w log θ - log Z(x): a logistic regression over the families'
+configurations, preconditioned by the generative (Laplace) estimates, which is what makes
+L-BFGS converge in few steps. The weights start at 1 (the generative model) and fit the
+training rows' conditional log-likelihood, penalised by λ/2 Σ (w - 1)².
+
+The weighted tables are not CPTs; they are made into CPTs of the same DAG without changing
+any P(c | x): in reverse topological order each node's table is normalised over the node,
+and the normaliser, a function of the node's parents, is multiplied into the table of its
+last feature parent (or the class prior). That parent's family holds all those parents only
+if each node's feature parents are pairwise adjacent ("perfect" DAGs, Roos et al. 2005):
+true of nb, tan, aode's SPODEs and kdb with k = 1; elsewhere ``perfect`` first adds the arcs
+that make it so, along the topological order. The class must be a parent of every node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.optimize
+import scipy.sparse
+from scipy.special import logsumexp
+
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import CPT_DTYPE, Network, Node
+from bnserve.trainer.data import EncodedData, TrainingView
+from bnserve.trainer.learners.structure import Structure
+
+ALR_ITERATIONS = 300  # L-BFGS iterations at most
+ALR_TOLERANCE = 1e-7  # ... or until a step lowers the objective by less than this fraction
+LOG_FLOOR = -600.0  # no CPT entry below e^-600: every log stays finite
+MAX_FILL_GROWTH, MIN_FILL_LIMIT = 4, 1 << 16  # arcs ``perfect`` adds may grow a table this far
+
+
+def perfect(parents: dict[str, tuple[str, ...]], features: list[str], cls: str) -> dict[str, tuple[str, ...]]:
+    """``parents`` with arcs added until every node's feature parents are pairwise adjacent.
+
+    ``features``: the network's features in a topological order. Visiting them from the
+    last, two non-adjacent feature parents of a node get an arc from the earlier to the
+    later; a node's parents are final when it is visited (arcs only reach earlier nodes).
+    """
+    position = {f: i for i, f in enumerate(features)}
+    result = {name: list(ps) for name, ps in parents.items()}
+    for node in reversed(features):
+        feature_parents = sorted((p for p in result[node] if p != cls), key=position.__getitem__)
+        for later_index, later in enumerate(feature_parents):
+            for earlier in feature_parents[:later_index]:
+                if earlier not in result[later]:
+                    result[later].append(earlier)
+    return {name: tuple(ps) for name, ps in result.items()}
+
+
+def topological(parents: dict[str, tuple[str, ...]], names: list[str]) -> list[str]:
+    """``names`` in an order where parents come first; ties by their order in ``names``."""
+    placed: list[str] = []
+    remaining = list(names)
+    while remaining:
+        ready = next(n for n in remaining if all(p in placed or p not in remaining for p in parents[n]))
+        placed.append(ready)
+        remaining.remove(ready)
+    return placed
+
+
+def alr_network(structure: Structure, data: TrainingView, strength: float) -> Network:
+    """The network of ``structure`` (made perfect) with discriminative CPTs; ``strength`` is λ."""
+    if not isinstance(data, EncodedData):
+        raise InvalidInput("estimator alr fits its weights on the rows, not on counts: not with --chunk-rows")
+    cls = data.class_variable.name
+    names = [v.name for v in data.features if v.name in structure.parents]
+    if structure.parents.get(cls) or any(cls not in structure.parents[f] for f in names):
+        raise InvalidInput(
+            "estimator alr needs the class to be a root and a parent of every feature "
+            "(an augmented naive Bayes: nb, tan, kdb, aode, skdb, …), not a general network"
+        )
+    order = topological(dict(structure.parents), names)
+    parents = perfect(dict(structure.parents), order, cls)
+    card = {v.name: v.cardinality for v in data.variables}
+    _check_size(structure, parents, card)
+    index = {v.name: j for j, v in enumerate(data.features)}
+    families = [(cls, ()), *((f, parents[f]) for f in names)]
+    counts = data.family_counts([[index.get(v, -1) for v in (node, *ps)] for node, ps in families])
+    log_theta = {
+        node: np.log((c + 1.0) / (c.sum(axis=0, keepdims=True) + c.shape[0])) for (node, _), c in zip(families, counts)
+    }
+    columns = {name: data.X[:, index[name]] for name in names}
+    layout = Layout(cls, {node: (node, *ps) for node, ps in families}, card)
+    weights = fit_weights(layout.design(columns, data.n_rows), layout.stack(log_theta), data.y, strength)
+    phi = layout.unstack(weights * layout.stack(log_theta))
+    cpts = to_cpts(phi, parents, order, cls)
+    return Network(tuple(Node(v.name, parents[v.name], cpts[v.name]) for v in data.variables if v.name in parents))
+
+
+def _check_size(structure: Structure, parents: dict[str, tuple[str, ...]], card: dict[str, int]) -> None:
+    """Refuse arcs added by ``perfect`` that would make a table much larger than the largest given."""
+
+    def cells(node: str, ps: tuple[str, ...]) -> int:
+        return card[node] * int(np.prod([card[p] for p in ps]))
+
+    limit = max(MAX_FILL_GROWTH * max(cells(n, ps) for n, ps in structure.parents.items()), MIN_FILL_LIMIT)
+    for node, ps in parents.items():
+        if len(ps) > len(structure.parents[node]) and cells(node, ps) > limit:
+            raise InvalidInput(
+                f"estimator alr: making every node's feature parents adjacent would give {node!r} "
+                f"{len(ps)} parents, a table of {cells(node, ps):,} cells; alr suits nb, tan, kdb with "
+                "k = 1 and aode, whose networks need no added arcs"
+            )
+
+
+class Layout:
+    """Where each family's table sits in one (configurations, classes) matrix: every table
+    with the class axis last, stacked, so a row's class scores are one sparse product."""
+
+    def __init__(self, cls: str, axes: dict[str, tuple[str, ...]], card: dict[str, int]):
+        self.cls, self.axes, self.card = cls, axes, card
+        self.offsets: dict[str, int] = {}
+        offset = 0
+        for node, family in axes.items():
+            self.offsets[node] = offset
+            offset += int(np.prod([card[v] for v in family if v != cls]))
+        self.size = offset
+
+    def stack(self, tables: dict[str, np.ndarray]) -> np.ndarray:
+        """The tables (axes as ``axes``) as one (configurations, classes) matrix."""
+        return np.concatenate([self._class_last(node, tables[node]) for node in self.axes])
+
+    def unstack(self, matrix: np.ndarray) -> dict[str, np.ndarray]:
+        """``stack``'s inverse."""
+        tables = {}
+        for node, family in self.axes.items():
+            k = family.index(self.cls)
+            shape = [self.card[v] for v in family if v != self.cls] + [self.card[self.cls]]
+            block = matrix[self.offsets[node] : self.offsets[node] + int(np.prod(shape[:-1]))]
+            tables[node] = np.moveaxis(block.reshape(shape), -1, k)
+        return tables
+
+    def design(self, columns: dict[str, np.ndarray], n_rows: int) -> scipy.sparse.csr_matrix:
+        """(rows, configurations) one-hot: each row's configuration of every family, left out
+        where one of the family's features is missing (available-case, as the counts)."""
+        rows, cols = [], []
+        for node, family in self.axes.items():
+            codes = [columns[v] for v in family if v != self.cls]
+            present = np.all([c >= 0 for c in codes], axis=0) if codes else np.ones(n_rows, dtype=bool)
+            shape = [self.card[v] for v in family if v != self.cls]
+            flat = np.ravel_multi_index([c[present] for c in codes], shape) if codes else np.zeros(n_rows, np.intp)
+            rows.append(np.flatnonzero(present))
+            cols.append(self.offsets[node] + flat)
+        r, c = np.concatenate(rows), np.concatenate(cols)
+        return scipy.sparse.csr_matrix((np.ones(len(r)), (r, c)), shape=(n_rows, self.size))
+
+    def _class_last(self, node: str, table: np.ndarray) -> np.ndarray:
+        moved = np.moveaxis(table, self.axes[node].index(self.cls), -1)
+        return moved.reshape(-1, moved.shape[-1])
+
+
+def objective(
+    weights: np.ndarray, design: scipy.sparse.csr_matrix, log_theta: np.ndarray, y: np.ndarray, strength: float
+) -> tuple[float, np.ndarray]:
+    """-Σ log P(y | x) + λ/2 Σ (w - 1)² and its gradient in w (shape of ``log_theta``)."""
+    scores = design @ (weights * log_theta)
+    scores -= scores.max(axis=1, keepdims=True)
+    residual = np.exp(scores)
+    total = residual.sum(axis=1, keepdims=True)
+    residual /= total
+    log_p = scores - np.log(total)
+    rows = np.arange(len(y))
+    residual[rows, y] -= 1.0
+    shrink = weights - 1.0
+    value = -log_p[rows, y].sum() + 0.5 * strength * float((shrink * shrink).sum())
+    return value, (design.T @ residual) * log_theta + strength * shrink
+
+
+def fit_weights(design: scipy.sparse.csr_matrix, log_theta: np.ndarray, y: np.ndarray, strength: float) -> np.ndarray:
+    """The weights minimising ``objective`` by L-BFGS from w = 1 (the generative model)."""
+
+    def flat(w: np.ndarray) -> tuple[float, np.ndarray]:
+        value, grad = objective(w.reshape(log_theta.shape), design, log_theta, y, strength)
+        return value, grad.ravel()
+
+    found = scipy.optimize.minimize(
+        flat,
+        np.ones(log_theta.size),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": ALR_ITERATIONS, "ftol": ALR_TOLERANCE},
+    )
+    return found.x.reshape(log_theta.shape)
+
+
+def to_cpts(
+    phi: dict[str, np.ndarray], parents: dict[str, tuple[str, ...]], order: list[str], cls: str
+) -> dict[str, np.ndarray]:
+    """CPTs with P(c | x) ∝ exp Σ phi: each table (axes node, *parents) normalised over its
+    node in reverse ``order``, its normaliser moved into its last feature parent's table or
+    the class prior. Needs every node's feature parents pairwise adjacent (``perfect``)."""
+    phi = dict(phi)
+    position = {f: i for i, f in enumerate(order)}
+    for node in reversed(order):
+        log_z = logsumexp(phi[node], axis=0)
+        phi[node] = phi[node] - log_z
+        feature_parents = [p for p in parents[node] if p != cls]
+        host = max(feature_parents, key=position.__getitem__) if feature_parents else cls
+        phi[host] = phi[host] + _onto(log_z, list(parents[node]), [host, *parents[host]])
+    phi[cls] = phi[cls] - logsumexp(phi[cls])
+
+    def cpt(log_table: np.ndarray) -> np.ndarray:
+        table = np.exp(np.maximum(log_table, LOG_FLOOR))
+        return (table / table.sum(axis=0, keepdims=True)).astype(CPT_DTYPE, copy=False)
+
+    return {name: cpt(table) for name, table in phi.items()}
+
+
+def _onto(table: np.ndarray, axes: list[str], target: list[str]) -> np.ndarray:
+    """``table`` (over ``axes``) arranged to broadcast against an array over ``target`` ⊇ ``axes``."""
+    arranged = table.transpose(sorted(range(len(axes)), key=lambda a: target.index(axes[a])))
+    sizes = dict(zip(sorted(axes, key=target.index), arranged.shape))
+    return arranged.reshape([sizes.get(v, 1) for v in target])
