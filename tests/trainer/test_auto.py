@@ -51,6 +51,37 @@ def test_estimators_are_tried_on_the_two_best_structures(chess):
     assert [(e.algorithm, e.params.get("k")) for e in stage2] == [(e.algorithm, e.params.get("k")) for e in stage1[:2]]
 
 
+def test_alr_is_tried_on_the_better_of_naive_bayes_and_tan_only(chess):
+    choice = choose(chess, ["nb", "tan", "kdb"], [1, 2], estimators=["laplace", "alr"])
+    stage1 = sorted(choice.scores[:4], key=lambda e: (-e.accuracy, e.log_loss))
+    discriminative = [e for e in stage1 if e.algorithm in ("nb", "tan")]
+    assert [(e.algorithm, e.params["estimator"]) for e in choice.scores[4:]] == [
+        (e.algorithm, "alr") for e in discriminative[:2]
+    ]
+
+
+def test_cli_auto_discretises_by_mdl_keeping_columns_mdl_leaves_whole(tmp_path, capsys):
+    """A rank-like column that tells nothing alone: mdl makes it one interval, auto's mdl:16 keeps it."""
+    from bnserve.store.db import ModelStore
+    from bnserve.trainer.cli import main
+
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(1, 14, 300), rng.integers(1, 14, 300)  # 13 whole numbers: read as numeric
+    lines = ["a,b,class", *(f"{x},{z},{'yn'[int(x == z)]}" for x, z in zip(a, b))]
+    path = tmp_path / "pairs.csv"
+    path.write_text("\n".join(lines) + "\n")
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    assert main(["fit", "--algo", "auto", "--candidates", "nb,kdb", "--k", "1", "--data", str(path),
+                 "--name", "auto", "--store", store]) == 0
+    assert main(["fit", "--algo", "kdb", "--k", "1", "--data", str(path), "--name", "kdb", "--store", store]) == 0
+    capsys.readouterr()
+    with ModelStore(store) as models:
+        auto, kdb = models.load("auto").model, models.load("kdb").model
+    assert auto.metadata["preprocessing"]["discretization"] == {"a": "mdl:16", "b": "mdl:16"}
+    assert all(v.cardinality >= 10 for v in auto.features)  # 16 equal-frequency intervals of 13 values
+    assert [v.cardinality for v in kdb.features] == [1, 1]
+
+
 def test_the_scores_are_those_of_cross_validation_on_the_same_folds(chess):
     choice = choose(chess, ["nb", "tan"], [1], estimators=["laplace"], folds=5, seed=3)
     plain = cross_validate_many([("nb", {}), ("tan", {})], chess, folds=5, seed=3)
