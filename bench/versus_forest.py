@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,14 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.report import machine, write_section
-from bnserve.trainer.auto import AUTO_DISCRETIZATION, MOST_ACCURATE, SIMPLEST_WITHIN_NOISE, cross_validate_auto
-from bnserve.trainer.data import EncodedData, Preprocessing, load, prepare
+from bnserve.trainer.auto import (
+    AUTO_DISCRETIZATION,
+    MOST_ACCURATE,
+    SIMPLEST_WITHIN_NOISE,
+    cross_validate_auto,
+    with_auto_discretization,
+)
+from bnserve.trainer.data import EncodedData, Preprocessing, load
 from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
@@ -149,12 +155,6 @@ def read(name: str) -> Data:
             raw[:, j] = np.where(columns.codes[:, j] >= 0, columns.codes[:, j], np.nan)
     nominal = np.array([s is not None for s in columns.states])
     return Data(name, ours, raw, nominal, tuple(len(s) if s is not None else 0 for s in columns.states))
-
-
-def as_auto_reads(data: EncodedData) -> EncodedData:
-    """The data as ``trainer fit --algo auto`` reads the file: with auto's discretisation."""
-    assert data.columns is not None and data.preprocessing is not None
-    return prepare(data.columns, replace(data.preprocessing, discretize=AUTO_DISCRETIZATION))
 
 
 def ordinal(data: Data, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -313,7 +313,7 @@ def run_dataset(name: str, methods: Sequence[Method], fresh: bool, live: bool) -
         t0 = time.perf_counter()
         rules = [m.params["rule"] for m in autos]
         evaluations = cross_validate_auto(
-            as_auto_reads(data.ours), folds=FOLDS, seed=SEED, rules=rules, dataset=name, progress=progress
+            with_auto_discretization(data.ours), folds=FOLDS, seed=SEED, rules=rules, dataset=name, progress=progress
         )
         seconds = (time.perf_counter() - t0) / len(autos)
         for m, e in zip(autos, evaluations):

@@ -32,14 +32,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model
-from bnserve.trainer.data import EncodedData
+from bnserve.store.model import MEAN_POSTERIOR, NUMERIC, SINGLE, Model
+from bnserve.trainer.data import EncodedData, prepare
 from bnserve.trainer.data.discretize import MDL, Method
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
@@ -88,6 +88,15 @@ class Choice:
         if self.members:
             return f"{BLEND} of " + " + ".join(describe(*member) for member in self.members)
         return describe(self.algorithm, self.params)
+
+
+def with_auto_discretization(data: EncodedData) -> EncodedData:
+    """``data`` prepared again with ``AUTO_DISCRETIZATION`` for its numeric columns (what
+    ``--algo auto`` reads when ``--discretize`` is not given); as it is without numeric
+    columns or the raw columns to prepare from."""
+    if data.columns is None or data.preprocessing is None or not any(v.kind == NUMERIC for v in data.features):
+        return data
+    return prepare(data.columns, replace(data.preprocessing, discretize=AUTO_DISCRETIZATION))
 
 
 def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str = "laplace") -> list[Candidate]:

@@ -22,13 +22,13 @@ from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import (
-    AUTO_DISCRETIZATION,
     DEFAULT_BUDGET,
     DEFAULT_CANDIDATES,
     DEFAULT_ESTIMATORS,
     DEFAULT_KS,
     cross_validate_auto,
     fit_auto,
+    with_auto_discretization,
 )
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
 from bnserve.trainer.data.discretize import Method
@@ -356,9 +356,8 @@ def _auto_ks(args: argparse.Namespace) -> list[int]:
 
 
 def _preprocessing(args: argparse.Namespace) -> Preprocessing:
-    """--nominal, --numeric, --ignore, --discretize and --missing as one Preprocessing
-    (auto's discretisation by default for --algo auto)."""
-    default, per_column = (AUTO_DISCRETIZATION if getattr(args, "algo", None) == AUTO else Method()), {}
+    """--nominal, --numeric, --ignore, --discretize and --missing as one Preprocessing."""
+    default, per_column = Method(), {}
     for spec in args.discretize:
         column, _, method = spec.rpartition("=")
         try:
@@ -398,10 +397,15 @@ def _fit(args: argparse.Namespace) -> int:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
         if args.algo == AUTO:
             estimators = [str(args.estimator)] if args.estimator else DEFAULT_ESTIMATORS
-            model = fit_auto(data, candidates, ks, estimators=estimators, budget=args.time_budget)
+            model = fit_auto(_as_auto_reads(args, data), candidates, ks, estimators=estimators, budget=args.time_budget)
         else:
             model = fit(args.algo, data, args.estimator, **params)
     return _publish(args, with_table_precision(model, args.precision))
+
+
+def _as_auto_reads(args: argparse.Namespace, data: data_io.EncodedData) -> data_io.EncodedData:
+    """The data as auto learns from it: with auto's discretisation unless --discretize was given."""
+    return data if args.discretize else with_auto_discretization(data)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -438,9 +442,13 @@ def _evaluate(args: argparse.Namespace) -> int:
             train = data_io.load(source, args.class_column, preprocessing, args.fmt)
             if args.test:
                 test = data_io.load_with(args.test, train.variables, args.fmt)
+                auto_train = _as_auto_reads(args, train) if auto else train
+                auto_test = (
+                    test if auto_train is train else data_io.load_with(args.test, auto_train.variables, args.fmt)
+                )
                 results = in_given_order(
                     [holdout(a, train, test, **p) for a, p in candidates],
-                    holdout(AUTO, train, test, fitter=fit_chosen) if auto else None,
+                    holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
                 )
                 headings[results[0].dataset] = (
                     f"trained on {source} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
@@ -451,7 +459,12 @@ def _evaluate(args: argparse.Namespace) -> int:
                 results = in_given_order(
                     cross_validate_many(candidates, train, **cv, progress=show_progress) if candidates else [],
                     cross_validate_auto(
-                        train, auto_candidates, ks, estimators=auto_estimators, **cv, progress=show_progress
+                        _as_auto_reads(args, train),
+                        auto_candidates,
+                        ks,
+                        estimators=auto_estimators,
+                        **cv,
+                        progress=show_progress,
                     )[0]
                     if auto
                     else None,

@@ -65,11 +65,7 @@ def test_cli_auto_discretises_by_mdl_keeping_columns_mdl_leaves_whole(tmp_path, 
     from bnserve.store.db import ModelStore
     from bnserve.trainer.cli import main
 
-    rng = np.random.default_rng(5)
-    a, b = rng.integers(1, 14, 300), rng.integers(1, 14, 300)  # 13 whole numbers: read as numeric
-    lines = ["a,b,class", *(f"{x},{z},{'yn'[int(x == z)]}" for x, z in zip(a, b))]
-    path = tmp_path / "pairs.csv"
-    path.write_text("\n".join(lines) + "\n")
+    path = _pairs(tmp_path, 300)
     store = f"sqlite:///{tmp_path / 's.db'}"
     assert main(["fit", "--algo", "auto", "--candidates", "nb,kdb", "--k", "1", "--data", str(path),
                  "--name", "auto", "--store", store]) == 0
@@ -80,6 +76,27 @@ def test_cli_auto_discretises_by_mdl_keeping_columns_mdl_leaves_whole(tmp_path, 
     assert auto.metadata["preprocessing"]["discretization"] == {"a": "mdl:16", "b": "mdl:16"}
     assert all(v.cardinality >= 10 for v in auto.features)  # 16 equal-frequency intervals of 13 values
     assert [v.cardinality for v in kdb.features] == [1, 1]
+
+
+def _pairs(tmp_path, rows: int, name: str = "pairs.csv", seed: int = 5):
+    """Two columns of 13 whole numbers (read as numeric), the class whether they are equal."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(1, 14, rows), rng.integers(1, 14, rows)
+    path = tmp_path / name
+    path.write_text("\n".join(["a,b,class", *(f"{x},{z},{'yn'[int(x == z)]}" for x, z in zip(a, b))]) + "\n")
+    return path
+
+
+def test_cli_evaluate_scores_auto_on_the_data_as_auto_reads_it(tmp_path, capsys):
+    from bnserve.trainer.auto import with_auto_discretization
+    from bnserve.trainer.cli import main
+
+    train, test = _pairs(tmp_path, 300), _pairs(tmp_path, 100, "test.csv", seed=6)
+    assert [v.cardinality for v in with_auto_discretization(load(str(train))).features] != [1, 1]
+    assert main(["evaluate", "--algo", "nb,auto", "--candidates", "nb,kdb", "--k", "1", "--data", str(train),
+                 "--test", str(test)]) == 0
+    assert "auto" in capsys.readouterr().out
+    assert main(["evaluate", "--algo", "auto", "--candidates", "nb", "--folds", "3", "--data", str(train)]) == 0
 
 
 def test_the_scores_are_those_of_cross_validation_on_the_same_folds(chess):
