@@ -76,3 +76,22 @@ def test_cached_family_scores_equal_the_compiled_model(chess, rng):
             model = Model(chess.variables, (estimate(Structure(parents, ()), train),), "check")
             correct += int((compile_model(model).predict_proba(test.X).argmax(axis=1) == test.y).sum())
         assert score(parents) == pytest.approx(correct / chess.n_rows)
+
+
+def test_cb_counts_its_tests_from_kept_codes_on_complete_data_with_the_same_result():
+    """pc_level's shortcut for complete data (each pair's and each conditioning set's code
+    kept) removes the same edges with the same separating sets as the plain counts."""
+    from bnserve.trainer.learners.search.cb import pc_level
+
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 3, 3000)
+    b = (a + rng.integers(0, 2, 3000)) % 3
+    raw = [a, b, (b + rng.integers(0, 2, 3000)) % 2, rng.integers(0, 2, 3000), (a * b) % 3]
+    cards = [3, 3, 2, 2, 3]
+    for complete in (False, True):
+        adj, sepsets = ~np.eye(5, dtype=bool), {}
+        for level in range(3):
+            pc_level(raw, cards, adj, sepsets, level, complete=complete)
+        if complete:
+            assert (adj == plain_adj).all() and sepsets == plain_sepsets and sepsets
+        plain_adj, plain_sepsets = adj, sepsets

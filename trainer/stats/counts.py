@@ -24,14 +24,20 @@ def joint_counts(columns: Sequence[np.ndarray], cards: Sequence[int], complete: 
     if not cols:
         raise ValueError("joint_counts needs at least one column")
     if complete:
-        codes = np.multiply(cols[0], math.prod(shape[1:]), dtype=np.int64)
-        for c, stride in zip(cols[1:], [math.prod(shape[i + 1 :]) for i in range(1, len(shape))]):
-            if stride == 1:
-                np.add(codes, c, out=codes, dtype=np.int64)
-            else:
-                codes += np.multiply(c, stride, dtype=np.int64)
-        return np.bincount(codes, minlength=math.prod(shape)).reshape(shape)
+        return np.bincount(joint_code(cols, shape), minlength=math.prod(shape)).reshape(shape)
     return _shifted_counts(shifted_codes(cols, shape), shape)
+
+
+def joint_code(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
+    """int64 flat (C-order) index of each row's values in a table of shape ``cards``; no value may be missing."""
+    shape = [int(c) for c in cards]
+    codes = np.multiply(columns[0], math.prod(shape[1:]), dtype=np.int64)
+    for c, stride in zip(columns[1:], [math.prod(shape[i + 1 :]) for i in range(1, len(shape))]):
+        if stride == 1:
+            np.add(codes, c, out=codes, dtype=np.int64)
+        else:
+            codes += np.multiply(c, stride, dtype=np.int64)
+    return codes
 
 
 def shifted_codes(cols: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
@@ -90,7 +96,8 @@ def occurring_instantiations(columns: Sequence[np.ndarray]) -> tuple[np.ndarray,
 
     s counts only the instantiations present in the data (at most the number of rows),
     so any number of columns can be joined without a product-sized table; codes follow the
-    lexicographic order of the values. O(k m log m) for k columns of m rows.
+    lexicographic order of the values. O(k (m + s·r)) for k columns of m rows and r
+    states: each step ranks the codes seen in a table of s·r flags (s ≤ m), no sort.
     """
     if not columns:
         raise ValueError("occurring_instantiations needs the row count: pass at least one column")
@@ -100,9 +107,14 @@ def occurring_instantiations(columns: Sequence[np.ndarray]) -> tuple[np.ndarray,
         present &= c >= 0
     codes = np.full(cols[0].shape[0], -1, dtype=np.int64)
     joined = np.zeros(int(present.sum()), dtype=np.int64)
+    distinct = 1
     for c in cols:
         values = c[present]
         card = int(values.max()) + 1 if values.size else 1
-        _, joined = np.unique(joined * card + values, return_inverse=True)  # compact: < rows
+        wide = joined * card + values  # < distinct · card
+        seen = np.zeros(distinct * card, dtype=bool)
+        seen[wide] = True
+        rank = np.cumsum(seen) - 1  # the rank of each seen code among those seen: np.unique's inverse
+        joined, distinct = rank[wide], int(rank[-1]) + 1 if rank.size else 0
     codes[present] = joined.reshape(-1)
     return codes, (int(joined.max()) + 1 if joined.size else 0)

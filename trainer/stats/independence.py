@@ -58,7 +58,7 @@ def conditional_independence_test(
     x: np.ndarray, y: np.ndarray, c: np.ndarray, card_x: int, card_y: int, card_c: int, alpha: float = ALPHA
 ) -> IndependenceTest:
     """Is X independent of Y given C? 2·N·I(X;Y|C) ~ χ² with (|X|-1)(|Y|-1)|C| dof (paper 003)."""
-    return _conditional_g_test(joint_counts([x, y, c], [card_x, card_y, card_c]), alpha)
+    return conditional_g_test(joint_counts([x, y, c], [card_x, card_y, card_c]), alpha)
 
 
 def independence_given_test(
@@ -76,10 +76,11 @@ def independence_given_test(
     the same table, so the same test, as with ``joint_column(given)``. ``complete``: no
     column has a missing value (``joint_counts``)."""
     table = joint_counts([x, y, *given], [card_x, card_y, *given_cards], complete)
-    return _conditional_g_test(table.reshape(card_x, card_y, -1), alpha)
+    return conditional_g_test(table.reshape(card_x, card_y, -1), alpha)
 
 
-def _conditional_g_test(table: np.ndarray, alpha: float) -> IndependenceTest:
+def conditional_g_test(table: np.ndarray, alpha: float) -> IndependenceTest:
+    """The G-test of X ⊥ Y | C on a table N(x, y, c)."""
     card_x, card_y, card_c = table.shape
     return _g_test(
         conditional_mutual_information_from_counts(table),

@@ -106,16 +106,18 @@ def pc_level(
     m = raw[0].shape[0]
     snapshot = adj.copy()
     removed = False
+    codes = _CondCodes(raw, cards) if complete and level else None
     for x, y in zip(*np.nonzero(np.triu(adj, 1))):
         x, y = int(x), int(y)
         tried: set[tuple[int, ...]] = set()
         for a, b in ((x, y), (y, x)):
             others = [int(z) for z in np.flatnonzero(snapshot[a]) if z != b]
+            pair: dict[int, np.ndarray] = {}  # the pair's code, scaled per conditioning cardinality
             for cond in combinations(others, level):
                 if cond in tried:
                     continue
                 tried.add(cond)
-                if _independent(raw, cards, a, b, cond, m, alpha, complete):
+                if _independent(raw, cards, a, b, cond, m, alpha, complete, codes, pair):
                     adj[x, y] = adj[y, x] = False
                     sepsets[(x, y)] = cond
                     removed = True
@@ -125,13 +127,51 @@ def pc_level(
     return removed
 
 
+class _CondCodes:
+    """Each conditioning set's joint code (C order), counted once per level and kept up to
+    ``COND_CODE_BYTES``: the tests of a level reuse the same sets across many pairs."""
+
+    def __init__(self, raw: Sequence[np.ndarray], cards: Sequence[int]):
+        self.raw, self.cards, self.kept, self.bytes = raw, cards, {}, 0
+
+    def __call__(self, cond: tuple[int, ...]) -> np.ndarray:
+        code = self.kept.get(cond)
+        if code is None:
+            code = stats.joint_code([self.raw[c] for c in cond], [self.cards[c] for c in cond])
+            if self.bytes + code.nbytes <= COND_CODE_BYTES:
+                self.kept[cond] = code
+                self.bytes += code.nbytes
+        return code
+
+
+COND_CODE_BYTES = 256 << 20
+
+
 def _independent(
-    raw, cards, a: int, b: int, cond: tuple[int, ...], m: int, alpha: float, complete: bool = False
+    raw,
+    cards,
+    a: int,
+    b: int,
+    cond: tuple[int, ...],
+    m: int,
+    alpha: float,
+    complete: bool = False,
+    codes: _CondCodes | None = None,
+    pair: dict[int, np.ndarray] | None = None,
 ) -> bool:
-    cells = cards[a] * cards[b] * math.prod(cards[c] for c in cond)
+    """Whether a ⊥ b | cond by a reliable G-test. With ``codes`` (complete data), the table
+    is counted from the pair's code (kept in ``pair``) plus the set's: the same counts."""
+    cond_card = math.prod(cards[c] for c in cond)
+    cells = cards[a] * cards[b] * cond_card
     if m < stats.MIN_EXPECTED_PER_CELL * cells:
         return False
-    if cond:
+    if codes is not None and pair is not None and cond:
+        if cond_card not in pair:
+            pair[cond_card] = np.multiply(raw[a], cards[b] * cond_card, dtype=np.int64)
+            pair[cond_card] += np.multiply(raw[b], cond_card, dtype=np.int64)
+        table = np.bincount(pair[cond_card] + codes(cond), minlength=cells)
+        test = stats.conditional_g_test(table.reshape(cards[a], cards[b], cond_card), alpha)
+    elif cond:
         given = [raw[c] for c in cond]
         test = stats.independence_given_test(
             raw[a], raw[b], given, cards[a], cards[b], [cards[c] for c in cond], alpha, complete
