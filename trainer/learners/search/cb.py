@@ -132,7 +132,8 @@ class _CondCodes:
     ``COND_CODE_BYTES``: the tests of a level reuse the same sets across many pairs."""
 
     def __init__(self, raw: Sequence[np.ndarray], cards: Sequence[int]):
-        self.raw, self.cards, self.kept, self.bytes = raw, cards, {}, 0
+        self.raw, self.cards, self.bytes = raw, cards, 0
+        self.kept: dict[tuple[int, ...], np.ndarray] = {}
 
     def __call__(self, cond: tuple[int, ...]) -> np.ndarray:
         code = self.kept.get(cond)
