@@ -15,9 +15,13 @@ last feature parent (or the class prior). That parent's family holds all those p
 if each node's feature parents are pairwise adjacent ("perfect" DAGs, Roos et al. 2005):
 true of nb, tan, aode's SPODEs and kdb with k = 1; elsewhere ``perfect`` first adds the arcs
 that make it so, along the topological order. The class must be a parent of every node.
+The weights start from the Laplace network of that structure.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import scipy.optimize
@@ -26,6 +30,7 @@ from scipy.special import logsumexp
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CPT_DTYPE, Network, Node
+from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.learners.structure import Structure
 
@@ -53,19 +58,11 @@ def perfect(parents: dict[str, tuple[str, ...]], features: list[str], cls: str) 
     return {name: tuple(ps) for name, ps in result.items()}
 
 
-def topological(parents: dict[str, tuple[str, ...]], names: list[str]) -> list[str]:
-    """``names`` in an order where parents come first; ties by their order in ``names``."""
-    placed: list[str] = []
-    remaining = list(names)
-    while remaining:
-        ready = next(n for n in remaining if all(p in placed or p not in remaining for p in parents[n]))
-        placed.append(ready)
-        remaining.remove(ready)
-    return placed
-
-
-def alr_network(structure: Structure, data: TrainingView, strength: float) -> Network:
-    """The network of ``structure`` (made perfect) with discriminative CPTs; ``strength`` is λ."""
+def alr_network(
+    structure: Structure, data: TrainingView, strength: float, laplace: Callable[[Structure], Network]
+) -> Network:
+    """The network of ``structure`` (made perfect) with discriminative CPTs; ``strength`` is λ.
+    ``laplace`` estimates a structure's generative network, the weights' starting point."""
     if not isinstance(data, EncodedData):
         raise InvalidInput("estimator alr fits its weights on the rows, not on counts: not with --chunk-rows")
     cls = data.class_variable.name
@@ -75,22 +72,19 @@ def alr_network(structure: Structure, data: TrainingView, strength: float) -> Ne
             "estimator alr needs the class to be a root and a parent of every feature "
             "(an augmented naive Bayes: nb, tan, kdb, aode, skdb, …), not a general network"
         )
-    order = topological(dict(structure.parents), names)
-    parents = perfect(dict(structure.parents), order, cls)
-    card = {v.name: v.cardinality for v in data.variables}
-    _check_size(structure, parents, card)
+    generative = laplace(structure)
+    parents = perfect(dict(structure.parents), [n for n in generative.topological_order() if n != cls], cls)
+    if parents != structure.parents:
+        _check_size(structure, parents, {v.name: v.cardinality for v in data.variables})
+        generative = laplace(replace(structure, parents=parents))
     index = {v.name: j for j, v in enumerate(data.features)}
-    families = [(cls, ()), *((f, parents[f]) for f in names)]
-    counts = data.family_counts([[index.get(v, -1) for v in (node, *ps)] for node, ps in families])
-    log_theta = {
-        node: np.log((c + 1.0) / (c.sum(axis=0, keepdims=True) + c.shape[0])) for (node, _), c in zip(families, counts)
-    }
-    columns = {name: data.X[:, index[name]] for name in names}
-    layout = Layout(cls, {node: (node, *ps) for node, ps in families}, card)
-    weights = fit_weights(layout.design(columns, data.n_rows), layout.stack(log_theta), data.y, strength)
+    log_theta = {node.name: np.log(node.cpt) for node in generative.nodes}
+    layout = Layout(cls, {node.name: (node.name, *node.parents) for node in generative.nodes}, data)
+    design = layout.design({name: data.X[:, index[name]] for name in names})
+    weights = fit_weights(design, layout.stack(log_theta), data.y, strength)
     phi = layout.unstack(weights * layout.stack(log_theta))
-    cpts = to_cpts(phi, parents, order, cls)
-    return Network(tuple(Node(v.name, parents[v.name], cpts[v.name]) for v in data.variables if v.name in parents))
+    cpts = to_cpts(phi, parents, [n for n in generative.topological_order() if n != cls], cls)
+    return Network(tuple(Node(node.name, node.parents, cpts[node.name]) for node in generative.nodes))
 
 
 def _check_size(structure: Structure, parents: dict[str, tuple[str, ...]], card: dict[str, int]) -> None:
@@ -113,8 +107,9 @@ class Layout:
     """Where each family's table sits in one (configurations, classes) matrix: every table
     with the class axis last, stacked, so a row's class scores are one sparse product."""
 
-    def __init__(self, cls: str, axes: dict[str, tuple[str, ...]], card: dict[str, int]):
-        self.cls, self.axes, self.card = cls, axes, card
+    def __init__(self, cls: str, axes: dict[str, tuple[str, ...]], data: TrainingView):
+        self.cls, self.axes, self.n_rows = cls, axes, data.n_rows
+        self.card = card = {v.name: v.cardinality for v in data.variables}
         self.offsets: dict[str, int] = {}
         offset = 0
         for node, family in axes.items():
@@ -136,19 +131,21 @@ class Layout:
             tables[node] = np.moveaxis(block.reshape(shape), -1, k)
         return tables
 
-    def design(self, columns: dict[str, np.ndarray], n_rows: int) -> scipy.sparse.csr_matrix:
+    def design(self, columns: dict[str, np.ndarray]) -> scipy.sparse.csr_matrix:
         """(rows, configurations) one-hot: each row's configuration of every family, left out
         where one of the family's features is missing (available-case, as the counts)."""
         rows, cols = [], []
         for node, family in self.axes.items():
-            codes = [columns[v] for v in family if v != self.cls]
-            present = np.all([c >= 0 for c in codes], axis=0) if codes else np.ones(n_rows, dtype=bool)
-            shape = [self.card[v] for v in family if v != self.cls]
-            flat = np.ravel_multi_index([c[present] for c in codes], shape) if codes else np.zeros(n_rows, np.intp)
-            rows.append(np.flatnonzero(present))
-            cols.append(self.offsets[node] + flat)
+            features = [v for v in family if v != self.cls]
+            if features:
+                flat, _ = stats.joint_column([columns[v] for v in features], [self.card[v] for v in features])
+            else:
+                flat = np.zeros(self.n_rows, dtype=np.int64)
+            present = np.flatnonzero(flat >= 0)
+            rows.append(present)
+            cols.append(self.offsets[node] + flat[present])
         r, c = np.concatenate(rows), np.concatenate(cols)
-        return scipy.sparse.csr_matrix((np.ones(len(r)), (r, c)), shape=(n_rows, self.size))
+        return scipy.sparse.csr_matrix((np.ones(len(r)), (r, c)), shape=(self.n_rows, self.size))
 
     def _class_last(self, node: str, table: np.ndarray) -> np.ndarray:
         moved = np.moveaxis(table, self.axes[node].index(self.cls), -1)

@@ -98,6 +98,8 @@ class Estimator:
             prior = prior.reshape((states,) + (1,) * (counts.ndim - 1))
             return (counts + self.strength * prior) / (counts.sum(axis=0, keepdims=True) + self.strength)
 
+        if self.kind == ALR:
+            raise ValueError("alr estimates from the rows, not a family's counts: see estimate")
         return hdp_cpt(counts, sweeps=int(self.strength), rng=np.random.default_rng([self.seed, family]))
 
 
@@ -119,7 +121,7 @@ def estimate(structure: Structure, data: TrainingView, estimator: Estimator = LA
     ``alr`` fits the CPTs on the rows and may add arcs (see ``discriminative``).
     """
     if estimator.kind == ALR:
-        return alr_network(structure, data, estimator.strength)
+        return alr_network(structure, data, estimator.strength, lambda made: estimate(made, data))
     index = {v.name: i for i, v in enumerate(data.features)}
     index[data.class_variable.name] = -1
     names = [v.name for v in data.variables if v.name in structure.parents]
