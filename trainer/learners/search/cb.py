@@ -106,18 +106,17 @@ def pc_level(
     m = raw[0].shape[0]
     snapshot = adj.copy()
     removed = False
-    codes = _CondCodes(raw, cards) if complete and level else None
+    kept = _KeptCodes(raw, cards) if complete and level else None
     for x, y in zip(*np.nonzero(np.triu(adj, 1))):
         x, y = int(x), int(y)
         tried: set[tuple[int, ...]] = set()
         for a, b in ((x, y), (y, x)):
             others = [int(z) for z in np.flatnonzero(snapshot[a]) if z != b]
-            pair: dict[int, np.ndarray] = {}  # the pair's code, scaled per conditioning cardinality
             for cond in combinations(others, level):
                 if cond in tried:
                     continue
                 tried.add(cond)
-                if _independent(raw, cards, a, b, cond, m, alpha, complete, codes, pair):
+                if _independent(raw, cards, a, b, cond, m, alpha, complete, kept):
                     adj[x, y] = adj[y, x] = False
                     sepsets[(x, y)] = cond
                     removed = True
@@ -127,22 +126,35 @@ def pc_level(
     return removed
 
 
-class _CondCodes:
-    """Each conditioning set's joint code (C order), counted once per level and kept up to
-    ``COND_CODE_BYTES``: the tests of a level reuse the same sets across many pairs."""
+class _KeptCodes:
+    """CB's tables on complete data, N(a, b, S) as one addition and one bincount: the pair's
+    code is kept while the pair is tested, each conditioning set's joint code (C order) for
+    the level, up to ``COND_CODE_BYTES`` (a level tests the same sets across many pairs).
+    The same counts as ``stats.joint_counts``."""
 
     def __init__(self, raw: Sequence[np.ndarray], cards: Sequence[int]):
         self.raw, self.cards, self.bytes = raw, cards, 0
-        self.kept: dict[tuple[int, ...], np.ndarray] = {}
+        self.sets: dict[tuple[int, ...], np.ndarray] = {}
+        self.pair_of: tuple[int, int] | None = None
+        self.pair: dict[int, np.ndarray] = {}  # |S| -> a·|b||S| + b·|S|, for the pair (a, b) at hand
 
-    def __call__(self, cond: tuple[int, ...]) -> np.ndarray:
-        code = self.kept.get(cond)
+    def table(self, a: int, b: int, cond: tuple[int, ...]) -> np.ndarray:
+        cond_card = math.prod(self.cards[c] for c in cond)
+        if self.pair_of != (a, b):
+            self.pair_of, self.pair = (a, b), {}
+        if cond_card not in self.pair:
+            pair = np.multiply(self.raw[a], self.cards[b] * cond_card, dtype=np.int64)
+            self.pair[cond_card] = pair + np.multiply(self.raw[b], cond_card, dtype=np.int64)
+        code = self.sets.get(cond)
         if code is None:
             code = stats.joint_code([self.raw[c] for c in cond], [self.cards[c] for c in cond])
             if self.bytes + code.nbytes <= COND_CODE_BYTES:
-                self.kept[cond] = code
+                self.sets[cond] = code
                 self.bytes += code.nbytes
-        return code
+        cells = self.cards[a] * self.cards[b] * cond_card
+        return np.bincount(self.pair[cond_card] + code, minlength=cells).reshape(
+            self.cards[a], self.cards[b], cond_card
+        )
 
 
 COND_CODE_BYTES = 256 << 20
@@ -157,21 +169,14 @@ def _independent(
     m: int,
     alpha: float,
     complete: bool = False,
-    codes: _CondCodes | None = None,
-    pair: dict[int, np.ndarray] | None = None,
+    kept: _KeptCodes | None = None,
 ) -> bool:
-    """Whether a ⊥ b | cond by a reliable G-test. With ``codes`` (complete data), the table
-    is counted from the pair's code (kept in ``pair``) plus the set's: the same counts."""
-    cond_card = math.prod(cards[c] for c in cond)
-    cells = cards[a] * cards[b] * cond_card
+    """Whether a ⊥ b | cond by a reliable G-test; ``kept`` counts the tables faster on complete data."""
+    cells = cards[a] * cards[b] * math.prod(cards[c] for c in cond)
     if m < stats.MIN_EXPECTED_PER_CELL * cells:
         return False
-    if codes is not None and pair is not None and cond:
-        if cond_card not in pair:
-            pair[cond_card] = np.multiply(raw[a], cards[b] * cond_card, dtype=np.int64)
-            pair[cond_card] += np.multiply(raw[b], cond_card, dtype=np.int64)
-        table = np.bincount(pair[cond_card] + codes(cond), minlength=cells)
-        test = stats.conditional_g_test(table.reshape(cards[a], cards[b], cond_card), alpha)
+    if kept is not None and cond:
+        test = stats.conditional_g_test(kept.table(a, b, cond), alpha)
     elif cond:
         given = [raw[c] for c in cond]
         test = stats.independence_given_test(
