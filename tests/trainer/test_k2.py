@@ -15,7 +15,7 @@ from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.k2 import default_order
-from bnserve.trainer.learners.search.cb import cb_search, orient, pc_level, total_order
+from bnserve.trainer.learners.search.cb import CITests, cb_search, orient, pc_level, total_order
 from bnserve.trainer.learners.search.k2 import SCORE_EPS, SearchData, family_score, k2_search
 from tests.data_helpers import accuracy, make
 
@@ -160,7 +160,7 @@ def test_a_collider_is_found_and_ordered_after_its_causes(rng):
     raw, cards = [a, b, z], [2, 2, 2]
     adj = ~np.eye(3, dtype=bool)
     sepsets: dict = {}
-    assert pc_level(raw, cards, adj, sepsets, 0)
+    assert pc_level(CITests(raw, cards), adj, sepsets, 0)
     assert not adj[0, 1] and adj[0, 2] and adj[1, 2] and sepsets[(0, 1)] == ()
     d = orient(adj, sepsets)
     assert d[0, 2] and d[1, 2] and d.sum() == 2

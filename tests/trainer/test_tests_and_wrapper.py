@@ -79,9 +79,9 @@ def test_cached_family_scores_equal_the_compiled_model(chess, rng):
 
 
 def test_cb_counts_its_tests_from_kept_codes_on_complete_data_with_the_same_result():
-    """pc_level's shortcut for complete data (each pair's and each conditioning set's code
-    kept) removes the same edges with the same separating sets as the plain counts."""
-    from bnserve.trainer.learners.search.cb import pc_level
+    """CITests' shortcuts for complete data (kept codes; tests skipped when the chain rule's
+    lower bound rejects) remove the same edges with the same separating sets as the plain tests."""
+    from bnserve.trainer.learners.search.cb import CITests, pc_level
 
     rng = np.random.default_rng(4)
 
@@ -94,9 +94,36 @@ def test_cb_counts_its_tests_from_kept_codes_on_complete_data_with_the_same_resu
     cards = [3, 3, 3, 2, 3]
     results = []
     for complete in (False, True):
-        adj, sepsets = ~np.eye(5, dtype=bool), {}
+        adj, sepsets, tests = ~np.eye(5, dtype=bool), {}, CITests(raw, cards, complete=complete)
         for level in range(3):
-            pc_level(raw, cards, adj, sepsets, level, complete=complete)
+            pc_level(tests, adj, sepsets, level)
         results.append((adj, sepsets))
     (plain_adj, plain_sepsets), (kept_adj, kept_sepsets) = results
     assert (kept_adj == plain_adj).all() and kept_sepsets == plain_sepsets and any(len(s) for s in kept_sepsets.values())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cb_tests_answered_by_the_chain_rule_bound_agree_with_counting_them(seed):
+    """On complete data CITests skips a test when I(a;b|S∖z) − I(a;z|S∖z) already rejects;
+    on random networks of ten variables over three orders the edges removed and their
+    separating sets are those of the tests all counted, and the bound does answer tests."""
+    from bnserve.trainer.learners.search.cb import CITests, pc_level
+
+    rng = np.random.default_rng(seed)
+    m, cards, raw = 4000, [], []
+    for i in range(10):
+        card = int(rng.integers(2, 4))
+        parents = [raw[p] for p in rng.choice(i, size=min(i, int(rng.integers(0, 3))), replace=False)]
+        mixed = sum((p * (j + 2) for j, p in enumerate(parents)), np.zeros(m, dtype=np.int64)) % card
+        noise = rng.random(m) < (0.2 if parents else 1.0)
+        raw.append(np.where(noise, rng.integers(0, card, m), mixed))
+        cards.append(card)
+    bounded, results = [], []
+    for complete in (False, True):
+        adj, sepsets, tests = ~np.eye(10, dtype=bool), {}, CITests(raw, cards, complete=complete)
+        for level in range(3):
+            pc_level(tests, adj, sepsets, level)
+        results.append((adj, sepsets))
+        bounded.append(tests.bounded)
+    assert (results[0][0] == results[1][0]).all() and results[0][1] == results[1][1]
+    assert bounded[0] == 0 and bounded[1] > 0
