@@ -3,6 +3,7 @@ CV, RandomForest and HistGradientBoosting, on every data set, on the same 10 str
 
     python bench/versus_forest.py [--datasets corral,zoo] [--methods nb,auto,rf] [--jobs N] [--fresh]
                                   [--learner LABEL=ALGO[,PARAM=VALUE…]]…
+    python bench/versus_forest.py --rerender    # the report again from docs/accuracy-peers.json
 
 Each CSV in ../shared/datasets is one data set (the train and test halves of adult,
 monks-1..3, spect and hayes-roth are two sets each). The folds are
@@ -380,16 +381,30 @@ def summarise(results: Mapping[str, Mapping[str, Mapping[str, Any]]], methods: S
         gaps = {s: 100 * (acc["best single"][i] - acc["auto"][i]) for i, s in enumerate(sets)}
         worst = max(gaps, key=lambda s: gaps[s])
         under = [s for s, g in gaps.items() if g > SLACK_POINTS]
+        picked = [picked_on_other_folds(results[s], singles) for s in sets]
+        summary["single_picked_on_other_folds"] = dict(zip(sets, picked))
+        picked_under = [s for i, s in enumerate(sets) if 100 * (acc["best single"][i] - picked[i]) > SLACK_POINTS]
         goals.append(
             {
                 "goal": f"on no set is auto more than {SLACK_POINTS:g} point under our best single learner there",
                 "figure": f"largest gap {gaps[worst]:.2f} points ({worst})"
-                + (f"; over on {', '.join(under)}" if under else ""),
+                + (f"; over on {', '.join(under)}" if under else "")
+                + f". For scale, the single learner picked on each outer fold by its accuracy on the other "
+                f"{FOLDS - 1} is over on {len(picked_under)} sets and averages {100 * np.mean(picked):.2f} %",
                 "met": not under,
             }
         )
     summary["goals"] = goals
     return summary
+
+
+def picked_on_other_folds(result: Mapping[str, Mapping[str, Any]], singles: Sequence[str]) -> float:
+    """The accuracy of choosing, for each outer fold, the single learner most accurate on the
+    other folds (ties to the first listed): a selection that sees more held-out rows than auto's
+    inner CV, unlike the best single chosen after the fact, which sees the fold it is scored on."""
+    folds = np.array([result[label]["fold_accuracies"] for label in singles])
+    chosen = [int(np.argmax(np.delete(folds, f, axis=1).mean(axis=1))) for f in range(folds.shape[1])]
+    return float(np.mean([folds[c, f] for f, c in enumerate(chosen)]))
 
 
 def render(
@@ -496,7 +511,11 @@ def main() -> int:
                         help="our single learners instead of the default list (repeat)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1, help="processes, one data set each (default 1)")
     parser.add_argument("--fresh", action="store_true", help="ignore the cache")
+    parser.add_argument("--rerender", action="store_true",
+                        help="rewrite the report from docs/accuracy-peers.json, running nothing")  # fmt: skip
     args = parser.parse_args()
+    if args.rerender:
+        return rerender()
     if not DATASETS.exists():
         print(f"{DATASETS} is not there", file=sys.stderr)
         return 1
@@ -525,19 +544,33 @@ def main() -> int:
                 results[futures[future]] = future.result()
                 print(f"[{i + 1}/{len(names)}] {futures[future]} done", file=sys.stderr, flush=True)
     print(f"{len(names)} data sets in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    ordered = {n: results[n] for n in names}
-    summary = summarise(ordered, methods)
+    write_report({n: results[n] for n in names}, methods, len(every), machine())
+    return 0
+
+
+def write_report(
+    results: Mapping[str, Mapping[str, Mapping[str, Any]]], methods: Sequence[Method], n_files: int, host: Any
+) -> None:
+    summary = summarise(results, methods)
     DOCS.mkdir(exist_ok=True)
-    write_section(DOCS / "accuracy.md", SECTION, render(ordered, methods, summary, len(every)))
+    write_section(DOCS / "accuracy.md", SECTION, render(results, methods, summary, n_files))
     document = {
         "protocol": {"folds": FOLDS, "seed": SEED, "draw_points": DRAW_POINTS, "slack_points": SLACK_POINTS},
-        "machine": machine(),
+        "machine": host,
         "methods": [{"label": m.label, "kind": m.kind, "algo": m.algo, "params": dict(m.params)} for m in methods],
-        "results": ordered,
+        "results": results,
         "summary": summary,
     }
     (DOCS / "accuracy-peers.json").write_text(json.dumps(document, indent=1) + "\n")
     print(f"wrote {DOCS / 'accuracy.md'} and {DOCS / 'accuracy-peers.json'}")
+
+
+def rerender() -> int:
+    """The report again from the figures of the last run (after a change to the report alone)."""
+    document = json.loads((DOCS / "accuracy-peers.json").read_text())
+    methods = [Method(m["label"], m["kind"], m["algo"], m["params"]) for m in document["methods"]]
+    n_files = len(list(DATASETS.glob("*.csv"))) or len(document["results"])
+    write_report(document["results"], methods, n_files, document["machine"])
     return 0
 
 

@@ -91,3 +91,18 @@ def test_a_section_is_replaced_in_place_or_appended_and_the_rest_kept():
     assert page.index("intro") < page.index("second") < page.index("after") < page.index("theirs")
     with pytest.raises(ValueError):
         replace_section(begin + "\nno end", "peers", "x")
+
+
+def test_the_single_picked_on_the_other_folds_is_scored_on_the_fold_it_did_not_see():
+    """versus_forest's yardstick for the per-set goal: per fold, the learner best on the
+    other folds (ties to the first listed), scored on that fold."""
+    from bench.versus_forest import picked_on_other_folds
+
+    result = {
+        "a": {"fold_accuracies": [1.0, 0.5, 0.5]},  # best after the fact: mean 0.667
+        "b": {"fold_accuracies": [0.6, 0.6, 0.6]},
+    }
+    # fold 0: others a 0.5, b 0.6 -> b scores 0.6; fold 1: a 0.75 -> 0.5; fold 2: a 0.75 -> 0.5
+    assert picked_on_other_folds(result, ["a", "b"]) == pytest.approx((0.6 + 0.5 + 0.5) / 3)
+    tied = {"a": {"fold_accuracies": [0.5, 0.5]}, "b": {"fold_accuracies": [0.5, 0.5]}}
+    assert picked_on_other_folds(tied, ["b", "a"]) == 0.5
