@@ -5,11 +5,12 @@ import datetime as dt
 import gzip
 import io
 import re
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
@@ -19,7 +20,7 @@ from tests.data_helpers import write
 
 
 def cells(table):
-    return table.cells.tolist()
+    return table.texts().tolist()
 
 
 def fails(path, *pieces, fmt=None):
@@ -69,7 +70,7 @@ def test_format_comes_from_the_extension_or_fmt(tmp_path):
 
 def test_builtin_is_csv():
     table = read_table("builtin:chess")
-    assert table.cells.shape == (3196, 37) and table.header[-1] == "class" and table.declared == ()
+    assert table.texts().shape == (3196, 37) and table.header[-1] == "class" and table.declared == ()
 
 
 @pytest.mark.parametrize(
@@ -83,6 +84,87 @@ def test_builtin_is_csv():
 )
 def test_malformed_delimited(tmp_path, name, text, pieces):
     fails(write(tmp_path, text, name), *pieces)
+
+
+# ------------------------------------------- pyarrow's CSV parser against Python's csv
+
+
+def both_readers(path, delimiter=","):
+    """(header, texts, lines) from read_delimited (pyarrow, falling back to csv) and from
+    Python's csv alone, or the InvalidInput message each raised."""
+    from bnserve.trainer.io.delimited import delimited_chunks, read_delimited
+
+    results = []
+    for read in (lambda: read_delimited(path, delimiter), lambda: next(delimited_chunks(path, delimiter, None))):
+        try:
+            table = read()
+            results.append((table.header, table.texts().tolist(), table.lines.tolist()))
+        except InvalidInput as exc:
+            results.append(str(exc))
+    return results
+
+
+def read_by_pyarrow(path, delimiter=","):
+    """Whether pyarrow read the file (read_delimited's lines are then found lazily)."""
+    from bnserve.trainer.io.delimited import read_delimited
+
+    return callable(read_delimited(path, delimiter).line_numbers)
+
+
+TRICKY = [
+    'a,b\n1,"x\ny"\n2,"q""r"\n',  # a quoted newline, a doubled quote
+    'a,b\n"ab"cd,2\nx"y,3\n',  # quotes inside and after a field
+    "a,b\r\n1,2\r\n\r\n3,4",  # CRLF, a blank line, no newline at the end
+    "a,b\n 1 , 2 \n,\n",  # spaces kept, empty fields
+    "a,b\n1,2\n   \n",  # a line of spaces: a row of one field
+    "a,b\n1,2\n3\n",  # ragged
+    'a,b\n"1,2\n',  # an unterminated quote
+    "a,b\n1,\x00\n",  # a NUL
+    "a,b\n",  # a header alone
+    "a,a\n1,2\n",  # a repeated name
+    "",  # empty
+    "\n\na,b\n1,2\n",  # blank lines before the header
+    "é,ü\nñ,日本\n",
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+@pytest.mark.parametrize("name", ["t.csv", "t.csv.gz"])
+def test_pyarrow_and_csv_read_the_same_texts_or_refuse_alike(tmp_path, text, name):
+    path = write(tmp_path, text, name, bom=name.endswith("gz"))
+    arrow, reference = both_readers(path)
+    assert arrow == reference
+    if not isinstance(reference, str) and "\x00" not in text:  # a file csv reads is pyarrow's to read
+        assert read_by_pyarrow(path)
+
+
+def test_a_binary_file_is_refused_as_before(tmp_path):
+    path = tmp_path / "b.csv"
+    path.write_bytes(bytes(range(256)) * 4)
+    arrow, reference = both_readers(str(path))
+    assert arrow == reference and isinstance(arrow, str)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.text(alphabet='ab,"\n\r \t', max_size=40))
+def test_pyarrow_never_reads_other_texts_than_csv(tmp_path, body):
+    """Random CSV and TSV from the characters that matter to a parser: either both read the
+    same texts (and lines), or pyarrow refuses and csv decides, as read_table does."""
+    path = write(tmp_path, "h1,h2\n" + body)
+    arrow, reference = both_readers(path)
+    assert arrow == reference
+    path = write(tmp_path, "h1\th2\n" + body, "t.tsv")
+    arrow, reference = both_readers(path, "\t")
+    assert arrow == reference
+
+
+def test_every_shared_data_set_reads_the_same_with_both_parsers():
+    from tests.data_helpers import shared_datasets
+
+    for path in sorted(shared_datasets().glob("*.csv")):
+        arrow, reference = both_readers(str(path))
+        assert arrow == reference, path.name
+        assert read_by_pyarrow(str(path)), path.name
 
 
 # ---------------------------------------------------------------- ARFF
@@ -317,7 +399,7 @@ def test_parquet_dictionaries_across_row_groups_and_fmt(tmp_path):
     result = read_table(path, "parquet")
     labels = result.declared[0].labels
     assert result.declared[0].kind == NOMINAL and sorted(labels) == ["a", "b", "c"]
-    assert result.cells[:, 0].tolist() == ["b", "a", "c", "", "a"]
+    assert result.texts()[:, 0].tolist() == ["b", "a", "c", "", "a"]
 
 
 def test_parquet_gz_and_no_rows(tmp_path):
@@ -326,7 +408,7 @@ def test_parquet_gz_and_no_rows(tmp_path):
     gz.write_bytes(gzip.compress(open(source, "rb").read()))
     for path in (source, str(gz)):
         result = read_table(path)
-        assert result.header == ("a", "b") and result.cells.shape == (0, 2) and result.lines.size == 0
+        assert result.header == ("a", "b") and result.texts().shape == (0, 2) and result.lines.size == 0
         assert result.declared == (Declared(NOMINAL), Declared(NUMERIC))
 
 
@@ -341,10 +423,3 @@ def test_malformed_parquet(tmp_path):
     fails(str(empty), "line 1", "the file is empty")
     fails(write(tmp_path, "a,b\n1,2\n", "not.parquet"), "not a readable Parquet file")
     fails(str(tmp_path / "missing.parquet"), "cannot open")
-
-
-def test_parquet_without_pyarrow(tmp_path, monkeypatch):
-    path = parquet(tmp_path, pa.table({"a": [1]}))
-    monkeypatch.setitem(sys.modules, "pyarrow", None)  # importing it now raises ImportError
-    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
-    fails(path, "reading Parquet needs pyarrow: pip install 'bnserve[parquet]'")

@@ -18,7 +18,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import number_of
 from bnserve.trainer.data.preprocessing import Preprocessing
-from bnserve.trainer.io import RawTable
+from bnserve.trainer.io import RawTable, TextColumn
 
 MAX_INTEGER_CODES = 10
 
@@ -27,8 +27,8 @@ MAX_INTEGER_CODES = 10
 class Columns:
     """Typed columns before anything is learned from them. Features in file order.
 
-    ``codes``: int32 (rows, n_features), the nominal codes (-1 = missing; a numeric
-    column's entries are unused); ``numbers``: float64 (rows, number of numeric columns),
+    ``codes``: int32 (rows, n_features), column-major, the nominal codes (-1 = missing; a
+    numeric column's entries are unused); ``numbers``: float64 (rows, number of numeric columns),
     their raw values in column order (NaN = missing). ``states[j]`` is None for a numeric
     column.
     """
@@ -61,16 +61,17 @@ class Columns:
 
 def columns_of(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> Columns:
     """Type every column and code the nominal ones (states: the declared domain, else the
-    sorted distinct labels). The class is nominal; rows without a class are dropped."""
+    sorted distinct labels). The class is nominal; rows without a class are dropped.
+    Column by column, on each column's distinct texts (``TextColumn``), not cell by cell."""
     src = table.source
     class_index, feature_indices = check_columns(src, table.header, class_column, preprocessing)
     class_column = table.header[class_index]
-    if table.cells.shape[0] == 0:
+    if table.n_rows == 0:
         raise InvalidInput(f"{src}: line 2: the file has a header but no data rows")
     declared = table.declared or (None,) * len(table.header)
-    class_states, y = _nominal_codes(class_column, table.cells[:, class_index], declared[class_index])
+    class_states, y = _nominal_codes(class_column, table.columns[class_index], declared[class_index])
     if np.any(y == UNKNOWN):
-        _unknown_label(table, class_index, y, class_states)
+        _unknown_label(table, class_index, y, class_states, np.arange(y.size))
     keep = y >= 0
     y = y[keep]
     if y.size == 0:
@@ -79,27 +80,30 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         raise InvalidInput(
             f"{src}: column {class_column!r}: the class needs at least two states, found only {class_states!r}"
         )
-    cells = table.cells if keep.all() else table.cells[keep]
-    lines = table.lines if keep.all() else table.lines[keep]
+    kept = np.flatnonzero(keep)  # the table's row of each row kept
     rows, n = y.size, len(feature_indices)
-    codes = np.full((rows, n), MISSING, dtype=np.int32)
+    codes = np.full((rows, n), MISSING, dtype=np.int32, order="F")  # written, and later read, by column
     numbers: list[np.ndarray] = []
     states: list[tuple[str, ...] | None] = []
-    for out, j in enumerate(feature_indices):  # loop over columns, not rows
-        name, column = table.header[j], cells[:, j]
-        numeric = _numbers(column) if name not in preprocessing.nominal else None
-        if is_numeric_column(name, declared[j], numeric, preprocessing):
-            if numeric is None or np.isnan(numeric[column != ""]).any():
-                bad = next(r for r, v in enumerate(column.tolist()) if v != "" and math.isnan(number_of(v)))
+    for out, j in enumerate(feature_indices):
+        name = table.header[j]
+        column = table.columns[j] if rows == table.n_rows else table.columns[j].rows(kept)
+        label_numbers = _numbers(column.labels) if name not in preprocessing.nominal else None
+        present = None if label_numbers is None else label_numbers[column.labels != ""]
+        if is_numeric_column(name, declared[j], present, preprocessing):
+            if label_numbers is None:
+                bad = np.array([t != "" and math.isnan(number_of(t)) for t in column.labels.tolist()])
+                r = int(np.flatnonzero(bad[column.index])[0])
                 raise InvalidInput(
-                    f"{src}: line {lines[bad]}: column {name!r} is numeric, but has the value {column[bad]!r}"
+                    f"{src}: line {table.lines[kept[r]]}: column {name!r} is numeric, "
+                    f"but has the value {column.labels[column.index[r]]!r}"
                 )
-            numbers.append(numeric)
+            numbers.append(label_numbers[column.index])
             states.append(None)
             continue
         column_states, column_codes = _nominal_codes(name, column, declared[j])
         if np.any(column_codes == UNKNOWN):
-            _unknown_label(RawTable(src, table.header, cells, lines), j, column_codes, column_states)
+            _unknown_label(table, j, column_codes, column_states, kept)
         if not column_states:
             raise InvalidInput(f"{src}: column {name!r}: every value is empty")
         states.append(column_states)
@@ -165,34 +169,30 @@ def is_numeric_column(name: str, declared, numbers: np.ndarray | None, preproces
     return not (whole and np.unique(present).size <= MAX_INTEGER_CODES)
 
 
-def _numbers(column: np.ndarray) -> np.ndarray | None:
-    """The column as float64 (NaN for empty), or None when some value is not a number."""
-    texts = column.tolist()
-    first = next((v for v in texts if v != ""), None)
-    if first is None:
-        return np.full(column.size, np.nan)
-    if math.isnan(number_of(first)):  # most nominal columns stop here
-        return None
-    values = np.fromiter(map(number_of, texts), dtype=np.float64, count=column.size)
-    if np.isnan(values).sum() != np.count_nonzero(column == ""):
+def _numbers(labels: np.ndarray) -> np.ndarray | None:
+    """The distinct texts as float64 (NaN for the empty one), or None when one is not a number."""
+    texts = labels.tolist()
+    values = np.fromiter((number_of(t) if t != "" else math.nan for t in texts), dtype=np.float64, count=len(texts))
+    if any(t != "" and math.isnan(v) for t, v in zip(texts, values.tolist())):
         return None
     return values
 
 
-def _nominal_codes(name: str, column: np.ndarray, declared) -> tuple[tuple[str, ...], np.ndarray]:
-    """States (declared, else sorted distinct non-empty labels) and each cell's code
+def _nominal_codes(name: str, column: TextColumn, declared) -> tuple[tuple[str, ...], np.ndarray]:
+    """States (declared, else sorted distinct non-empty labels) and each row's code
     (``Variable.codes_of``: UNKNOWN for a label outside a declared domain)."""
-    values = column.tolist()
     if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
         states = tuple(declared.labels)
     else:
-        states = tuple(sorted(set(values) - {""}))
-    return states, Variable(name, states).codes_of(values)
+        states = tuple(sorted(set(column.labels.tolist()) - {""}))
+    return states, column.coded(Variable(name, states).codes_of)
 
 
-def _unknown_label(table: RawTable, j: int, codes: np.ndarray, states: Sequence[str]) -> None:
-    r = int(np.flatnonzero(codes == UNKNOWN)[0])
+def _unknown_label(table: RawTable, j: int, codes: np.ndarray, states: Sequence[str], rows: np.ndarray) -> None:
+    """``codes`` are of the table's rows ``rows``."""
+    r = int(rows[int(np.flatnonzero(codes == UNKNOWN)[0])])
+    column = table.columns[j]
     raise InvalidInput(
         f"{table.source}: line {table.lines[r]}: column {table.header[j]!r}: value "
-        f"{table.cells[r, j]!r} is not in the declared domain {', '.join(states)}"
+        f"{column.labels[column.index[r]]!r} is not in the declared domain {', '.join(states)}"
     )

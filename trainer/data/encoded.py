@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from bnserve.store.model import FEATURE, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
-from bnserve.trainer.io import read_table
+from bnserve.trainer.io import TextColumn, read_table
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 
@@ -91,6 +91,9 @@ class TrainingView:
         return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
 
 
+FINGERPRINT_ROWS = 65536  # rows hashed per block: the same digest as the whole array, without a copy of it
+
+
 @dataclass(frozen=True)
 class EncodedData(TrainingView):
     """Coded training data. ``X``: int32 (rows, n_features), -1 = missing; ``y``: int64 (rows,).
@@ -146,7 +149,8 @@ class EncodedData(TrainingView):
         h.update(json.dumps([v.to_dict() for v in self.variables], sort_keys=True, separators=(",", ":")).encode())
         for name, arr in (("X", self.X.astype("<i4", copy=False)), ("y", self.y.astype("<i8", copy=False))):
             h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
-            h.update(np.ascontiguousarray(arr).data)  # the buffer itself: no copy of the data when it is C-ordered
+            for start in range(0, max(arr.shape[0], 1), FINGERPRINT_ROWS):  # row-major bytes, a block at a time
+                h.update(np.ascontiguousarray(arr[start : start + FINGERPRINT_ROWS]).data)
         return h.hexdigest()
 
 
@@ -175,7 +179,7 @@ def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
     X = (
         columns.codes
         if preprocessing.missing == AVAILABLE_CASE and not columns.numeric_columns
-        else columns.codes.copy()
+        else columns.codes.copy(order="K")
     )
     variables: list[Variable] = []
     for j, (name, states) in enumerate(zip(columns.names, columns.states)):
@@ -212,7 +216,7 @@ def _with_missing_state(variable: Variable, codes: np.ndarray) -> Variable:
 def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
     """Code rows with variables learned elsewhere (the same columns): numeric values through
     the learned cut points, missing values left missing."""
-    X = columns.codes.copy()
+    X = columns.codes.copy(order="K")
     for j, variable in enumerate(variables[:-1]):
         if variable.kind == NUMERIC:
             X[:, j] = interval_codes(variable.cuts, columns.values(j))
@@ -236,16 +240,31 @@ def encode_with(
         cells = cells.reshape(0, len(variables))
     if cells.ndim != 2 or cells.shape[1] != len(variables):
         raise InvalidInput(f"{source}: expected rows of {len(variables)} values, got an array of shape {cells.shape}")
-    X = np.empty(cells.shape, dtype=np.int32)
-    for j, var in enumerate(variables):
-        values = cells[:, j].tolist()
-        X[:, j] = var.codes_of(values)
+    columns = [TextColumn.of(cells[:, j].tolist()) for j in range(cells.shape[1])]
+    return encode_columns(variables, columns, cells.shape[0], source=source, lines=lines)
+
+
+def encode_columns(
+    variables: Sequence[Variable],
+    columns: Sequence[TextColumn],
+    n_rows: int,
+    *,
+    source: str = "input",
+    lines: np.ndarray | Callable[[], np.ndarray] | None = None,
+) -> np.ndarray:
+    """``encode_with`` of columns as read (``lines``: or a function that finds them, asked
+    only for an error message)."""
+    X = np.empty((n_rows, len(variables)), dtype=np.int32)
+    for j, (var, column) in enumerate(zip(variables, columns)):
+        X[:, j] = column.coded(var.codes_of)
         unknown = np.flatnonzero(X[:, j] == UNKNOWN)
         if unknown.size:
             r = int(unknown[0])
-            where = f"line {lines[r]}: " if lines is not None else f"row {r + 1}: "
+            numbered = lines() if callable(lines) else lines
+            where = f"line {numbered[r]}: " if numbered is not None else f"row {r + 1}: "
             known = "a number" if var.kind == NUMERIC else f"known: {', '.join(var.states)}"
-            raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {values[r]!r}; {known}")
+            value = column.labels[column.index[r]]
+            raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {value!r}; {known}")
     return X
 
 
@@ -260,7 +279,9 @@ def load_with(source: str, variables: Sequence[Variable], fmt: str | None = None
     if missing_columns:
         raise InvalidInput(f"{source}: line 1: missing column(s) {', '.join(map(repr, missing_columns))}")
     columns = [table.header.index(v.name) for v in variables]
-    codes = encode_with(variables, table.cells[:, columns], source=source, lines=table.lines)
+    codes = encode_columns(
+        variables, [table.columns[j] for j in columns], table.n_rows, source=source, lines=lambda: table.lines
+    )
     y = codes[:, -1].astype(np.int64)
     keep = y >= 0
     return EncodedData(tuple(variables), codes[keep, :-1], y[keep], int(np.count_nonzero(~keep)), source)

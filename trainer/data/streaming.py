@@ -20,7 +20,6 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from bnserve.trainer.data.columns import check_columns, is_numeric_column
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
-from bnserve.trainer.io import iter_tables
+from bnserve.trainer.io import TextColumn, iter_tables
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 
@@ -43,10 +42,10 @@ class _Tally:
     labels: dict[str, int] = field(default_factory=dict)
     counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
-    def add(self, values: list[str], y: np.ndarray, n_classes: int) -> None:
-        codes = np.fromiter(map(self.labels.get, values, repeat(-1)), dtype=np.int64, count=len(values))
-        for r in np.flatnonzero(codes < 0):  # labels not seen before
-            codes[r] = self.labels.setdefault(values[r], len(self.labels))
+    def add(self, column: TextColumn, y: np.ndarray, n_classes: int) -> None:
+        for label in column.labels.tolist():  # labels not seen before, in order of first sight
+            self.labels.setdefault(label, len(self.labels))
+        codes = column.coded(lambda labels: [self.labels[t] for t in labels]).astype(np.int64)
         grown = np.zeros((len(self.labels), n_classes), dtype=np.int64)
         grown[: self.counts.shape[0], : self.counts.shape[1]] = self.counts
         grown += np.bincount(codes * n_classes + y, minlength=grown.size).reshape(grown.shape)
@@ -67,12 +66,11 @@ class _Reader:
     def coded(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(X int32 (rows, n features), y int64) of each chunk's rows that have a class."""
         for table in iter_tables(self.source, self.fmt, self.chunk_rows):
-            y = self.variables[-1].codes_of(table.cells[:, self.class_index].tolist()).astype(np.int64)
+            y = table.columns[self.class_index].coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
-            cells = table.cells[keep] if not keep.all() else table.cells
-            X = np.empty((cells.shape[0], len(self.columns)), dtype=np.int32)
+            X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=np.int32)
             for out, (j, v) in enumerate(zip(self.columns, self.variables[:-1])):
-                X[:, out] = v.codes_of(cells[:, j].tolist())  # the file pass 1 typed: every value is a state
+                X[:, out] = table.columns[j].coded(v.codes_of)[keep]  # the file pass 1 typed: every value is a state
             yield X, y[keep]
 
 
@@ -154,16 +152,16 @@ def _learn_variables(
             header = table.header
             class_index, columns = check_columns(source, header, class_column, preprocessing)
             tallies = [_Tally() for _ in columns]
-        labels = table.cells[:, class_index].tolist()
-        for label in set(labels) - set(class_labels) - {""}:
-            class_labels[label] = len(class_labels)
-        y = np.fromiter(map(class_labels.get, labels, repeat(-1)), dtype=np.int64, count=len(labels))
+        classes = table.columns[class_index]
+        for label in classes.labels.tolist():  # in order of first sight
+            if label != "" and label not in class_labels:
+                class_labels[label] = len(class_labels)
+        y = classes.coded(lambda labels: [class_labels.get(t, -1) for t in labels]).astype(np.int64)
         keep = y >= 0
         rows += int(np.count_nonzero(keep))
         dropped += int(np.count_nonzero(~keep))
-        cells = table.cells[keep]
         for tally, j in zip(tallies, columns):
-            tally.add(cells[:, j].tolist(), y[keep], len(class_labels))
+            tally.add(table.columns[j].rows(keep), y[keep], len(class_labels))
     class_name = header[class_index]
     if rows == 0:
         if dropped == 0:

@@ -1,4 +1,4 @@
-"""Reading data files into a ``RawTable`` (header, cells as text, "" = missing): CSV/TSV,
+"""Reading data files into a ``RawTable`` (header, columns of text, "" = missing): CSV/TSV,
 ARFF and Parquet, chosen by the file's extension or ``--format``, and the built-in data
 sets (``builtin:NAME``). Errors are ``InvalidInput`` naming the file, line and column."""
 
@@ -11,9 +11,9 @@ from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited
 from bnserve.trainer.io.parquet import read_parquet
 from bnserve.trainer.io.sources import FORMATS, format_of
-from bnserve.trainer.io.table import Declared, RawTable
+from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 
-__all__ = ["FORMATS", "Declared", "RawTable", "format_of", "iter_tables", "read_table"]
+__all__ = ["FORMATS", "Declared", "RawTable", "TextColumn", "format_of", "iter_tables", "read_table"]
 
 
 def read_table(source: str, fmt: str | None = None) -> RawTable:

@@ -121,7 +121,7 @@ def _parse(source: str, numbered: Iterator[tuple[int, str]]) -> RawTable:
     cells = cells_array(source, rows, line_numbers, width, unit="values")
     for j, column in enumerate(columns):  # check and convert column by column, not row by row
         cells[:, j] = column.check(source, names[j], cells[:, j], line_numbers)
-    return RawTable(source, tuple(names), cells, line_numbers, tuple(c.declared for c in columns))
+    return RawTable.of_cells(source, names, cells, line_numbers, tuple(c.declared for c in columns))
 
 
 def _keyword(line: str) -> str:

@@ -1,57 +1,130 @@
 """CSV and TSV: a header row, standard quoting, UTF-8 (a BOM is fine), blank lines skipped;
-the whole file as one ``RawTable``, or in tables of a few rows at a time (``--chunk-rows``)."""
+the whole file as one ``RawTable``, or in tables of a few rows at a time (``--chunk-rows``).
+
+A whole file is parsed by pyarrow's CSV reader straight into dictionary-encoded columns
+(each distinct text once, an int32 per cell: no Python object per cell). Python's ``csv``
+module is the reference: a file pyarrow refuses is read again by it, so a malformed file
+gets the same error (naming its line) as before; and the rows' line numbers, which only
+error messages need, are counted by it when first asked for. Both parsers give the same
+texts for every file both accept (``tests/trainer/test_readers.py``).
+"""
 
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.io.sources import open_text
-from bnserve.trainer.io.table import RawTable, cells_array, check_header
+from bnserve.trainer.io.sources import open_binary, open_text
+from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header
 
 
 def read_delimited(source: str, delimiter: str) -> RawTable:
     """CSV (or TSV with ``delimiter="\\t"``): a header row, standard quoting, blank lines skipped."""
-    return next(delimited_chunks(source, delimiter, None))
+    with _csv_reader(source, delimiter) as reader:
+        header = _header(source, reader)
+    return _arrow_table(source, delimiter, header) or next(delimited_chunks(source, delimiter, None))
 
 
 def delimited_chunks(source: str, delimiter: str, chunk_rows: int | None) -> Iterator[RawTable]:
-    """CSV or TSV rows in tables of ``chunk_rows`` (None: one table); always at least one table."""
+    """CSV or TSV rows in tables of ``chunk_rows`` (None: one table), parsed by Python's
+    ``csv``; always at least one table."""
+    with _csv_reader(source, delimiter) as reader:
+        header = _header(source, reader)
+        rows: list[list[str]] = []
+        lines: list[int] = []
+        sent = False
+        for row in reader:  # the parser is row by row anyway; keep only line numbers here
+            if row:  # csv yields [] for a blank line
+                rows.append(row)
+                lines.append(reader.line_num)
+                if chunk_rows is not None and len(rows) == chunk_rows:
+                    yield _table(source, header, rows, lines)
+                    rows, lines, sent = [], [], True
+        if rows or not sent:
+            yield _table(source, header, rows, lines)
+
+
+@contextmanager
+def _csv_reader(source: str, delimiter: str) -> Iterator[Any]:
+    """Python's ``csv`` reader over the file; its errors as ``InvalidInput`` naming the line."""
     kind = "TSV" if delimiter == "\t" else "CSV"
     text = open_text(source)
+    reader = csv.reader(text, delimiter=delimiter)
     try:
         with text:
-            reader = csv.reader(text, delimiter=delimiter)
-            try:
-                header = next(reader, None)
-                if header is None:
-                    raise InvalidInput(f"{source}: line 1: the file is empty")
-                if not header:
-                    raise InvalidInput(f"{source}: line 1: the header line is blank")
-                check_header(source, header)
-                rows: list[list[str]] = []
-                lines: list[int] = []
-                sent = False
-                for row in reader:  # the parser is row by row anyway; keep only line numbers here
-                    if row:  # csv yields [] for a blank line
-                        rows.append(row)
-                        lines.append(reader.line_num)
-                        if chunk_rows is not None and len(rows) == chunk_rows:
-                            yield _table(source, header, rows, lines)
-                            rows, lines, sent = [], [], True
-                if rows or not sent:
-                    yield _table(source, header, rows, lines)
-            except csv.Error as exc:
-                raise InvalidInput(f"{source}: line {reader.line_num}: malformed {kind}: {exc}") from None
+            yield reader
+    except csv.Error as exc:
+        raise InvalidInput(f"{source}: line {reader.line_num}: malformed {kind}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{source}: not UTF-8 text: {exc.reason}") from None
     except (OSError, EOFError) as exc:
         raise InvalidInput(f"{source}: cannot read: {exc}") from None
 
 
+def _header(source: str, reader: Any) -> list[str]:
+    header = next(reader, None)
+    if header is None:
+        raise InvalidInput(f"{source}: line 1: the file is empty")
+    if not header:
+        raise InvalidInput(f"{source}: line 1: the header line is blank")
+    check_header(source, header)
+    return header
+
+
 def _table(source: str, header: list[str], rows: list[list[str]], lines: list[int]) -> RawTable:
     line_numbers = np.asarray(lines, dtype=np.int64)
-    return RawTable(source, tuple(header), cells_array(source, rows, line_numbers, len(header)), line_numbers)
+    cells = cells_array(source, rows, line_numbers, len(header))
+    return RawTable.of_cells(source, header, cells, line_numbers)
+
+
+def _arrow_table(source: str, delimiter: str, header: list[str]) -> RawTable | None:
+    """The file parsed by pyarrow, every column read as dictionary-encoded text; None
+    where pyarrow refuses it or reads a header other than ``csv``'s (Python's ``csv``
+    then decides), or where a text holds a NUL, which ``csv`` refuses."""
+    try:
+        with open_binary(source) as raw:
+            table = pa_csv.read_csv(
+                raw,
+                parse_options=pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=dict.fromkeys(header, pa.string()), strings_can_be_null=False
+                ),
+            )
+    except (pa.ArrowException, OSError, EOFError):
+        return None
+    if table.column_names != header:
+        return None
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # pyarrow encodes without the GIL
+        encoded = list(pool.map(_text_column, table.columns))
+    columns = [column for column in encoded if column is not None]
+    if len(columns) < len(encoded):
+        return None
+    return RawTable(source, tuple(header), tuple(columns), lambda: _line_numbers(source, delimiter))
+
+
+def _text_column(column: pa.ChunkedArray) -> TextColumn | None:
+    """A column of pyarrow strings dictionary-encoded; None if a text holds a NUL."""
+    chunks = [chunk.dictionary_encode() for chunk in column.chunks]
+    encoded = pa.chunked_array(chunks, pa.dictionary(pa.int32(), pa.string())).unify_dictionaries()
+    if not encoded.num_chunks:
+        return TextColumn(np.empty(0, dtype=object), np.empty(0, dtype=np.int32))
+    labels = encoded.chunk(0).dictionary.to_numpy(zero_copy_only=False).astype(object)
+    if any("\x00" in label for label in labels.tolist()):
+        return None
+    return TextColumn(labels, np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks]))
+
+
+def _line_numbers(source: str, delimiter: str) -> np.ndarray:
+    """The line each data row ends on, as Python's ``csv`` counts them."""
+    with _csv_reader(source, delimiter) as reader:
+        _header(source, reader)
+        return np.fromiter((reader.line_num for row in reader if row), dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Read Parquet into a ``RawTable`` through pyarrow (the optional ``[parquet]`` extra).
+"""Read Parquet into a ``RawTable`` through pyarrow.
 
 Every column's Arrow type becomes a ``Declared`` one and its values text, column by
 column in Arrow and numpy: integers and floats numeric ("3", "5.1"; null and NaN
@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
@@ -23,11 +25,6 @@ _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 def read_parquet(source: str) -> RawTable:
     """Parse a Parquet file; ``lines`` are row numbers + 1, as if there were a header line."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise InvalidInput(f"{source}: reading Parquet needs pyarrow: pip install 'bnserve[parquet]'") from None
     try:
         with open_binary(source) as raw:  # read whole: the same path for files, .gz and built-ins
             data = raw.read()
@@ -49,13 +46,11 @@ def read_parquet(source: str) -> RawTable:
         cells[:, j], kind = _column(source, name, column)
         declared.append(kind)
     lines = np.arange(2, table.num_rows + 2, dtype=np.int64)
-    return RawTable(source, header, cells, lines, tuple(declared))
+    return RawTable.of_cells(source, header, cells, lines, tuple(declared))
 
 
 def _column(source: str, name: str, column: Any) -> tuple[np.ndarray, Declared]:
     """One ``pyarrow.ChunkedArray`` as text cells ("" = missing) and its declared type."""
-    import pyarrow as pa
-
     t = column.type
     missing = np.asarray(column.is_null().to_numpy(), dtype=bool)
     if pa.types.is_dictionary(t):

@@ -1,11 +1,12 @@
-"""A data file as read: its header and every cell as text ("" = missing), and the checks
+"""A data file as read: its header and every column as text ("" = missing), and the checks
 every format shares (header names, ragged rows). Readers only parse; typing, discretisation
 and coding happen in ``bnserve.trainer.data``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -22,20 +23,83 @@ class Declared:
     labels: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
+class TextColumn:
+    """One column as read, dictionary-encoded: its distinct texts ("" = missing) and, per row,
+    the position of the row's text among them. Typing and coding then work on the few
+    distinct texts, and one lookup per row (no Python object per cell)."""
+
+    labels: np.ndarray  # object array of distinct str, each used by some row
+    index: np.ndarray  # int32 (or wider), per row
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> TextColumn:
+        """The column of ``texts``, labels in order of first sight."""
+        position: dict[str, int] = {}
+        index = np.fromiter((position.setdefault(t, len(position)) for t in texts), dtype=np.int32, count=len(texts))
+        return cls(_object_array(list(position)), index)
+
+    def texts(self) -> np.ndarray:
+        """Every row's text, as an object array."""
+        return self.labels[self.index] if self.labels.size else np.empty(self.index.size, dtype=object)
+
+    def rows(self, keep: np.ndarray) -> TextColumn:
+        """The column of the rows ``keep`` (a mask or positions), labels no row uses dropped."""
+        index = self.index[keep]
+        used = np.bincount(index, minlength=self.labels.size) > 0
+        if used.all():
+            return TextColumn(self.labels, index)
+        return TextColumn(self.labels[used], (np.cumsum(used, dtype=np.int32) - 1)[index])
+
+    def coded(self, codes_of: Callable[[list[str]], Sequence[int] | np.ndarray]) -> np.ndarray:
+        """Every row's code, ``codes_of`` applied to the distinct texts only (e.g. ``Variable.codes_of``)."""
+        return np.asarray(codes_of(self.labels.tolist()), dtype=np.int32)[self.index]
+
+
+@dataclass(frozen=True, eq=False)
 class RawTable:
-    """A file as read: header and the data cells as a (rows, columns) object array of str.
+    """A file as read: header and the data as one ``TextColumn`` per column.
 
     ``lines[r]`` is the file line on which data row ``r`` ends (for error messages; for
-    Parquet, the row number + 1, as if there were a header line).
+    Parquet, the row number + 1, as if there were a header line). A reader that does not
+    track lines as it goes passes a function that finds them (asked only for an error message).
     ``declared`` is empty, or per column the type the file declares (None: undeclared).
     """
 
     source: str
     header: tuple[str, ...]
-    cells: np.ndarray
-    lines: np.ndarray
+    columns: tuple[TextColumn, ...]
+    line_numbers: np.ndarray | Callable[[], np.ndarray]
     declared: tuple[Declared | None, ...] = field(default=())
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.columns[0].index.size) if self.columns else 0
+
+    @cached_property
+    def lines(self) -> np.ndarray:
+        return self.line_numbers if isinstance(self.line_numbers, np.ndarray) else self.line_numbers()
+
+    def texts(self) -> np.ndarray:
+        """Every cell's text, (rows, columns) object array: for tests and small tables."""
+        cells = np.empty((self.n_rows, len(self.columns)), dtype=object)
+        for j, column in enumerate(self.columns):
+            cells[:, j] = column.texts()
+        return cells
+
+    @classmethod
+    def of_cells(
+        cls, source: str, header: Sequence[str], cells: np.ndarray, lines: np.ndarray, declared: tuple = ()
+    ) -> RawTable:
+        """A table from a (rows, columns) array of texts."""
+        columns = tuple(TextColumn.of(cells[:, j].tolist()) for j in range(cells.shape[1]))
+        return cls(source, tuple(header), columns, lines, declared)
+
+
+def _object_array(items: list) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
 
 
 def check_header(source: str, header: Sequence[str], lines: Sequence[int] | None = None) -> None:
