@@ -30,7 +30,8 @@ from bnserve.trainer.auto import (
     fit_auto,
     with_auto_discretization,
 )
-from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES, Preprocessing
+from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Preprocessing
+from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, chunk_rows_within, parse_size
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.evaluation.comparison import compare
@@ -39,6 +40,7 @@ from bnserve.trainer.evaluation.report import render
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
 from bnserve.trainer.io import FORMATS
+from bnserve.trainer.io import format_of as data_format_of
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.progress import end_progress, show_progress
@@ -164,6 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         metavar="N",
         help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; CSV or TSV)",
+    )
+    p.add_argument(
+        "--memory-budget",
+        type=_size,
+        default=DEFAULT_MEMORY_BUDGET,
+        metavar="SIZE",
+        help="a CSV or TSV file estimated to need more memory than this is streamed in chunks, by the "
+        f"learners that can ({', '.join(STREAMABLE)}): e.g. 512MiB, 4GiB; none: always in memory (default 1GiB)",
     )
     p.add_argument(
         "--candidates",
@@ -391,7 +401,9 @@ def _fit(args: argparse.Namespace) -> int:
                 f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
                 f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}"
             )
-        streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, args.chunk_rows)
+    chunk_rows = args.chunk_rows or _chunk_rows_within_budget(args, None if args.algo == AUTO else params)
+    if chunk_rows:
+        streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows)
         model = fit(args.algo, streamed, args.estimator, **params)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
@@ -401,6 +413,36 @@ def _fit(args: argparse.Namespace) -> int:
         else:
             model = fit(args.algo, data, args.estimator, **params)
     return _publish(args, with_table_precision(model, args.precision))
+
+
+def _chunk_rows_within_budget(args: argparse.Namespace, params: dict[str, Any] | None) -> int | None:
+    """Rows per chunk when the file is over --memory-budget and the fit can stream; else
+    None (in memory; with a note on stderr when over the budget)."""
+    fmt = args.fmt or data_format_of(args.data)
+    chunk_rows = chunk_rows_within(args.data, args.memory_budget) if fmt in ("csv", "tsv") else None
+    if chunk_rows is None:
+        return None
+    streams = (
+        params is not None
+        and LEARNERS[args.algo].streams(params)
+        and not (args.estimator and args.estimator.needs_rows)
+        and args.missing != IMPUTE
+    )
+    if not streams:
+        print(
+            f"trainer: note: {args.data} may need more memory than --memory-budget; it is read whole, since "
+            f"only {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}, --missing impute) train in chunks",
+            file=sys.stderr,
+        )
+        return None
+    return chunk_rows
+
+
+def _size(text: str) -> int | None:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _as_auto_reads(args: argparse.Namespace, data: data_io.EncodedData) -> data_io.EncodedData:

@@ -40,7 +40,10 @@ def assert_same_model(streamed, in_memory) -> None:
         assert [(n.name, n.parents) for n in a.nodes] == [(n.name, n.parents) for n in b.nodes]
         for x, y in zip(a.nodes, b.nodes):
             assert x.cpt.tobytes() == y.cpt.tobytes(), x.name
-    meta = lambda m: {k: v for k, v in m.metadata.items() if k != "created_at"}  # noqa: E731
+    def meta(model):  # all but when it was made, and how the file was read
+        training = {k: v for k, v in model.metadata["training"].items() if k != "chunk_rows"}
+        return {**{k: v for k, v in model.metadata.items() if k != "created_at"}, "training": training}
+
     assert meta(streamed) == meta(in_memory)
 
 
@@ -111,3 +114,49 @@ def test_one_number_written_two_ways_is_one_value(tmp_path):
     streamed = load_streamed(path, None, prep, None, 13)
     assert streamed.features[0].kind == "numeric"
     assert_same_model(fit("nb", streamed), fit("nb", load(path, preprocessing=prep)))
+
+
+# ---------------------------------------------------------------- the memory budget
+
+
+def test_sizes_and_the_budget_rule(tmp_path):
+    from bnserve.trainer.data import budget
+
+    assert budget.parse_size("1GiB") == budget.parse_size("1g") == 1 << 30
+    assert budget.parse_size("1.5 GiB") == 3 << 29 and budget.parse_size("512") == 512
+    assert budget.parse_size("none") is None
+    for bad in ("", "12XB", "-1G", "0", "1.2.3M"):
+        with pytest.raises(ValueError):
+            budget.parse_size(bad)
+    path = write(tmp_path, "a,c\n" + "x,1\ny,2\n" * 50_000)  # 4 bytes a row, 400 KB
+    assert budget.chunk_rows_within(path, 1 << 30) is None  # fits
+    assert budget.chunk_rows_within(path, None) is None  # no budget
+    assert budget.chunk_rows_within(path, 1024) == budget.MIN_CHUNK_ROWS
+    assert budget.chunk_rows_within(path, 1 << 20) == (1 << 20) // (4 * budget.IN_MEMORY_PER_FILE_BYTE * 4)
+    gz = tmp_path / "d.csv.gz"
+    gz.write_bytes(gzip.compress(open(path, "rb").read()))
+    size = gz.stat().st_size
+    fits = size * budget.GZIP_RATIO * budget.IN_MEMORY_PER_FILE_BYTE
+    assert budget.chunk_rows_within(str(gz), fits) is None and budget.chunk_rows_within(str(gz), fits - 1)
+    assert budget.chunk_rows_within("builtin:chess", 1) is None
+    assert budget.chunk_rows_within(str(tmp_path / "absent.csv"), 1) is None  # the reader will say why
+
+
+def test_a_file_over_the_memory_budget_is_streamed_to_the_same_model(capsys, store, tmp_path):
+    from bnserve.store.db import ModelStore
+
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(11), rows=2500))
+    for budget in ("64KiB", "none"):
+        code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", path, "--name", "m",
+                             "--store", store, "--memory-budget", budget)
+        assert (code, err) == (0, "")
+    with ModelStore(store) as models:
+        streamed, whole = (models.load("m", version=v).model for v in (1, 2))
+    assert streamed.metadata["training"]["chunk_rows"] == 1000 and "chunk_rows" not in whole.metadata["training"]
+    assert_same_model(streamed, whole)
+    code, out, err = run(capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store,
+                         "--memory-budget", "64KiB")
+    assert code == 0 and "may need more memory than --memory-budget; it is read whole" in err
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                       "--memory-budget", "lots")
+    assert code == 2 and "not a size: 'lots'" in err

@@ -55,6 +55,11 @@ class TrainingView:
         """Available-case N(family) per family of feature column indices (-1: the class), axes in order."""
         raise NotImplementedError
 
+    @property
+    def chunk_rows(self) -> int | None:
+        """The rows per chunk the file is read in, None when the rows are held."""
+        return None
+
     def fingerprint(self) -> str:
         """sha256 over the variables and the coded rows."""
         raise NotImplementedError

@@ -92,6 +92,10 @@ class StreamedData(TrainingView):
     def fingerprint(self) -> str:
         return self.digest
 
+    @property
+    def chunk_rows(self) -> int | None:
+        return self.reader.chunk_rows
+
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         return self.reader.coded()
 

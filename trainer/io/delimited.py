@@ -29,21 +29,39 @@ from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_he
 
 def read_delimited(source: str, delimiter: str) -> RawTable:
     """CSV (or TSV with ``delimiter="\\t"``): a header row, standard quoting, blank lines skipped."""
-    with _csv_reader(source, delimiter) as reader:
-        header = _header(source, reader)
-    return _arrow_table(source, delimiter, header) or next(delimited_chunks(source, delimiter, None))
+    header = _checked_header(source, delimiter)
+    return _arrow_table(source, delimiter, header) or next(_csv_chunks(source, delimiter, None))
 
 
-def delimited_chunks(source: str, delimiter: str, chunk_rows: int | None) -> Iterator[RawTable]:
-    """CSV or TSV rows in tables of ``chunk_rows`` (None: one table), parsed by Python's
-    ``csv``; always at least one table."""
+def delimited_chunks(source: str, delimiter: str, chunk_rows: int) -> Iterator[RawTable]:
+    """CSV or TSV rows in tables of ``chunk_rows`` rows (the last may be shorter; always at
+    least one table), from pyarrow's streaming reader; where it stops on something, Python's
+    ``csv`` reads on from the row reached (and raises, naming the line, if the file is bad)."""
+    header = _checked_header(source, delimiter)
+    sent = 0
+    for table in _arrow_chunks(source, delimiter, header, chunk_rows):
+        if table is None:  # pyarrow refused what follows
+            yield from _csv_chunks(source, delimiter, chunk_rows, skip=sent, first=sent == 0)
+            return
+        sent += table.n_rows
+        yield table
+
+
+def _csv_chunks(
+    source: str, delimiter: str, chunk_rows: int | None, skip: int = 0, first: bool = True
+) -> Iterator[RawTable]:
+    """The rows after the first ``skip``, parsed by Python's ``csv``, in tables of
+    ``chunk_rows`` (None: one table); at least one table when ``first``."""
     with _csv_reader(source, delimiter) as reader:
         header = _header(source, reader)
         rows: list[list[str]] = []
         lines: list[int] = []
-        sent = False
+        sent = not first
         for row in reader:  # the parser is row by row anyway; keep only line numbers here
             if row:  # csv yields [] for a blank line
+                if skip:
+                    skip -= 1
+                    continue
                 rows.append(row)
                 lines.append(reader.line_num)
                 if chunk_rows is not None and len(rows) == chunk_rows:
@@ -51,6 +69,11 @@ def delimited_chunks(source: str, delimiter: str, chunk_rows: int | None) -> Ite
                     rows, lines, sent = [], [], True
         if rows or not sent:
             yield _table(source, header, rows, lines)
+
+
+def _checked_header(source: str, delimiter: str) -> list[str]:
+    with _csv_reader(source, delimiter) as reader:
+        return _header(source, reader)
 
 
 @contextmanager
@@ -87,39 +110,76 @@ def _table(source: str, header: list[str], rows: list[list[str]], lines: list[in
 
 
 def _arrow_table(source: str, delimiter: str, header: list[str]) -> RawTable | None:
-    """The file parsed by pyarrow, every column read as dictionary-encoded text; None
-    where pyarrow refuses it or reads a header other than ``csv``'s (Python's ``csv``
-    then decides), or where a text holds a NUL, which ``csv`` refuses."""
+    """The file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
+    refuses it or reads another header than ``csv``'s (Python's ``csv`` then decides)."""
     try:
         with open_binary(source) as raw:
-            table = pa_csv.read_csv(
-                raw,
-                parse_options=pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=dict.fromkeys(header, pa.string()), strings_can_be_null=False
-                ),
-            )
+            table = pa_csv.read_csv(raw, parse_options=_parse_options(delimiter), convert_options=_as_text(header))
     except (pa.ArrowException, OSError, EOFError):
         return None
     if table.column_names != header:
         return None
+    return _encoded(source, delimiter, header, table, 0)
+
+
+def _arrow_chunks(source: str, delimiter: str, header: list[str], chunk_rows: int) -> Iterator[RawTable | None]:
+    """Tables of ``chunk_rows`` rows from pyarrow's streaming reader, then a None if it stopped
+    on something before the end."""
+    start = 0
+    pending: list[pa.RecordBatch] = []
+    try:
+        with open_binary(source) as raw:
+            batches = pa_csv.open_csv(
+                raw,
+                read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
+                parse_options=_parse_options(delimiter),
+                convert_options=_as_text(header),
+            )
+            if batches.schema.names != header:
+                yield None
+                return
+            for batch in batches:
+                pending.append(batch)
+                while sum(b.num_rows for b in pending) >= chunk_rows:
+                    whole = pa.Table.from_batches(pending)
+                    pending = whole.slice(chunk_rows).to_batches()
+                    table = _encoded(source, delimiter, header, whole.slice(0, chunk_rows), start)
+                    start += chunk_rows
+                    yield table
+    except (pa.ArrowException, OSError, EOFError):
+        yield None
+        return
+    rest = pa.Table.from_batches(pending, schema=pa.schema([(name, pa.string()) for name in header]))
+    if rest.num_rows or not start:
+        yield _encoded(source, delimiter, header, rest, start)
+
+
+BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of this size
+
+
+def _parse_options(delimiter: str) -> pa_csv.ParseOptions:
+    return pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+
+
+def _as_text(header: list[str]) -> pa_csv.ConvertOptions:
+    return pa_csv.ConvertOptions(column_types=dict.fromkeys(header, pa.string()), strings_can_be_null=False)
+
+
+def _encoded(source: str, delimiter: str, header: list[str], table: pa.Table, start: int) -> RawTable:
+    """A pyarrow table of texts as a ``RawTable`` of data rows ``start``…."""
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # pyarrow encodes without the GIL
-        encoded = list(pool.map(_text_column, table.columns))
-    columns = [column for column in encoded if column is not None]
-    if len(columns) < len(encoded):
-        return None
-    return RawTable(source, tuple(header), tuple(columns), lambda: _line_numbers(source, delimiter))
+        columns = list(pool.map(_text_column, table.columns))
+    n = table.num_rows
+    return RawTable(source, tuple(header), tuple(columns), lambda: _line_numbers(source, delimiter)[start : start + n])
 
 
-def _text_column(column: pa.ChunkedArray) -> TextColumn | None:
-    """A column of pyarrow strings dictionary-encoded; None if a text holds a NUL."""
+def _text_column(column: pa.ChunkedArray) -> TextColumn:
+    """A column of pyarrow strings, dictionary-encoded."""
     chunks = [chunk.dictionary_encode() for chunk in column.chunks]
     encoded = pa.chunked_array(chunks, pa.dictionary(pa.int32(), pa.string())).unify_dictionaries()
     if not encoded.num_chunks:
         return TextColumn(np.empty(0, dtype=object), np.empty(0, dtype=np.int32))
     labels = encoded.chunk(0).dictionary.to_numpy(zero_copy_only=False).astype(object)
-    if any("\x00" in label for label in labels.tolist()):
-        return None
     return TextColumn(labels, np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks]))
 
 
