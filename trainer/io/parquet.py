@@ -9,8 +9,6 @@ Unix epoch. Any other type is refused by name rather than guessed at.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -18,7 +16,7 @@ import pyarrow.parquet as pq
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
 from bnserve.trainer.io.sources import open_binary
-from bnserve.trainer.io.table import Declared, RawTable, check_header, seconds_texts
+from bnserve.trainer.io.table import Declared, RawTable, TextColumn, check_header, seconds_texts
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
@@ -40,33 +38,41 @@ def read_parquet(source: str) -> RawTable:
         raise InvalidInput(f"{source}: line 1: the file has no columns")
     header = tuple(table.column_names)
     check_header(source, header)
-    cells = np.empty((table.num_rows, table.num_columns), dtype=object)
-    declared: list[Declared] = []
-    for j, (name, column) in enumerate(zip(header, table.columns)):
-        cells[:, j], kind = _column(source, name, column)
-        declared.append(kind)
+    read = [_column(source, name, column) for name, column in zip(header, table.columns)]
     lines = np.arange(2, table.num_rows + 2, dtype=np.int64)
-    return RawTable.of_cells(source, header, cells, lines, tuple(declared))
+    return RawTable(source, header, tuple(c for c, _ in read), lines, tuple(kind for _, kind in read))
 
 
-def _column(source: str, name: str, column: Any) -> tuple[np.ndarray, Declared]:
-    """One ``pyarrow.ChunkedArray`` as text cells ("" = missing) and its declared type."""
+def _column(source: str, name: str, column: pa.ChunkedArray) -> tuple[TextColumn, Declared]:
+    """One column, dictionary-encoded (as stored, or here), its distinct values made texts
+    ("" = missing), and its declared type."""
     t = column.type
-    missing = np.asarray(column.is_null().to_numpy(), dtype=bool)
+    value_type = t.value_type if pa.types.is_dictionary(t) else t
+    if not pa.types.is_dictionary(t):
+        chunks = [chunk.dictionary_encode() for chunk in column.chunks]
+        column = pa.chunked_array(chunks, pa.dictionary(pa.int32(), t))
+    column = column.unify_dictionaries()  # one dictionary for every chunk
+    dictionary = column.chunk(0).dictionary if column.num_chunks else pa.array([], value_type)
+    texts, kind = _texts(source, name, dictionary)
     if pa.types.is_dictionary(t):
-        column = column.unify_dictionaries()  # one dictionary for every chunk
-        dictionary = column.chunk(0).dictionary if column.num_chunks else pa.array([], t.value_type)
-        labels, _ = _column(source, name, pa.chunked_array([dictionary]))
-        indices = pa.chunked_array([chunk.indices for chunk in column.chunks], t.index_type)
-        codes = indices.fill_null(0).to_numpy().astype(np.int64)
-        codes[missing] = len(labels)  # points at the "" appended below
-        return np.append(labels, "")[codes], Declared(NOMINAL, tuple(labels.tolist()))
+        kind = Declared(NOMINAL, tuple(texts.tolist()))
+    chunks = [chunk.indices.fill_null(-1).to_numpy() for chunk in column.chunks]
+    index = np.concatenate(chunks).astype(np.int32) if chunks else np.empty(0, dtype=np.int32)
+    index[index < 0] = len(texts)  # a null: the "" appended below
+    labels = TextColumn.of([*texts.tolist(), ""])  # texts may repeat: "" for null and NaN, say
+    return TextColumn(labels.labels, labels.index[index]).rows(slice(None)), kind
+
+
+def _texts(source: str, name: str, column: pa.Array) -> tuple[np.ndarray, Declared]:
+    """The values of an Arrow array (no dictionary) as texts ("" = missing) and its declared type."""
+    t = column.type
+    missing = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_integer(t):
-        values = column.fill_null(0).to_numpy()
+        values = column.fill_null(0).to_numpy(zero_copy_only=False)
         texts = np.array(list(map(str, values.tolist())), dtype=object)
         kind = Declared(NUMERIC)
     elif pa.types.is_floating(t):
-        values = column.fill_null(0).to_numpy()
+        values = column.fill_null(0).to_numpy(zero_copy_only=False)
         missing |= np.isnan(values)
         # float64: repr of the Python float; narrower floats: numpy's shortest text for their width
         texts = np.array(
@@ -74,18 +80,18 @@ def _column(source: str, name: str, column: Any) -> tuple[np.ndarray, Declared]:
         )
         kind = Declared(NUMERIC)
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        texts = column.fill_null("").to_numpy().astype(object)
+        texts = column.fill_null("").to_numpy(zero_copy_only=False).astype(object)
         kind = Declared(NOMINAL)
     elif pa.types.is_boolean(t):
-        texts = np.where(column.fill_null(False).to_numpy(), "true", "false").astype(object)
+        texts = np.where(column.fill_null(False).to_numpy(zero_copy_only=False), "true", "false").astype(object)
         kind = Declared(NOMINAL, ("false", "true"))
     elif pa.types.is_date32(t):
-        days = column.cast(pa.int32()).fill_null(0).to_numpy().astype(np.int64)
+        days = column.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         texts = seconds_texts(days * 86400, 1)
         kind = Declared(NUMERIC)
     elif pa.types.is_date64(t) or pa.types.is_timestamp(t):
         unit = "ms" if pa.types.is_date64(t) else t.unit
-        ticks = column.cast(pa.int64()).fill_null(0).to_numpy()
+        ticks = column.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
         texts = seconds_texts(ticks, _TICKS_PER_SECOND[unit])
         kind = Declared(NUMERIC)
     else:

@@ -43,8 +43,8 @@ class TextColumn:
         """Every row's text, as an object array."""
         return self.labels[self.index] if self.labels.size else np.empty(self.index.size, dtype=object)
 
-    def rows(self, keep: np.ndarray) -> TextColumn:
-        """The column of the rows ``keep`` (a mask or positions), labels no row uses dropped."""
+    def rows(self, keep: np.ndarray | slice) -> TextColumn:
+        """The column of the rows ``keep`` (a mask, positions or a slice), labels no row uses dropped."""
         index = self.index[keep]
         used = np.bincount(index, minlength=self.labels.size) > 0
         if used.all():
