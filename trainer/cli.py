@@ -34,9 +34,7 @@ from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Prepr
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, chunk_rows_within, parse_size
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
-from bnserve.trainer.evaluation.comparison import compare
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
-from bnserve.trainer.evaluation.report import render
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
 from bnserve.trainer.io import FORMATS
@@ -519,6 +517,9 @@ def _evaluate(args: argparse.Namespace) -> int:
             evaluations.extend(results)
     finally:
         end_progress()
+    from bnserve.trainer.evaluation.comparison import compare  # scipy.stats: 0.3 s, imported for evaluate only
+    from bnserve.trainer.evaluation.report import render
+
     result = compare(evaluations, protocol)
     print(render(result, headings, spread=not args.test), end="")
     if args.json_out:
