@@ -15,8 +15,6 @@ server takes them. Rows whose class is missing are dropped and counted. Errors a
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -28,6 +26,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import FEATURE, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.trainer.data.columns import Columns, columns_of
+from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
 from bnserve.trainer.io import TextColumn, read_table
 from bnserve.trainer.stats import PairStatistics, joint_counts
@@ -96,9 +95,6 @@ class TrainingView:
         return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
 
 
-FINGERPRINT_ROWS = 65536  # rows hashed per block: the same digest as the whole array, without a copy of it
-
-
 @dataclass(frozen=True)
 class EncodedData(TrainingView):
     """Coded training data. ``X``: int32 (rows, n_features), -1 = missing; ``y``: int64 (rows,).
@@ -149,14 +145,8 @@ class EncodedData(TrainingView):
         yield self.X, self.y
 
     def fingerprint(self) -> str:
-        """sha256 over the variables (canonical JSON) and the little-endian code arrays."""
-        h = hashlib.sha256()
-        h.update(json.dumps([v.to_dict() for v in self.variables], sort_keys=True, separators=(",", ":")).encode())
-        for name, arr in (("X", self.X.astype("<i4", copy=False)), ("y", self.y.astype("<i8", copy=False))):
-            h.update(f"|{name}|{arr.dtype.str}|{arr.shape}|".encode())
-            for start in range(0, max(arr.shape[0], 1), FINGERPRINT_ROWS):  # row-major bytes, a block at a time
-                h.update(np.ascontiguousarray(arr[start : start + FINGERPRINT_ROWS]).data)
-        return h.hexdigest()
+        """sha256 over the variables and the coded rows (``fingerprint``)."""
+        return fingerprint_of(self.variables, self.X, self.y)
 
 
 def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:

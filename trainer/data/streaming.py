@@ -16,8 +16,6 @@ need nothing else stream (``Learner.counts_only``).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +27,7 @@ from bnserve.store.model.discretization import interval_labels, number_of
 from bnserve.trainer.data.columns import check_columns, is_numeric_column
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
+from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
 from bnserve.trainer.io import TextColumn, iter_tables
 from bnserve.trainer.stats import PairStatistics, joint_counts
@@ -122,21 +121,17 @@ def load_streamed(
     cards = tuple(v.cardinality for v in variables[:-1])
     n_classes = variables[-1].cardinality
     statistics = PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
-    digest = hashlib.sha256()  # as EncodedData.fingerprint: the variables, then X and y as little-endian bytes
-    digest.update(json.dumps([v.to_dict() for v in variables], sort_keys=True, separators=(",", ":")).encode())
-    digest.update(f"|X|<i4|({n_rows}, {len(cards)})|".encode())
+    digests = RowDigests()
     ys: list[np.ndarray] = []
     for X, y in reader.coded():
         part = PairStatistics.of(X, y, cards, n_classes)
         if not statistics.pairs:
             statistics.pairs.update({key: np.zeros_like(t) for key, t in part.pairs.items()})
         statistics.add(part)
-        digest.update(np.ascontiguousarray(X, dtype="<i4").data)
+        digests.add(X, y)
         ys.append(y)
-    y_all = np.concatenate(ys)
-    digest.update(f"|y|<i8|{y_all.shape}|".encode())
-    digest.update(np.ascontiguousarray(y_all, dtype="<i8").data)
-    return StreamedData(variables, y_all, statistics, digest.hexdigest(), dropped, source, preprocessing, reader)
+    digest = fingerprint(variables, n_rows, combine([digests.finish()]))
+    return StreamedData(variables, np.concatenate(ys), statistics, digest, dropped, source, preprocessing, reader)
 
 
 def _learn_variables(

@@ -1,0 +1,104 @@
+"""The data fingerprint: sha256 over the variables and the coded rows, the same however the
+rows were read (held, streamed in chunks, or in parts read apart).
+
+The rows are hashed in blocks of ``BLOCK_ROWS``, aligned to row 0: the fingerprint is
+sha256 of the variables (canonical JSON), X's type and shape, the sha256 of each block of
+X (int32 little-endian, row-major), y's type and shape and the sha256 of each block of y
+(int64). A block's digest depends on its rows alone, so a part of the rows hashed by
+itself (``RowDigests``, from the row it starts at) contributes its whole blocks, and only
+the rows of the blocks it shares with its neighbours travel (``combine``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bnserve.store.model import Variable
+
+BLOCK_ROWS = 65536
+
+
+@dataclass
+class RowDigests:
+    """The block digests of rows added in order from global row ``start``: blocks that lie
+    whole in these rows are hashed; the rows of a block begun before ``start`` or not
+    finished when ``finish`` is called are kept as fragments, for ``combine``."""
+
+    start: int = 0
+    rows: int = 0
+    whole: dict[int, tuple[bytes, bytes]] = field(default_factory=dict)  # block -> digests of X and y
+    fragments: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # block -> its rows here
+    _current: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def add(self, X: np.ndarray, y: np.ndarray) -> None:
+        i = 0
+        while i < y.shape[0]:
+            at = self.start + self.rows
+            block = at // BLOCK_ROWS
+            take = min(y.shape[0] - i, (block + 1) * BLOCK_ROWS - at)
+            self._current.append((X[i : i + take], y[i : i + take]))
+            self.rows += take
+            i += take
+            if (self.start + self.rows) % BLOCK_ROWS == 0:
+                self._close(block)
+
+    def finish(self) -> RowDigests:
+        """Keep the rows of an unfinished last block as a fragment; returns self."""
+        if self._current:
+            self._close((self.start + self.rows - 1) // BLOCK_ROWS)
+        return self
+
+    def _close(self, block: int) -> None:
+        X = np.concatenate([x for x, _ in self._current]).astype("<i4", copy=False)
+        y = np.concatenate([y for _, y in self._current]).astype("<i8", copy=False)
+        self._current = []
+        began_here = block * BLOCK_ROWS >= self.start
+        finished = (self.start + self.rows) % BLOCK_ROWS == 0
+        if began_here and finished:
+            self.whole[block] = (_sha256(X), _sha256(y))
+        else:
+            self.fragments[block] = (X, y)
+
+
+def combine(parts: Sequence[RowDigests]) -> list[tuple[bytes, bytes]]:
+    """Every block's digests, in order, from ``parts`` (finished, in row order, each
+    starting where the one before ends)."""
+    whole: dict[int, tuple[bytes, bytes]] = {}
+    pieces: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for part in parts:
+        whole.update(part.whole)
+        for block, rows in part.fragments.items():
+            pieces.setdefault(block, []).append(rows)
+    for block, fragments in pieces.items():
+        X = np.concatenate([x for x, _ in fragments])
+        whole[block] = (_sha256(X), _sha256(np.concatenate([y for _, y in fragments])))
+    return [whole[block] for block in sorted(whole)]
+
+
+def fingerprint(variables: Sequence[Variable], n_rows: int, blocks: Sequence[tuple[bytes, bytes]]) -> str:
+    """The fingerprint of ``n_rows`` rows of the features and class ``variables`` from their block digests."""
+    h = hashlib.sha256()
+    h.update(json.dumps([v.to_dict() for v in variables], sort_keys=True, separators=(",", ":")).encode())
+    h.update(f"|X|<i4|({n_rows}, {len(variables) - 1})|".encode())
+    for x, _ in blocks:
+        h.update(x)
+    h.update(f"|y|<i8|({n_rows},)|".encode())
+    for _, y in blocks:
+        h.update(y)
+    return h.hexdigest()
+
+
+def fingerprint_of(variables: Sequence[Variable], X: np.ndarray, y: np.ndarray) -> str:
+    """``fingerprint`` of rows held whole."""
+    digests = RowDigests()
+    digests.add(X, y)
+    return fingerprint(variables, y.shape[0], combine([digests.finish()]))
+
+
+def _sha256(rows: np.ndarray) -> bytes:
+    return hashlib.sha256(np.ascontiguousarray(rows).data).digest()
