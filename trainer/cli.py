@@ -166,6 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; CSV or TSV)",
     )
     p.add_argument(
+        "--jobs",
+        type=_positive,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="processes that read and count the parts of a file trained in chunks (a local CSV or TSV of at "
+        "least 8 MiB a part, with no quote character; default: the machine's cores)",
+    )
+    p.add_argument(
         "--memory-budget",
         type=_size,
         default=DEFAULT_MEMORY_BUDGET,
@@ -401,7 +409,7 @@ def _fit(args: argparse.Namespace) -> int:
             )
     chunk_rows = args.chunk_rows or _chunk_rows_within_budget(args, None if args.algo == AUTO else params)
     if chunk_rows:
-        streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows)
+        streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows, args.jobs)
         model = fit(args.algo, streamed, args.estimator, **params)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)

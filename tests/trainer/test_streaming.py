@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 
 import numpy as np
 import pytest
@@ -160,3 +161,65 @@ def test_a_file_over_the_memory_budget_is_streamed_to_the_same_model(capsys, sto
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
                        "--memory-budget", "lots")
     assert code == 2 and "not a size: 'lots'" in err
+
+
+# ---------------------------------------------------------------- parts read by processes (--jobs)
+
+
+def test_a_file_is_cut_into_parts_at_line_ends_only_where_a_line_end_ends_a_row(tmp_path):
+    from bnserve.trainer.io.delimited import byte_parts
+
+    text = "a,c\n" + "".join(f"x{i % 7},{i % 2}\n" for i in range(1000))
+    path = write(tmp_path, text)
+    parts = byte_parts(path, 3, 100)
+    data = text.encode()
+    assert parts is not None and len(parts) == 3
+    assert parts[0][0] == len("a,c\n") and parts[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(parts))  # no byte lost or read twice
+    assert all(data[start - 1 : start] == b"\n" for start, _ in parts)
+    assert byte_parts(path, 3, len(data)) is None  # too small to be worth two parts
+    assert byte_parts(path, 1, 100) is None
+    assert byte_parts(write(tmp_path, text.replace("x1,", '"x\n1",'), "q.csv"), 3, 100) is None  # a quote
+    gz = tmp_path / "d.csv.gz"
+    gz.write_bytes(gzip.compress(data))
+    assert byte_parts(str(gz), 3, 100) is None
+    assert byte_parts("builtin:chess", 3, 100) is None
+
+
+@pytest.mark.parametrize("algo", STREAMABLE)
+def test_parts_counted_by_processes_give_the_same_model(tmp_path, monkeypatch, algo):
+    """--jobs 3 on a file cut into 3 parts: the same model, fingerprint included, as one
+    process reading it in order and as the rows held in memory."""
+    from bnserve.trainer.data import streaming
+
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(13), rows=900))
+    prep = Preprocessing()
+    params = {"k": 2} if LEARNERS[algo].takes("k") else {}
+    in_parts = load_streamed(path, None, prep, None, 64, jobs=3)
+    assert len(in_parts.reader.parts) == 3
+    in_order = load_streamed(path, None, prep, None, 64)
+    assert not in_order.reader.parts
+    model = fit(algo, in_parts, **params)
+    assert_same_model(model, fit(algo, in_order, **params))
+    assert_same_model(model, fit(algo, load(path), **params))
+
+
+def test_a_part_pyarrow_cannot_read_sends_the_file_to_be_read_in_order(tmp_path, monkeypatch):
+    """A ragged row in the second part: the file is read again in order, and csv names its line."""
+    from bnserve.trainer.data import streaming
+
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    text = _mixed_csv(np.random.default_rng(14), rows=900).splitlines()
+    text[800] += ",9"
+    with pytest.raises(InvalidInput, match="line 801: row has 6 fields, the header has 5"):
+        load_streamed(write(tmp_path, "\n".join(text) + "\n"), None, Preprocessing(), None, 64, jobs=2)
+
+
+def test_the_cli_takes_jobs(capsys, store, tmp_path):
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(15)))
+    code, out, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                         "--chunk-rows", "50", "--jobs", "2")
+    assert (code, err) == (0, "")
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--jobs", "0")
+    assert code == 2 and "expected a positive integer" in err

@@ -12,12 +12,22 @@ The file is read in chunks of ``N`` rows, and only counts are kept:
 Counts add up, so the model equals, bit for bit, the one learned from the whole file in
 memory. What is held is the counts, the class column and one chunk. The learners that
 need nothing else stream (``Learner.counts_only``).
+
+With ``--jobs`` > 1 a file that can be cut (``delimited.byte_parts``) is read in parts by
+a pool of processes, each pass mapped over the parts (``_map``) and its counts summed in
+part order: the tallies merged label by label (``_Pass1.merge``), the pairwise statistics
+and family counts added, the fingerprint's block digests combined. The same counts, so
+the same model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import itertools
+import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,7 +39,8 @@ from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
-from bnserve.trainer.io import TextColumn, iter_tables
+from bnserve.trainer.io import RawTable, TextColumn, format_of, iter_tables
+from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks, read_header
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 
@@ -50,6 +61,53 @@ class _Tally:
         grown += np.bincount(codes * n_classes + y, minlength=grown.size).reshape(grown.shape)
         self.counts = grown
 
+    def merge(self, other: _Tally, classes: np.ndarray, n_classes: int) -> None:
+        """Add ``other``'s counts, its class ``c`` being this tally's ``classes[c]``."""
+        for label in other.labels:  # in its order of first sight, after this tally's
+            self.labels.setdefault(label, len(self.labels))
+        grown = np.zeros((len(self.labels), n_classes), dtype=np.int64)
+        grown[: self.counts.shape[0], : self.counts.shape[1]] = self.counts
+        rows = np.array([self.labels[label] for label in other.labels], dtype=np.int64)
+        np.add.at(grown, (rows[:, None], classes[None, : other.counts.shape[1]]), other.counts)
+        self.counts = grown
+
+
+@dataclass
+class _Pass1:
+    """What pass 1 counts of some rows: the class labels (numbered in order of first sight),
+    every feature column's ``_Tally``, the rows with a class and those without."""
+
+    classes: dict[str, int] = field(default_factory=dict)
+    tallies: list[_Tally] = field(default_factory=list)
+    rows: int = 0
+    dropped: int = 0
+
+    def add(self, table: RawTable, class_index: int, columns: Sequence[int]) -> None:
+        classes = table.columns[class_index]
+        for label in classes.labels.tolist():  # in order of first sight
+            if label != "" and label not in self.classes:
+                self.classes[label] = len(self.classes)
+        y = classes.coded(lambda labels: [self.classes.get(t, -1) for t in labels]).astype(np.int64)
+        keep = y >= 0
+        self.rows += int(np.count_nonzero(keep))
+        self.dropped += int(np.count_nonzero(~keep))
+        if not self.tallies:
+            self.tallies = [_Tally() for _ in columns]
+        for tally, j in zip(self.tallies, columns):
+            tally.add(table.columns[j].rows(keep), y[keep], len(self.classes))
+
+    def merge(self, other: _Pass1) -> None:
+        """Add the counts of the rows after these (the same as counting them all in order)."""
+        for label in other.classes:
+            self.classes.setdefault(label, len(self.classes))
+        classes = np.array([self.classes[label] for label in other.classes], dtype=np.int64)
+        if not self.tallies:
+            self.tallies = [_Tally() for _ in other.tallies]
+        for tally, theirs in zip(self.tallies, other.tallies):
+            tally.merge(theirs, classes, len(self.classes))
+        self.rows += other.rows
+        self.dropped += other.dropped
+
 
 @dataclass(frozen=True)
 class _Reader:
@@ -61,10 +119,14 @@ class _Reader:
     columns: tuple[int, ...]  # the file column of each feature
     class_index: int
     variables: tuple[Variable, ...]
+    header: tuple[str, ...] = ()
+    parts: tuple[tuple[int, int], ...] = ()  # byte ranges read apart (``--jobs``); () for the whole file in order
+    jobs: int = 1
 
-    def coded(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(X int32 (rows, n features), y int64) of each chunk's rows that have a class."""
-        for table in iter_tables(self.source, self.fmt, self.chunk_rows):
+    def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(X int32 (rows, n features), y int64) of each chunk's rows that have a class, in
+        the file (or in its ``part``) in order."""
+        for table in _tables(self.source, self.fmt, self.chunk_rows, self.header, self.parts, part):
             y = table.columns[self.class_index].coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
             X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=np.int32)
@@ -99,82 +161,185 @@ class StreamedData(TrainingView):
         return self.reader.coded()
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """``EncodedData.family_counts``, summed over one more pass through the file."""
+        """``EncodedData.family_counts``, summed over one more pass through the file (its
+        parts counted by ``--jobs`` processes)."""
         cards = [[self.n_classes if j < 0 else self.cards[j] for j in f] for f in families]
         totals = [np.zeros(c, dtype=np.int64) for c in cards]
-        for X, y in self.reader.coded():
-            for total, f, c in zip(totals, families, cards):
-                total += joint_counts([y if j < 0 else X[:, j] for j in f], c)
+        for counts in _map(self.reader, _family_counts, families, cards):
+            for total, part in zip(totals, counts):
+                total += part
         return totals
 
 
+def _family_counts(
+    reader: _Reader, part: int | None, families: Sequence[Sequence[int]], cards: Sequence[Sequence[int]]
+) -> list[np.ndarray]:
+    totals = [np.zeros(c, dtype=np.int64) for c in cards]
+    for X, y in reader.coded(part):
+        for total, f, c in zip(totals, families, cards):
+            total += joint_counts([y if j < 0 else X[:, j] for j in f], c)
+    return totals
+
+
+def _tables(
+    source: str,
+    fmt: str | None,
+    chunk_rows: int,
+    header: Sequence[str],
+    parts: Sequence[tuple[int, int]],
+    part: int | None,
+) -> Iterator[RawTable]:
+    if part is not None:
+        yield from part_chunks(source, _delimiter(source, fmt), header, parts[part], chunk_rows)
+    elif parts:
+        for i in range(len(parts)):
+            yield from _tables(source, fmt, chunk_rows, header, parts, i)
+    else:
+        yield from iter_tables(source, fmt, chunk_rows)
+
+
+def _delimiter(source: str, fmt: str | None) -> str:
+    return "\t" if (fmt or format_of(source)) == "tsv" else ","
+
+
+T = TypeVar("T")
+
+
+def _map(reader: _Reader, work: Callable[..., T], *args: Any) -> list[T]:
+    """``work(reader, part, *args)`` of every part, in part order: by ``reader.jobs`` worker
+    processes when the file is read in parts, else ``work(reader, None, *args)`` here."""
+    if not reader.parts:
+        return [work(reader, None, *args)]
+    pool = _pool(reader.jobs)
+    return list(pool.map(work, *zip(*[(reader, i, *args) for i in range(len(reader.parts))])))
+
+
+_POOLS: dict[int, ProcessPoolExecutor] = {}
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """A pool of ``jobs`` processes, kept for the next pass. Started by a fork server, not by
+    forking this process, whose threads (pyarrow's) may hold locks."""
+    if jobs not in _POOLS:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])  # imported once, by the server, before it forks the workers
+        _POOLS[jobs] = ProcessPoolExecutor(jobs, mp_context=context)
+    return _POOLS[jobs]
+
+
 def load_streamed(
-    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int
+    source: str,
+    class_column: str | None,
+    preprocessing: Preprocessing,
+    fmt: str | None,
+    chunk_rows: int,
+    jobs: int = 1,
 ) -> StreamedData:
-    """Passes 1 and 2 over ``source``: the variables, then the pairwise statistics."""
+    """Passes 1 and 2 over ``source``: the variables, then the pairwise statistics. With
+    ``jobs`` > 1, a file that can be cut (``byte_parts``) is read in parts by that many
+    processes, each pass's counts summed: the same counts, so the same model."""
     if chunk_rows < 1:
         raise InvalidInput(f"--chunk-rows must be positive, got {chunk_rows}")
     if preprocessing.missing == IMPUTE:
         raise InvalidInput("--missing impute needs the rows in memory; --chunk-rows takes available-case or state")
-    reader, n_rows, dropped = _learn_variables(source, class_column, preprocessing, fmt, chunk_rows)
+    reader, part_rows, dropped = _learn_variables(source, class_column, preprocessing, fmt, chunk_rows, jobs)
     variables = reader.variables
     cards = tuple(v.cardinality for v in variables[:-1])
     n_classes = variables[-1].cardinality
+    starts = [0, *itertools.accumulate(part_rows)][:-1]
+    counted = _map(reader, _pass2, cards, n_classes, starts)
     statistics = PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
-    digests = RowDigests()
-    ys: list[np.ndarray] = []
-    for X, y in reader.coded():
-        part = PairStatistics.of(X, y, cards, n_classes)
+    for part, _, _ in counted:
         if not statistics.pairs:
             statistics.pairs.update({key: np.zeros_like(t) for key, t in part.pairs.items()})
         statistics.add(part)
+    digest = fingerprint(variables, sum(part_rows), combine([digests for _, _, digests in counted]))
+    y = np.concatenate([y for _, y, _ in counted])
+    return StreamedData(variables, y, statistics, digest, dropped, source, preprocessing, reader)
+
+
+def _pass2(
+    reader: _Reader, part: int | None, cards: tuple[int, ...], n_classes: int, starts: Sequence[int]
+) -> tuple[PairStatistics, np.ndarray, RowDigests]:
+    """Pass 2 over the file or its ``part``: pairwise statistics, class column and block digests."""
+    statistics = PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
+    digests = RowDigests(starts[part or 0])
+    ys: list[np.ndarray] = []
+    for X, y in reader.coded(part):
+        counts = PairStatistics.of(X, y, cards, n_classes)
+        if not statistics.pairs:
+            statistics.pairs.update({key: np.zeros_like(t) for key, t in counts.pairs.items()})
+        statistics.add(counts)
         digests.add(X, y)
         ys.append(y)
-    digest = fingerprint(variables, n_rows, combine([digests.finish()]))
-    return StreamedData(variables, np.concatenate(ys), statistics, digest, dropped, source, preprocessing, reader)
+    return statistics, np.concatenate(ys) if ys else np.empty(0, dtype=np.int64), digests.finish()
 
 
 def _learn_variables(
-    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int
-) -> tuple[_Reader, int, int]:
+    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int, jobs: int
+) -> tuple[_Reader, list[int], int]:
     """Pass 1: tally every column, then type it and learn its states or cut points by
-    ``columns``' and ``encoded``'s rules. Returns the reader for the next passes, the rows with a class
-    and the rows without."""
-    header: tuple[str, ...] = ()
-    class_labels: dict[str, int] = {}
-    tallies: list[_Tally] = []
-    columns: list[int] = []
-    class_index = -1
-    rows = dropped = 0
-    for table in iter_tables(source, fmt, chunk_rows):
-        if not header:
-            header = table.header
-            class_index, columns = check_columns(source, header, class_column, preprocessing)
-            tallies = [_Tally() for _ in columns]
-        classes = table.columns[class_index]
-        for label in classes.labels.tolist():  # in order of first sight
-            if label != "" and label not in class_labels:
-                class_labels[label] = len(class_labels)
-        y = classes.coded(lambda labels: [class_labels.get(t, -1) for t in labels]).astype(np.int64)
-        keep = y >= 0
-        rows += int(np.count_nonzero(keep))
-        dropped += int(np.count_nonzero(~keep))
-        for tally, j in zip(tallies, columns):
-            tally.add(table.columns[j].rows(keep), y[keep], len(class_labels))
+    ``columns``' and ``encoded``'s rules. Returns the reader for the next passes, the rows
+    with a class (per part) and the rows without."""
+    reader = _parts_reader(source, class_column, preprocessing, fmt, chunk_rows, jobs)
+    counted: list[_Pass1] = []
+    if reader is not None:
+        try:
+            counted = _map(reader, _pass1)
+        except PartUnreadable:  # read in order, where csv names what is wrong
+            reader = None
+    if reader is None:
+        counted = [_Pass1()]
+        for table in iter_tables(source, fmt, chunk_rows):
+            if reader is None:
+                class_index, features = check_columns(source, table.header, class_column, preprocessing)
+                reader = _Reader(source, fmt, chunk_rows, tuple(features), class_index, (), table.header)
+            counted[0].add(table, reader.class_index, reader.columns)
+    assert reader is not None  # iter_tables yields at least one table
+    total = _Pass1()
+    for part in counted:
+        total.merge(part)
+    header, class_index, columns = reader.header, reader.class_index, reader.columns
     class_name = header[class_index]
-    if rows == 0:
-        if dropped == 0:
+    if total.rows == 0:
+        if total.dropped == 0:
             raise InvalidInput(f"{source}: line 2: the file has a header but no data rows")
         raise InvalidInput(f"{source}: column {class_name!r}: every row has an empty class")
-    class_states = tuple(sorted(class_labels))
+    class_states = tuple(sorted(total.classes))
     if len(class_states) < 2:
         raise InvalidInput(
             f"{source}: column {class_name!r}: the class needs at least two states, found only {class_states!r}"
         )
-    by_state = [class_labels[s] for s in class_states]  # class axis: first sight -> state order
-    variables = [_variable(source, header[j], tally, by_state, preprocessing) for j, tally in zip(columns, tallies)]
+    by_state = [total.classes[s] for s in class_states]  # class axis: first sight -> state order
+    variables = [
+        _variable(source, header[j], tally, by_state, preprocessing) for j, tally in zip(columns, total.tallies)
+    ]
     variables.append(Variable(class_name, class_states, CLASS))
-    return _Reader(source, fmt, chunk_rows, tuple(columns), class_index, tuple(variables)), rows, dropped
+    return replace(reader, variables=tuple(variables)), [part.rows for part in counted], total.dropped
+
+
+def _parts_reader(
+    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int, jobs: int
+) -> _Reader | None:
+    """A reader of the file in parts, for ``jobs`` processes; None where it is read in order."""
+    if jobs < 2 or (fmt or format_of(source)) not in ("csv", "tsv"):
+        return None
+    parts = byte_parts(source, jobs, MIN_PART_BYTES)
+    if parts is None:
+        return None
+    header = tuple(read_header(source, _delimiter(source, fmt)))
+    class_index, columns = check_columns(source, header, class_column, preprocessing)
+    return _Reader(source, fmt, chunk_rows, tuple(columns), class_index, (), header, tuple(parts), jobs)
+
+
+def _pass1(reader: _Reader, part: int | None) -> _Pass1:
+    counted = _Pass1()
+    for table in _tables(reader.source, reader.fmt, reader.chunk_rows, reader.header, reader.parts, part):
+        counted.add(table, reader.class_index, reader.columns)
+    return counted
+
+
+MIN_PART_BYTES = 8 << 20  # a smaller file is read in order: starting the processes costs more
 
 
 def _variable(source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing) -> Variable:

@@ -12,24 +12,28 @@ texts for every file both accept (``tests/trainer/test_readers.py``).
 from __future__ import annotations
 
 import csv
+import io
+import itertools
+import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.io.sources import open_binary, open_text
+from bnserve.trainer.io.sources import BUILTIN_PREFIX, open_binary, open_text
 from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header
 
 
 def read_delimited(source: str, delimiter: str) -> RawTable:
     """CSV (or TSV with ``delimiter="\\t"``): a header row, standard quoting, blank lines skipped."""
-    header = _checked_header(source, delimiter)
+    header = read_header(source, delimiter)
     return _arrow_table(source, delimiter, header) or next(_csv_chunks(source, delimiter, None))
 
 
@@ -37,7 +41,7 @@ def delimited_chunks(source: str, delimiter: str, chunk_rows: int) -> Iterator[R
     """CSV or TSV rows in tables of ``chunk_rows`` rows (the last may be shorter; always at
     least one table), from pyarrow's streaming reader; where it stops on something, Python's
     ``csv`` reads on from the row reached (and raises, naming the line, if the file is bad)."""
-    header = _checked_header(source, delimiter)
+    header = read_header(source, delimiter)
     sent = 0
     for table in _arrow_chunks(source, delimiter, header, chunk_rows):
         if table is None:  # pyarrow refused what follows
@@ -71,7 +75,8 @@ def _csv_chunks(
             yield _table(source, header, rows, lines)
 
 
-def _checked_header(source: str, delimiter: str) -> list[str]:
+def read_header(source: str, delimiter: str) -> list[str]:
+    """The header row, checked (names, no repeats)."""
     with _csv_reader(source, delimiter) as reader:
         return _header(source, reader)
 
@@ -119,16 +124,25 @@ def _arrow_table(source: str, delimiter: str, header: list[str]) -> RawTable | N
         return None
     if table.column_names != header:
         return None
-    return _encoded(source, delimiter, header, table, 0)
+    return _encoded(source, header, table, _lines(source, delimiter, 0, True))
 
 
-def _arrow_chunks(source: str, delimiter: str, header: list[str], chunk_rows: int) -> Iterator[RawTable | None]:
-    """Tables of ``chunk_rows`` rows from pyarrow's streaming reader, then a None if it stopped
-    on something before the end."""
+def _arrow_chunks(
+    source: str,
+    delimiter: str,
+    header: Sequence[str],
+    chunk_rows: int,
+    opener: Callable[[], IO[bytes] | io.RawIOBase] | None = None,
+    whole_file: bool = True,
+) -> Iterator[RawTable | None]:
+    """Tables of ``chunk_rows`` rows from pyarrow's streaming reader over ``opener()`` (the
+    file), then a None if it stopped on something before the end. Their lines are counted
+    by ``csv`` when asked for, if the rows are the ``whole_file``'s."""
+    header = list(header)
     start = 0
     pending: list[pa.RecordBatch] = []
     try:
-        with open_binary(source) as raw:
+        with (opener or (lambda: open_binary(source)))() as raw:
             batches = pa_csv.open_csv(
                 raw,
                 read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
@@ -143,7 +157,9 @@ def _arrow_chunks(source: str, delimiter: str, header: list[str], chunk_rows: in
                 while sum(b.num_rows for b in pending) >= chunk_rows:
                     whole = pa.Table.from_batches(pending)
                     pending = whole.slice(chunk_rows).to_batches()
-                    table = _encoded(source, delimiter, header, whole.slice(0, chunk_rows), start)
+                    table = _encoded(
+                        source, header, whole.slice(0, chunk_rows), _lines(source, delimiter, start, whole_file)
+                    )
                     start += chunk_rows
                     yield table
     except (pa.ArrowException, OSError, EOFError):
@@ -151,10 +167,86 @@ def _arrow_chunks(source: str, delimiter: str, header: list[str], chunk_rows: in
         return
     rest = pa.Table.from_batches(pending, schema=pa.schema([(name, pa.string()) for name in header]))
     if rest.num_rows or not start:
-        yield _encoded(source, delimiter, header, rest, start)
+        yield _encoded(source, header, rest, _lines(source, delimiter, start, whole_file))
 
 
 BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of this size
+
+
+def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | None:
+    """Up to ``n`` byte ranges [start, end) of whole lines after the header line, to be read
+    apart (``part_chunks``), each at least about ``min_bytes`` long; None unless there are
+    two, the file is a local one, not gzipped, and holds no quote character (a quoted field
+    may hold a line end, which then does not end a row)."""
+    if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or n < 2:
+        return None
+    try:
+        with open(source, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            size = len(data)
+            n = min(n, size // max(min_bytes, 1))
+            if n < 2 or data.find(b'"') >= 0:
+                return None
+            cuts = [data.find(b"\n") + 1]
+            if cuts[0] == 0:
+                return None
+            for i in range(1, n):
+                at = data.find(b"\n", max(cuts[-1], i * size // n)) + 1
+                if at == 0:
+                    break
+                cuts.append(at)
+            cuts.append(size)
+    except (OSError, ValueError):  # not a file mmap can map (empty, a pipe): read it in order
+        return None
+    parts = [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
+    return parts if len(parts) >= 2 else None
+
+
+class PartUnreadable(Exception):
+    """pyarrow stopped in a part read apart: the caller reads the file in order instead,
+    where ``csv`` names the line of what is wrong."""
+
+
+def part_chunks(
+    source: str, delimiter: str, header: Sequence[str], part: tuple[int, int], chunk_rows: int
+) -> Iterator[RawTable]:
+    """The rows of the byte range ``part`` (from ``byte_parts``) in tables of ``chunk_rows``,
+    parsed by pyarrow with the file's header line put before them. Raises
+    ``PartUnreadable`` where pyarrow stops."""
+    with open(source, "rb") as f:
+        header_line = f.readline()
+    opener = partial(_ByteRange, source, part, header_line)
+    for table in _arrow_chunks(source, delimiter, header, chunk_rows, opener, whole_file=False):
+        if table is None:
+            raise PartUnreadable(f"{source}: bytes {part[0]}-{part[1]}")
+        yield table
+
+
+class _ByteRange(io.RawIOBase):
+    """``prefix``, then bytes [start, end) of the file ``source``."""
+
+    def __init__(self, source: str, part: tuple[int, int], prefix: bytes):
+        self._file = open(source, "rb")  # closed by close()
+        self._file.seek(part[0])
+        self._left = part[1] - part[0]
+        self._prefix = prefix
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._prefix:
+            n = min(len(view), len(self._prefix))
+            view[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        n = self._file.readinto(view[: min(len(view), self._left)]) if self._left else 0
+        self._left -= n or 0
+        return n or 0
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def _parse_options(delimiter: str) -> pa_csv.ParseOptions:
@@ -165,12 +257,24 @@ def _as_text(header: list[str]) -> pa_csv.ConvertOptions:
     return pa_csv.ConvertOptions(column_types=dict.fromkeys(header, pa.string()), strings_can_be_null=False)
 
 
-def _encoded(source: str, delimiter: str, header: list[str], table: pa.Table, start: int) -> RawTable:
-    """A pyarrow table of texts as a ``RawTable`` of data rows ``start``…."""
+def _encoded(source: str, header: list[str], table: pa.Table, lines: Callable[[int], np.ndarray]) -> RawTable:
+    """A pyarrow table of texts as a ``RawTable``; ``lines(n)``: the lines of its ``n`` rows."""
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # pyarrow encodes without the GIL
         columns = list(pool.map(_text_column, table.columns))
     n = table.num_rows
-    return RawTable(source, tuple(header), tuple(columns), lambda: _line_numbers(source, delimiter)[start : start + n])
+    return RawTable(source, tuple(header), tuple(columns), lambda: lines(n))
+
+
+def _lines(source: str, delimiter: str, start: int, whole_file: bool) -> Callable[[int], np.ndarray]:
+    """The lines of ``n`` data rows from row ``start``, as ``csv`` counts them (a part of a
+    file read apart does not know where it starts: its readers never ask)."""
+    if not whole_file:
+
+        def unknown(n: int) -> np.ndarray:
+            raise RuntimeError(f"{source}: the line numbers of a part read apart are not known")
+
+        return unknown
+    return lambda n: _line_numbers(source, delimiter)[start : start + n]
 
 
 def _text_column(column: pa.ChunkedArray) -> TextColumn:
