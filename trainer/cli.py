@@ -168,10 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--jobs",
         type=_positive,
-        default=os.cpu_count() or 1,
+        default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
         metavar="N",
         help="processes that read and count the parts of a file trained in chunks (a local CSV or TSV of at "
-        "least 8 MiB a part, with no quote character; default: the machine's cores)",
+        "least 8 MiB a part, with no quote character; default: the cores this process may run on)",
     )
     p.add_argument(
         "--memory-budget",
