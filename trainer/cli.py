@@ -37,8 +37,7 @@ from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
-from bnserve.trainer.io import FORMATS
-from bnserve.trainer.io import format_of as data_format_of
+from bnserve.trainer.io import FORMATS, delimiter_of
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.progress import end_progress, show_progress
@@ -399,15 +398,17 @@ def _fit(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
+    rows_needed = bool(args.estimator and args.estimator.needs_rows)
+    streamable = args.algo != AUTO and LEARNERS[args.algo].streams(params) and not rows_needed
     if args.chunk_rows:
-        if args.estimator and args.estimator.needs_rows:
+        if rows_needed:
             raise UsageError(f"--chunk-rows counts the rows; --estimator {args.estimator} fits on them: leave one out")
-        if args.algo == AUTO or not LEARNERS[args.algo].streams(params):
+        if not streamable:
             raise UsageError(
                 f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
                 f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}"
             )
-    chunk_rows = args.chunk_rows or _chunk_rows_within_budget(args, None if args.algo == AUTO else params)
+    chunk_rows = args.chunk_rows or _chunk_rows_within_budget(args, streamable and args.missing != IMPUTE)
     if chunk_rows:
         streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows, args.jobs)
         model = fit(args.algo, streamed, args.estimator, **params)
@@ -421,19 +422,13 @@ def _fit(args: argparse.Namespace) -> int:
     return _publish(args, with_table_precision(model, args.precision))
 
 
-def _chunk_rows_within_budget(args: argparse.Namespace, params: dict[str, Any] | None) -> int | None:
-    """Rows per chunk when the file is over --memory-budget and the fit can stream; else
+def _chunk_rows_within_budget(args: argparse.Namespace, streams: bool) -> int | None:
+    """Rows per chunk when the file is over --memory-budget and the fit ``streams``; else
     None (in memory; with a note on stderr when over the budget)."""
-    fmt = args.fmt or data_format_of(args.data)
-    chunk_rows = chunk_rows_within(args.data, args.memory_budget) if fmt in ("csv", "tsv") else None
+    delimited = delimiter_of(args.data, args.fmt) is not None
+    chunk_rows = chunk_rows_within(args.data, args.memory_budget) if delimited else None
     if chunk_rows is None:
         return None
-    streams = (
-        params is not None
-        and LEARNERS[args.algo].streams(params)
-        and not (args.estimator and args.estimator.needs_rows)
-        and args.missing != IMPUTE
-    )
     if not streams:
         print(
             f"trainer: note: {args.data} may need more memory than --memory-budget; it is read whole, since "

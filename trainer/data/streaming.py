@@ -39,8 +39,8 @@ from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
-from bnserve.trainer.io import RawTable, TextColumn, format_of, iter_tables
-from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks, read_header
+from bnserve.trainer.io import RawTable, TextColumn, chunked_delimiter
+from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, delimited_chunks, part_chunks, read_header
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 
@@ -56,19 +56,21 @@ class _Tally:
         for label in column.labels.tolist():  # labels not seen before, in order of first sight
             self.labels.setdefault(label, len(self.labels))
         codes = column.coded(lambda labels: [self.labels[t] for t in labels]).astype(np.int64)
-        grown = np.zeros((len(self.labels), n_classes), dtype=np.int64)
-        grown[: self.counts.shape[0], : self.counts.shape[1]] = self.counts
-        grown += np.bincount(codes * n_classes + y, minlength=grown.size).reshape(grown.shape)
-        self.counts = grown
+        self._grow(n_classes)
+        self.counts += np.bincount(codes * n_classes + y, minlength=self.counts.size).reshape(self.counts.shape)
 
     def merge(self, other: _Tally, classes: np.ndarray, n_classes: int) -> None:
         """Add ``other``'s counts, its class ``c`` being this tally's ``classes[c]``."""
         for label in other.labels:  # in its order of first sight, after this tally's
             self.labels.setdefault(label, len(self.labels))
+        self._grow(n_classes)
+        rows = np.array([self.labels[label] for label in other.labels], dtype=np.int64)
+        np.add.at(self.counts, (rows[:, None], classes[None, : other.counts.shape[1]]), other.counts)
+
+    def _grow(self, n_classes: int) -> None:
+        """Room in ``counts`` for every label known and ``n_classes`` classes."""
         grown = np.zeros((len(self.labels), n_classes), dtype=np.int64)
         grown[: self.counts.shape[0], : self.counts.shape[1]] = self.counts
-        rows = np.array([self.labels[label] for label in other.labels], dtype=np.int64)
-        np.add.at(grown, (rows[:, None], classes[None, : other.counts.shape[1]]), other.counts)
         self.counts = grown
 
 
@@ -111,22 +113,32 @@ class _Pass1:
 
 @dataclass(frozen=True)
 class _Reader:
-    """The file read again chunk by chunk, coded with the learned variables."""
+    """The file read chunk by chunk, in order or in parts, coded with the learned variables."""
 
     source: str
-    fmt: str | None
+    delimiter: str
     chunk_rows: int
+    header: tuple[str, ...]
     columns: tuple[int, ...]  # the file column of each feature
     class_index: int
-    variables: tuple[Variable, ...]
-    header: tuple[str, ...] = ()
     parts: tuple[tuple[int, int], ...] = ()  # byte ranges read apart (``--jobs``); () for the whole file in order
     jobs: int = 1
+    variables: tuple[Variable, ...] = ()  # once pass 1 has learned them
+
+    def tables(self, part: int | None = None) -> Iterator[RawTable]:
+        """The file's chunks (or its ``part``'s), in order."""
+        if part is not None:
+            yield from part_chunks(self.source, self.delimiter, self.header, self.parts[part], self.chunk_rows)
+        elif self.parts:
+            for i in range(len(self.parts)):
+                yield from self.tables(i)
+        else:
+            yield from delimited_chunks(self.source, self.delimiter, self.chunk_rows)
 
     def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(X int32 (rows, n features), y int64) of each chunk's rows that have a class, in
         the file (or in its ``part``) in order."""
-        for table in _tables(self.source, self.fmt, self.chunk_rows, self.header, self.parts, part):
+        for table in self.tables(part):
             y = table.columns[self.class_index].coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
             X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=np.int32)
@@ -181,27 +193,6 @@ def _family_counts(
     return totals
 
 
-def _tables(
-    source: str,
-    fmt: str | None,
-    chunk_rows: int,
-    header: Sequence[str],
-    parts: Sequence[tuple[int, int]],
-    part: int | None,
-) -> Iterator[RawTable]:
-    if part is not None:
-        yield from part_chunks(source, _delimiter(source, fmt), header, parts[part], chunk_rows)
-    elif parts:
-        for i in range(len(parts)):
-            yield from _tables(source, fmt, chunk_rows, header, parts, i)
-    else:
-        yield from iter_tables(source, fmt, chunk_rows)
-
-
-def _delimiter(source: str, fmt: str | None) -> str:
-    return "\t" if (fmt or format_of(source)) == "tsv" else ","
-
-
 T = TypeVar("T")
 
 
@@ -248,10 +239,8 @@ def load_streamed(
     n_classes = variables[-1].cardinality
     starts = [0, *itertools.accumulate(part_rows)][:-1]
     counted = _map(reader, _pass2, cards, n_classes, starts)
-    statistics = PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
+    statistics = PairStatistics.empty(cards, n_classes)
     for part, _, _ in counted:
-        if not statistics.pairs:
-            statistics.pairs.update({key: np.zeros_like(t) for key, t in part.pairs.items()})
         statistics.add(part)
     digest = fingerprint(variables, sum(part_rows), combine([digests for _, _, digests in counted]))
     y = np.concatenate([y for _, y, _ in counted])
@@ -262,14 +251,11 @@ def _pass2(
     reader: _Reader, part: int | None, cards: tuple[int, ...], n_classes: int, starts: Sequence[int]
 ) -> tuple[PairStatistics, np.ndarray, RowDigests]:
     """Pass 2 over the file or its ``part``: pairwise statistics, class column and block digests."""
-    statistics = PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
+    statistics = PairStatistics.empty(cards, n_classes)
     digests = RowDigests(starts[part or 0])
     ys: list[np.ndarray] = []
     for X, y in reader.coded(part):
-        counts = PairStatistics.of(X, y, cards, n_classes)
-        if not statistics.pairs:
-            statistics.pairs.update({key: np.zeros_like(t) for key, t in counts.pairs.items()})
-        statistics.add(counts)
+        statistics.add(PairStatistics.of(X, y, cards, n_classes))
         digests.add(X, y)
         ys.append(y)
     return statistics, np.concatenate(ys) if ys else np.empty(0, dtype=np.int64), digests.finish()
@@ -281,25 +267,19 @@ def _learn_variables(
     """Pass 1: tally every column, then type it and learn its states or cut points by
     ``columns``' and ``encoded``'s rules. Returns the reader for the next passes, the rows
     with a class (per part) and the rows without."""
-    reader = _parts_reader(source, class_column, preprocessing, fmt, chunk_rows, jobs)
-    counted: list[_Pass1] = []
-    if reader is not None:
-        try:
-            counted = _map(reader, _pass1)
-        except PartUnreadable:  # read in order, where csv names what is wrong
-            reader = None
-    if reader is None:
-        counted = [_Pass1()]
-        for table in iter_tables(source, fmt, chunk_rows):
-            if reader is None:
-                class_index, features = check_columns(source, table.header, class_column, preprocessing)
-                reader = _Reader(source, fmt, chunk_rows, tuple(features), class_index, (), table.header)
-            counted[0].add(table, reader.class_index, reader.columns)
-    assert reader is not None  # iter_tables yields at least one table
+    delimiter = chunked_delimiter(source, fmt)
+    header = tuple(read_header(source, delimiter))
+    class_index, columns = check_columns(source, header, class_column, preprocessing)
+    parts = byte_parts(source, jobs, MIN_PART_BYTES) or ()
+    reader = _Reader(source, delimiter, chunk_rows, header, tuple(columns), class_index, tuple(parts), jobs)
+    try:
+        counted = _map(reader, _pass1)
+    except PartUnreadable:  # read in order, where csv names what is wrong
+        reader = replace(reader, parts=())
+        counted = _map(reader, _pass1)
     total = _Pass1()
     for part in counted:
         total.merge(part)
-    header, class_index, columns = reader.header, reader.class_index, reader.columns
     class_name = header[class_index]
     if total.rows == 0:
         if total.dropped == 0:
@@ -318,23 +298,9 @@ def _learn_variables(
     return replace(reader, variables=tuple(variables)), [part.rows for part in counted], total.dropped
 
 
-def _parts_reader(
-    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int, jobs: int
-) -> _Reader | None:
-    """A reader of the file in parts, for ``jobs`` processes; None where it is read in order."""
-    if jobs < 2 or (fmt or format_of(source)) not in ("csv", "tsv"):
-        return None
-    parts = byte_parts(source, jobs, MIN_PART_BYTES)
-    if parts is None:
-        return None
-    header = tuple(read_header(source, _delimiter(source, fmt)))
-    class_index, columns = check_columns(source, header, class_column, preprocessing)
-    return _Reader(source, fmt, chunk_rows, tuple(columns), class_index, (), header, tuple(parts), jobs)
-
-
 def _pass1(reader: _Reader, part: int | None) -> _Pass1:
     counted = _Pass1()
-    for table in _tables(reader.source, reader.fmt, reader.chunk_rows, reader.header, reader.parts, part):
+    for table in reader.tables(part):
         counted.add(table, reader.class_index, reader.columns)
     return counted
 

@@ -28,7 +28,7 @@ import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, open_binary, open_text
-from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header
+from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header, dictionary_encoded
 
 
 def read_delimited(source: str, delimiter: str) -> RawTable:
@@ -278,13 +278,9 @@ def _lines(source: str, delimiter: str, start: int, whole_file: bool) -> Callabl
 
 
 def _text_column(column: pa.ChunkedArray) -> TextColumn:
-    """A column of pyarrow strings, dictionary-encoded."""
-    chunks = [chunk.dictionary_encode() for chunk in column.chunks]
-    encoded = pa.chunked_array(chunks, pa.dictionary(pa.int32(), pa.string())).unify_dictionaries()
-    if not encoded.num_chunks:
-        return TextColumn(np.empty(0, dtype=object), np.empty(0, dtype=np.int32))
-    labels = encoded.chunk(0).dictionary.to_numpy(zero_copy_only=False).astype(object)
-    return TextColumn(labels, np.concatenate([chunk.indices.to_numpy() for chunk in encoded.chunks]))
+    """A column of pyarrow strings (no nulls: ``strings_can_be_null=False``), dictionary-encoded."""
+    dictionary, index = dictionary_encoded(column)
+    return TextColumn(dictionary.to_numpy(zero_copy_only=False).astype(object), index)
 
 
 def _line_numbers(source: str, delimiter: str) -> np.ndarray:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
 from bnserve.trainer.io.sources import open_binary
-from bnserve.trainer.io.table import Declared, RawTable, TextColumn, check_header, seconds_texts
+from bnserve.trainer.io.table import Declared, RawTable, TextColumn, check_header, dictionary_encoded, seconds_texts
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
@@ -46,18 +46,10 @@ def read_parquet(source: str) -> RawTable:
 def _column(source: str, name: str, column: pa.ChunkedArray) -> tuple[TextColumn, Declared]:
     """One column, dictionary-encoded (as stored, or here), its distinct values made texts
     ("" = missing), and its declared type."""
-    t = column.type
-    value_type = t.value_type if pa.types.is_dictionary(t) else t
-    if not pa.types.is_dictionary(t):
-        chunks = [chunk.dictionary_encode() for chunk in column.chunks]
-        column = pa.chunked_array(chunks, pa.dictionary(pa.int32(), t))
-    column = column.unify_dictionaries()  # one dictionary for every chunk
-    dictionary = column.chunk(0).dictionary if column.num_chunks else pa.array([], value_type)
+    dictionary, index = dictionary_encoded(column)
     texts, kind = _texts(source, name, dictionary)
-    if pa.types.is_dictionary(t):
+    if pa.types.is_dictionary(column.type):
         kind = Declared(NOMINAL, tuple(texts.tolist()))
-    chunks = [chunk.indices.fill_null(-1).to_numpy() for chunk in column.chunks]
-    index = np.concatenate(chunks).astype(np.int32) if chunks else np.empty(0, dtype=np.int32)
     index[index < 0] = len(texts)  # a null: the "" appended below
     labels = TextColumn.of([*texts.tolist(), ""])  # texts may repeat: "" for null and NaN, say
     return TextColumn(labels.labels, labels.index[index]).rows(slice(None)), kind

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+import pyarrow as pa
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MAX_NAME_LENGTH
@@ -41,7 +42,7 @@ class TextColumn:
 
     def texts(self) -> np.ndarray:
         """Every row's text, as an object array."""
-        return self.labels[self.index] if self.labels.size else np.empty(self.index.size, dtype=object)
+        return self.labels[self.index]
 
     def rows(self, keep: np.ndarray | slice) -> TextColumn:
         """The column of the rows ``keep`` (a mask, positions or a slice), labels no row uses dropped."""
@@ -94,6 +95,20 @@ class RawTable:
         """A table from a (rows, columns) array of texts."""
         columns = tuple(TextColumn.of(cells[:, j].tolist()) for j in range(cells.shape[1]))
         return cls(source, tuple(header), columns, lines, declared)
+
+
+def dictionary_encoded(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """An Arrow column as one dictionary of its distinct values and, per row, the int32
+    position of its value there (-1 for null); a column already dictionary-encoded keeps
+    its dictionary (with every chunk's unified)."""
+    t = column.type
+    if not pa.types.is_dictionary(t):
+        column = pa.chunked_array([chunk.dictionary_encode() for chunk in column.chunks], pa.dictionary(pa.int32(), t))
+    column = column.unify_dictionaries()
+    if not column.num_chunks:
+        return pa.array([], column.type.value_type), np.empty(0, dtype=np.int32)
+    index = np.concatenate([chunk.indices.fill_null(-1).to_numpy() for chunk in column.chunks]).astype(np.int32)
+    return column.chunk(0).dictionary, index
 
 
 def _object_array(items: list) -> np.ndarray:

@@ -75,12 +75,21 @@ class PairStatistics:
         pairs = {(i, j): table for i, j, table in pairwise_class_counts(X, y, cards, n_classes)}
         return PairStatistics(cards, n_classes, class_feature, pairs)
 
+    @staticmethod
+    def empty(cards: Sequence[int], n_classes: int) -> PairStatistics:
+        """The statistics of no rows, to ``add`` chunks to."""
+        cards = tuple(int(c) for c in cards)
+        return PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
+
     def add(self, other: PairStatistics) -> None:
-        """Add the counts of other rows, in place."""
+        """Add the counts of other rows, in place (a pair this one has not counted yet is copied)."""
         for mine, theirs in zip(self.class_feature, other.class_feature):
             mine += theirs
         for key, table in other.pairs.items():
-            self.pairs[key] += table
+            if key in self.pairs:
+                self.pairs[key] += table
+            else:
+                self.pairs[key] = table.copy()
 
     def class_mi(self) -> np.ndarray:
         """I(Xi;C) for every feature, in nats."""

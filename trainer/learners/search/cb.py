@@ -175,7 +175,6 @@ class CITests:
         if dof not in self.critical:
             self.critical[dof] = float(chdtri(dof, self.alpha)) / (2.0 * self.m)
         needed = self.critical[dof] + BOUND_MARGIN
-        best = -math.inf
         for z in cond:
             rest = tuple(c for c in cond if c != z)
             known = self._known(a, b, rest)
@@ -183,13 +182,10 @@ class CITests:
                 continue
             for x in (a, b):
                 bound = known - self._counted(x, z, rest)
-                best = max(best, bound)
                 if bound > needed:
-                    self.lower[_key(a, b, cond)] = bound
+                    self.lower[_key(a, b, cond)] = bound  # a test not bounded is counted, its I kept
                     self.bounded += 1
                     return True
-        if best > -math.inf:
-            self.lower[_key(a, b, cond)] = best
         return False
 
     def _known(self, a: int, b: int, cond: tuple[int, ...]) -> float | None:
@@ -215,7 +211,7 @@ class CITests:
             self.pair[cond_card] = pair + np.multiply(self.raw[b], cond_card, dtype=np.int64)
         code = self.codes.get(cond)
         if code is None:
-            if any(len(kept) != len(cond) for kept in self.codes):  # a new level: drop the last one's
+            if self.codes and len(next(iter(self.codes))) != len(cond):  # a new level: drop the last one's
                 self.codes, self.code_bytes = {}, 0
             code = stats.joint_code([self.raw[c] for c in cond], [self.cards[c] for c in cond])
             if self.code_bytes + code.nbytes <= COND_CODE_BYTES:
