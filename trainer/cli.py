@@ -31,19 +31,20 @@ from bnserve.trainer.auto import (
     with_auto_discretization,
 )
 from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Preprocessing
-from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, chunk_rows_within, parse_size
+from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS, DEFAULT_MEMORY_BUDGET, chunk_rows_within, parse_size
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
-from bnserve.trainer.io import FORMATS, delimiter_of
+from bnserve.trainer.io import FORMATS, delimiter_of, expand
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.progress import end_progress, show_progress
 
 PROG = "trainer"
 AUTO = "auto"
+DASK_ENV = "BNSERVE_DASK_SCHEDULER"
 STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
 ROW_FLAGS = [p.flag for p in PARAMETERS.values() if p.needs_rows]
 
@@ -162,7 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk-rows",
         type=_positive,
         metavar="N",
-        help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; CSV or TSV)",
+        help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; CSV, TSV or Parquet)",
+    )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        default=os.environ.get(DASK_ENV) or None,
+        help="count the data on the workers of this Dask scheduler (e.g. tcp://scheduler:8786; default "
+        f"${DASK_ENV}): the parts of --data, read by the workers, which must reach it too; "
+        f"{', '.join(STREAMABLE)} only (pip install 'bnserve[dask]')",
     )
     p.add_argument(
         "--jobs",
@@ -400,17 +409,24 @@ def _fit(args: argparse.Namespace) -> int:
         _check_flag(check_alias, alias, "--alias")
     rows_needed = bool(args.estimator and args.estimator.needs_rows)
     streamable = args.algo != AUTO and LEARNERS[args.algo].streams(params) and not rows_needed
-    if args.chunk_rows:
+    several_files = len(expand(args.data)) > 1
+    for flag, given in (("--dask", args.dask), ("--chunk-rows", args.chunk_rows), ("a set of files", several_files)):
+        if not given:
+            continue
         if rows_needed:
-            raise UsageError(f"--chunk-rows counts the rows; --estimator {args.estimator} fits on them: leave one out")
+            raise UsageError(f"{flag} counts the rows; --estimator {args.estimator} fits on them: leave one out")
         if not streamable:
             raise UsageError(
-                f"--chunk-rows trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
+                f"{flag} trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
                 f"not --algo {args.algo}{' with those flags' if args.algo in STREAMABLE else ''}"
             )
     chunk_rows = args.chunk_rows or _chunk_rows_within_budget(args, streamable and args.missing != IMPUTE)
+    if not chunk_rows and (args.dask or several_files):
+        chunk_rows = DEFAULT_CHUNK_ROWS
     if chunk_rows:
-        streamed = load_streamed(args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows, args.jobs)
+        streamed = load_streamed(
+            args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows, args.jobs, args.dask
+        )
         model = fit(args.algo, streamed, args.estimator, **params)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)

@@ -20,6 +20,7 @@ IN_MEMORY_PER_FILE_BYTE = 10  # fkdb k=2 on a 1M x 50 CSV of 102 MB: 0.98 GB pea
 GZIP_RATIO = 5  # a CSV of small codes gzips about five-fold
 SAMPLE_BYTES = 1 << 20
 MIN_CHUNK_ROWS = 1000
+DEFAULT_CHUNK_ROWS = 100_000  # a set of files, or one a Dask cluster reads, when nothing else sets it
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20}
 _UNITS |= {"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 

@@ -13,35 +13,47 @@ Counts add up, so the model equals, bit for bit, the one learned from the whole 
 memory. What is held is the counts, the class column and one chunk. The learners that
 need nothing else stream (``Learner.counts_only``).
 
-With ``--jobs`` > 1 a file that can be cut (``delimited.byte_parts``) is read in parts by
-a pool of processes, each pass mapped over the parts (``_map``) and its counts summed in
-part order: the tallies merged label by label (``_Pass1.merge``), the pairwise statistics
-and family counts added, the fingerprint's block digests combined. The same counts, so
-the same model.
+The data are read in parts (``Part``): the files a glob pattern names, each local CSV or
+TSV cut into byte ranges where it can be (``delimited.byte_parts``). Each pass is mapped
+over the parts (``parallel.map_parts``: here, by ``--jobs`` processes, or by the workers
+of a Dask cluster) and its counts summed in part order: the tallies merged label by label
+(``_Pass1.merge``), the pairwise statistics and family counts added, the fingerprint's
+block digests combined. The same counts, so the same model.
 """
 
 from __future__ import annotations
 
 import itertools
-import multiprocessing
+import math
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import CLASS, FEATURE, NUMERIC, Variable
+from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
 from bnserve.trainer.data.columns import check_columns, is_numeric_column
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint
+from bnserve.trainer.data.parallel import cluster_threads, map_parts
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
-from bnserve.trainer.io import RawTable, TextColumn, chunked_delimiter
-from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, delimited_chunks, part_chunks, read_header
+from bnserve.trainer.io import (
+    DELIMITERS,
+    Declared,
+    RawTable,
+    TextColumn,
+    chunked_format,
+    expand,
+    header_of,
+    iter_tables,
+)
+from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
 from bnserve.trainer.stats import PairStatistics, joint_counts
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -83,8 +95,11 @@ class _Pass1:
     tallies: list[_Tally] = field(default_factory=list)
     rows: int = 0
     dropped: int = 0
+    declared: list[_Declared] = field(default_factory=list)  # per feature, when the file declares types
 
     def add(self, table: RawTable, class_index: int, columns: Sequence[int]) -> None:
+        if table.declared:
+            self._declare([_Declared.of(table.declared[j]) for j in columns], table.source)
         classes = table.columns[class_index]
         for label in classes.labels.tolist():  # in order of first sight
             if label != "" and label not in self.classes:
@@ -109,31 +124,82 @@ class _Pass1:
             tally.merge(theirs, classes, len(self.classes))
         self.rows += other.rows
         self.dropped += other.dropped
+        if other.declared:
+            self._declare(other.declared, "a later part")
+
+    def _declare(self, declared: list[_Declared], where: str) -> None:
+        if not self.declared:
+            self.declared = [_Declared(d.kind, dict(d.labels) if d.labels is not None else None) for d in declared]
+            return
+        for mine, theirs in zip(self.declared, declared):
+            mine.merge(theirs, where)
+
+
+@dataclass
+class _Declared:
+    """A column's declared type over the parts: its kind, and a nominal domain as the
+    union of the parts' (in order of first sight, as Arrow unifies dictionaries)."""
+
+    kind: str | None
+    labels: dict[str, None] | None = None
+
+    @classmethod
+    def of(cls, declared: Declared | None) -> _Declared:
+        if declared is None:
+            return cls(None)
+        return cls(declared.kind, None if declared.labels is None else dict.fromkeys(declared.labels))
+
+    def merge(self, other: _Declared, where: str) -> None:
+        if other.kind != self.kind:
+            raise InvalidInput(f"{where}: a column is declared {other.kind}, not {self.kind} as in the first part")
+        if self.labels is not None and other.labels is not None:
+            self.labels.update(other.labels)
+
+    def declared(self) -> Declared | None:
+        return None if self.kind is None else Declared(self.kind, None if self.labels is None else tuple(self.labels))
+
+
+@dataclass(frozen=True)
+class Part:
+    """Some of the rows: a whole file, or the byte range ``[start, end)`` of one."""
+
+    source: str
+    byte_range: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
 class _Reader:
-    """The file read chunk by chunk, in order or in parts, coded with the learned variables."""
+    """The data read chunk by chunk, part by part, coded with the learned variables."""
 
-    source: str
-    delimiter: str
+    source: str  # as the user named it: a file, a URL, a glob pattern
+    fmt: str
     chunk_rows: int
     header: tuple[str, ...]
     columns: tuple[int, ...]  # the file column of each feature
     class_index: int
-    parts: tuple[tuple[int, int], ...] = ()  # byte ranges read apart (``--jobs``); () for the whole file in order
-    jobs: int = 1
+    parts: tuple[Part, ...]
+    jobs: int = 1  # local processes counting the parts
+    dask: str | None = None  # or the Dask scheduler whose workers count them
     variables: tuple[Variable, ...] = ()  # once pass 1 has learned them
 
     def tables(self, part: int | None = None) -> Iterator[RawTable]:
-        """The file's chunks (or its ``part``'s), in order."""
-        if part is not None:
-            yield from part_chunks(self.source, self.delimiter, self.header, self.parts[part], self.chunk_rows)
-        elif self.parts:
-            for i in range(len(self.parts)):
-                yield from self.tables(i)
-        else:
-            yield from delimited_chunks(self.source, self.delimiter, self.chunk_rows)
+        """The chunks of every part (or of ``part``), in order."""
+        for p in self.parts if part is None else (self.parts[part],):
+            if p.byte_range is not None:
+                delimiter = DELIMITERS[self.fmt]
+                yield from part_chunks(p.source, delimiter, self.header, p.byte_range, self.chunk_rows)
+                continue
+            for table in iter_tables(p.source, self.fmt, self.chunk_rows):
+                if tuple(table.header) != self.header:
+                    raise InvalidInput(
+                        f"{p.source}: line 1: the columns are {', '.join(table.header)}, "
+                        f"not those of {self.parts[0].source}: {', '.join(self.header)}"
+                    )
+                yield table
+
+    def map(self, work: Callable[..., T], *args: Any) -> list[T]:
+        """``work(self, part, *args)`` of every part, in part order, where ``jobs`` or ``dask`` say."""
+        return map_parts(work, self, len(self.parts), *args, jobs=self.jobs, dask=self.dask)
 
     def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(X int32 (rows, n features), y int64) of each chunk's rows that have a class, in
@@ -177,7 +243,7 @@ class StreamedData(TrainingView):
         parts counted by ``--jobs`` processes)."""
         cards = [[self.n_classes if j < 0 else self.cards[j] for j in f] for f in families]
         totals = [np.zeros(c, dtype=np.int64) for c in cards]
-        for counts in _map(self.reader, _family_counts, families, cards):
+        for counts in self.reader.map(_family_counts, families, cards):
             for total, part in zip(totals, counts):
                 total += part
         return totals
@@ -193,31 +259,6 @@ def _family_counts(
     return totals
 
 
-T = TypeVar("T")
-
-
-def _map(reader: _Reader, work: Callable[..., T], *args: Any) -> list[T]:
-    """``work(reader, part, *args)`` of every part, in part order: by ``reader.jobs`` worker
-    processes when the file is read in parts, else ``work(reader, None, *args)`` here."""
-    if not reader.parts:
-        return [work(reader, None, *args)]
-    pool = _pool(reader.jobs)
-    return list(pool.map(work, *zip(*[(reader, i, *args) for i in range(len(reader.parts))])))
-
-
-_POOLS: dict[int, ProcessPoolExecutor] = {}
-
-
-def _pool(jobs: int) -> ProcessPoolExecutor:
-    """A pool of ``jobs`` processes, kept for the next pass. Started by a fork server, not by
-    forking this process, whose threads (pyarrow's) may hold locks."""
-    if jobs not in _POOLS:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([__name__])  # imported once, by the server, before it forks the workers
-        _POOLS[jobs] = ProcessPoolExecutor(jobs, mp_context=context)
-    return _POOLS[jobs]
-
-
 def load_streamed(
     source: str,
     class_column: str | None,
@@ -225,20 +266,22 @@ def load_streamed(
     fmt: str | None,
     chunk_rows: int,
     jobs: int = 1,
+    dask: str | None = None,
 ) -> StreamedData:
-    """Passes 1 and 2 over ``source``: the variables, then the pairwise statistics. With
-    ``jobs`` > 1, a file that can be cut (``byte_parts``) is read in parts by that many
-    processes, each pass's counts summed: the same counts, so the same model."""
+    """Passes 1 and 2 over ``source`` (a file, a URL, or a glob pattern naming files with
+    the same columns): the variables, then the pairwise statistics. Its parts are counted
+    by ``jobs`` processes, or by the workers of the Dask scheduler at ``dask``, each pass's
+    counts summed: the same counts, so the same model."""
     if chunk_rows < 1:
         raise InvalidInput(f"--chunk-rows must be positive, got {chunk_rows}")
     if preprocessing.missing == IMPUTE:
         raise InvalidInput("--missing impute needs the rows in memory; --chunk-rows takes available-case or state")
-    reader, part_rows, dropped = _learn_variables(source, class_column, preprocessing, fmt, chunk_rows, jobs)
+    reader, part_rows, dropped = _learn_variables(source, class_column, preprocessing, fmt, chunk_rows, jobs, dask)
     variables = reader.variables
     cards = tuple(v.cardinality for v in variables[:-1])
     n_classes = variables[-1].cardinality
     starts = [0, *itertools.accumulate(part_rows)][:-1]
-    counted = _map(reader, _pass2, cards, n_classes, starts)
+    counted = reader.map(_pass2, cards, n_classes, starts)
     statistics = PairStatistics.empty(cards, n_classes)
     for part, _, _ in counted:
         statistics.add(part)
@@ -262,21 +305,29 @@ def _pass2(
 
 
 def _learn_variables(
-    source: str, class_column: str | None, preprocessing: Preprocessing, fmt: str | None, chunk_rows: int, jobs: int
+    source: str,
+    class_column: str | None,
+    preprocessing: Preprocessing,
+    fmt: str | None,
+    chunk_rows: int,
+    jobs: int,
+    dask: str | None,
 ) -> tuple[_Reader, list[int], int]:
     """Pass 1: tally every column, then type it and learn its states or cut points by
     ``columns``' and ``encoded``'s rules. Returns the reader for the next passes, the rows
     with a class (per part) and the rows without."""
-    delimiter = chunked_delimiter(source, fmt)
-    header = tuple(read_header(source, delimiter))
-    class_index, columns = check_columns(source, header, class_column, preprocessing)
-    parts = byte_parts(source, jobs, MIN_PART_BYTES) or ()
-    reader = _Reader(source, delimiter, chunk_rows, header, tuple(columns), class_index, tuple(parts), jobs)
+    fmt = chunked_format(source, fmt)
+    files = expand(source)
+    header = tuple(header_of(files[0], fmt))
+    class_index, columns = check_columns(files[0], header, class_column, preprocessing)
+    whole_files = tuple(Part(f) for f in files)
+    parts = _parts(files, fmt, cluster_threads(dask) if dask else jobs) if fmt in DELIMITERS else whole_files
+    reader = _Reader(source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask)
     try:
-        counted = _map(reader, _pass1)
-    except PartUnreadable:  # read in order, where csv names what is wrong
-        reader = replace(reader, parts=())
-        counted = _map(reader, _pass1)
+        counted = reader.map(_pass1)
+    except PartUnreadable:  # read each file in order, where csv names what is wrong
+        reader = replace(reader, parts=whole_files)
+        counted = reader.map(_pass1)
     total = _Pass1()
     for part in counted:
         total.merge(part)
@@ -291,8 +342,10 @@ def _learn_variables(
             f"{source}: column {class_name!r}: the class needs at least two states, found only {class_states!r}"
         )
     by_state = [total.classes[s] for s in class_states]  # class axis: first sight -> state order
+    declared = [d.declared() for d in total.declared] or [None] * len(columns)
     variables = [
-        _variable(source, header[j], tally, by_state, preprocessing) for j, tally in zip(columns, total.tallies)
+        _variable(source, header[j], tally, by_state, preprocessing, kind)
+        for j, tally, kind in zip(columns, total.tallies, declared)
     ]
     variables.append(Variable(class_name, class_states, CLASS))
     return replace(reader, variables=tuple(variables)), [part.rows for part in counted], total.dropped
@@ -308,25 +361,41 @@ def _pass1(reader: _Reader, part: int | None) -> _Pass1:
 MIN_PART_BYTES = 8 << 20  # a smaller file is read in order: starting the processes costs more
 
 
-def _variable(source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing) -> Variable:
+def _parts(files: list[str], fmt: str, workers: int) -> tuple[Part, ...]:
+    """The files, each cut into byte ranges where it can be: about ``workers`` parts in all."""
+    per_file = math.ceil(workers / len(files))
+    parts: list[Part] = []
+    for f in files:
+        ranges = byte_parts(f, per_file, MIN_PART_BYTES) if per_file > 1 else None
+        parts.extend([Part(f, r) for r in ranges] if ranges else [Part(f)])
+    return tuple(parts)
+
+
+def _variable(
+    source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing, declared: Declared | None
+) -> Variable:
     """A column's variable from its tally, as ``columns.columns_of`` and ``encoded.prepare`` make it
     (with ``--missing state``, a last state "missing" where the column has empty values)."""
-    variable = _present_variable(source, name, tally, by_state, preprocessing)
+    variable = _present_variable(source, name, tally, by_state, preprocessing, declared)
     if preprocessing.missing != STATE or "" not in tally.labels:
         return variable
     return variable.with_missing_state()
 
 
 def _present_variable(
-    source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing
+    source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing, declared: Declared | None
 ) -> Variable:
     labels = [label for label in tally.labels if label != ""]
     parsed = np.array([number_of(label) for label in labels], dtype=np.float64)
     numbers = (parsed if labels else np.array([np.nan])) if not np.isnan(parsed).any() else None
-    if not is_numeric_column(name, None, numbers if name not in preprocessing.nominal else None, preprocessing):
-        if not labels:
+    if not is_numeric_column(name, declared, numbers if name not in preprocessing.nominal else None, preprocessing):
+        if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
+            states = declared.labels  # the file's domain, as columns_of takes it
+        else:
+            states = tuple(sorted(labels))
+        if not states:
             raise InvalidInput(f"{source}: column {name!r}: every value is empty")
-        return Variable(name, tuple(sorted(labels)), FEATURE)
+        return Variable(name, states, FEATURE)
     if numbers is None:
         bad = labels[int(np.flatnonzero(np.isnan(parsed))[0])]
         raise InvalidInput(f"{source}: column {name!r} is numeric, but has the value {bad!r}")

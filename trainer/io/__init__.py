@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.arff import read_arff
-from bnserve.trainer.io.delimited import delimited_chunks, read_delimited
-from bnserve.trainer.io.parquet import read_parquet
-from bnserve.trainer.io.sources import FORMATS, format_of
+from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
+from bnserve.trainer.io.parquet import parquet_chunks, parquet_header, read_parquet
+from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_url
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 
 __all__ = [
@@ -18,9 +18,12 @@ __all__ = [
     "Declared",
     "RawTable",
     "TextColumn",
-    "chunked_delimiter",
+    "chunked_format",
     "delimiter_of",
+    "expand",
     "format_of",
+    "header_of",
+    "is_url",
     "iter_tables",
     "read_table",
 ]
@@ -29,12 +32,9 @@ DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 
 def read_table(source: str, fmt: str | None = None) -> RawTable:
-    """Parse ``source`` (a path or ``builtin:NAME``) as ``fmt``, by default the one its
+    """Parse ``source`` (a path, a URL or ``builtin:NAME``) as ``fmt``, by default the one its
     extension names (CSV when none does); ``.gz`` is read transparently."""
-    if fmt is None:
-        fmt = format_of(source)
-    elif fmt not in FORMATS:
-        raise InvalidInput(f"{source}: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    fmt = _format(source, fmt)
     if fmt == "arff":
         return read_arff(source)
     if fmt == "parquet":
@@ -42,20 +42,38 @@ def read_table(source: str, fmt: str | None = None) -> RawTable:
     return read_delimited(source, DELIMITERS[fmt])
 
 
+def _format(source: str, fmt: str | None) -> str:
+    if fmt is None:
+        return format_of(source)
+    if fmt not in FORMATS:
+        raise InvalidInput(f"{source}: unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
 def delimiter_of(source: str, fmt: str | None) -> str | None:
     """The field delimiter of a CSV or TSV file (``fmt``, else by its extension); None for the other formats."""
     return DELIMITERS.get(fmt or format_of(source))
 
 
-def chunked_delimiter(source: str, fmt: str | None) -> str:
-    """``delimiter_of`` a file to be read in chunks, which only CSV and TSV can be."""
-    delimiter = delimiter_of(source, fmt)
-    if delimiter is None:
-        raise InvalidInput(f"{source}: reading in chunks takes CSV or TSV files, not {fmt or format_of(source)}")
-    return delimiter
+CHUNKED = ("csv", "tsv", "parquet")
 
 
-def iter_tables(source: str, fmt: str | None, chunk_rows: int) -> Iterator[RawTable]:
-    """The file as consecutive ``RawTable``s of at most ``chunk_rows`` data rows each (the
-    header repeated on each), for training on a file larger than memory: CSV and TSV only."""
-    return delimited_chunks(source, chunked_delimiter(source, fmt), chunk_rows)
+def chunked_format(source: str, fmt: str | None) -> str:
+    """The format of a file to be read in chunks, which CSV, TSV and Parquet can be."""
+    fmt = _format(source, fmt)
+    if fmt not in CHUNKED:
+        raise InvalidInput(f"{source}: reading in chunks takes CSV, TSV or Parquet files, not {fmt}")
+    return fmt
+
+
+def header_of(source: str, fmt: str) -> list[str]:
+    """The column names of a file in a ``CHUNKED`` format, checked, without reading its rows."""
+    return parquet_header(source) if fmt == "parquet" else read_header(source, DELIMITERS[fmt])
+
+
+def iter_tables(source: str, fmt: str, chunk_rows: int) -> Iterator[RawTable]:
+    """The file (in a ``CHUNKED`` format) as consecutive ``RawTable``s of at most
+    ``chunk_rows`` data rows each (at least one), for training on a file larger than memory."""
+    if fmt == "parquet":
+        return parquet_chunks(source, chunk_rows)
+    return delimited_chunks(source, DELIMITERS[fmt], chunk_rows)

@@ -9,6 +9,8 @@ Unix epoch. Any other type is refused by name rather than guessed at.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,12 +36,52 @@ def read_parquet(source: str) -> RawTable:
         table = pq.ParquetFile(pa.BufferReader(data)).read()  # not read_table: it refuses repeated names
     except (pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
+    return _raw_table(source, table, 0)
+
+
+def parquet_chunks(source: str, chunk_rows: int) -> Iterator[RawTable]:
+    """The file's rows in tables of ``chunk_rows`` (at least one table), read batch by
+    batch: each as ``read_parquet`` reads those rows."""
+    parquet = _parquet_file(source)
+    schema = parquet.schema_arrow
+    start = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=chunk_rows):
+            yield _raw_table(source, pa.Table.from_batches([batch], schema), start)
+            start += batch.num_rows
+    except (pa.ArrowException, OSError) as exc:
+        raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
+    if start == 0:
+        yield _raw_table(source, schema.empty_table(), 0)
+
+
+def parquet_header(source: str) -> list[str]:
+    """The column names, checked as a header is."""
+    header = _parquet_file(source).schema_arrow.names
+    check_header(source, header)
+    return header
+
+
+def _parquet_file(source: str) -> pq.ParquetFile:
+    """The file opened for reading row groups: seekable (a .gz is read whole first)."""
+    try:
+        raw = open_binary(source)
+        if source.endswith(".gz"):
+            with raw:
+                raw = pa.BufferReader(raw.read())
+        return pq.ParquetFile(raw)
+    except (pa.ArrowException, OSError, EOFError) as exc:
+        raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
+
+
+def _raw_table(source: str, table: pa.Table, start: int) -> RawTable:
+    """An Arrow table of the file's rows from row ``start`` as a ``RawTable`` with declared types."""
     if table.num_columns == 0:
         raise InvalidInput(f"{source}: line 1: the file has no columns")
     header = tuple(table.column_names)
     check_header(source, header)
     read = [_column(source, name, column) for name, column in zip(header, table.columns)]
-    lines = np.arange(2, table.num_rows + 2, dtype=np.int64)
+    lines = np.arange(start + 2, start + table.num_rows + 2, dtype=np.int64)
     return RawTable(source, header, tuple(c for c, _ in read), lines, tuple(kind for _, kind in read))
 
 

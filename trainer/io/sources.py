@@ -1,12 +1,17 @@
-"""Where data come from: files (``.gz`` read transparently), the built-in data sets, and
-the format a file's name says it is in."""
+"""Where data come from: files (``.gz`` read transparently), URLs that fsspec opens
+(``s3://``, ``gs://``, ``https://``…, with the fsspec package for the protocol), sets of
+files named by a glob pattern, the built-in data sets, and the format a file's name says
+it is in."""
 
 from __future__ import annotations
 
+import glob
 import gzip
 import io
+import os
+import re
 from importlib import resources
-from typing import IO, cast
+from typing import IO, Any, cast
 
 from bnserve.store.errors import InvalidInput
 
@@ -37,11 +42,53 @@ def open_binary(source: str) -> IO[bytes]:
         raw = resources.files("bnserve.trainer.io.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
         return cast(IO[bytes], gzip.GzipFile(fileobj=raw))
     try:
-        if source.endswith(".gz"):
-            return cast(IO[bytes], gzip.open(source, "rb"))
-        return open(source, "rb")
+        raw = _fsspec_open(source) if is_url(source) else open(source, "rb")
     except OSError as exc:
         raise InvalidInput(f"{source}: cannot open: {exc.strerror or exc}") from None
+    return cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if source.endswith(".gz") else raw
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_PATTERN = re.compile(r"[*?[]")
+
+
+def is_url(source: str) -> bool:
+    """A ``scheme://`` address, opened through fsspec."""
+    return _URL.match(source) is not None
+
+
+def expand(source: str) -> list[str]:
+    """The files ``source`` names, sorted: those a glob pattern (``*``, ``?``, ``[``) matches,
+    local or through fsspec, else ``source`` itself."""
+    if not _PATTERN.search(source) or (not is_url(source) and os.path.exists(source)):
+        return [source]
+    if is_url(source):
+        fs, path = _filesystem(source)
+        matches = [fs.unstrip_protocol(p) for p in sorted(fs.glob(path))]
+    else:
+        matches = sorted(p for p in glob.glob(source) if os.path.isfile(p))
+    if not matches:
+        raise InvalidInput(f"{source}: no file matches the pattern")
+    return matches
+
+
+def _filesystem(source: str) -> tuple[Any, str]:
+    try:
+        import fsspec
+    except ImportError:
+        raise InvalidInput(f"{source}: reading a URL needs fsspec: pip install 'bnserve[dask]'") from None
+    try:
+        return cast(tuple[Any, str], fsspec.core.url_to_fs(source))
+    except (ImportError, ValueError) as exc:  # no package for the protocol, or an unknown one
+        raise InvalidInput(f"{source}: {exc}") from None
+
+
+def _fsspec_open(source: str) -> IO[bytes]:
+    fs, path = _filesystem(source)
+    try:
+        return cast(IO[bytes], fs.open(path, "rb"))
+    except FileNotFoundError:
+        raise InvalidInput(f"{source}: cannot open: no such file") from None
 
 
 def open_text(source: str) -> io.TextIOBase:

@@ -1,0 +1,192 @@
+"""Training on a real Dask cluster (``distributed.LocalCluster``, two worker processes):
+the model equals the single-process one, bit for bit; a worker killed mid-job is
+survived, or the fit stops with a clear message and publishes nothing."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+import time
+
+import dask
+import distributed
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+
+from bnserve.store.db import ModelStore
+from bnserve.store.errors import InvalidInput
+from bnserve.trainer.data import Preprocessing, load, streaming
+from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.data.streaming import load_streamed
+from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.registry import LEARNERS
+from tests.data_helpers import dataset_text, write
+from tests.trainer.conftest import run
+from tests.trainer.test_streaming import STREAMABLE, _mixed_csv, assert_same_model
+
+
+def _cluster(**config) -> distributed.LocalCluster:
+    with dask.config.set(config):  # read by the scheduler, which runs in this process
+        return distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
+        )
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with _cluster() as c:
+        yield c
+
+
+def _params(algo: str) -> dict:
+    return {"k": 2} if LEARNERS[algo].takes("k") else {}
+
+
+@pytest.mark.parametrize("algo", STREAMABLE)
+def test_the_cluster_learns_the_single_process_model(cluster, tmp_path, monkeypatch, algo):
+    """A CSV with numeric columns and missing values, cut into byte ranges counted by the two
+    workers: the in-memory model, fingerprint included."""
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)  # parts are planned here, on the client
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(len(algo)), rows=1200))
+    prep = Preprocessing(per_column={"weight": Method("equal-frequency", 4)})
+    on_cluster = load_streamed(path, None, prep, None, 100, dask=cluster.scheduler_address)
+    assert len(on_cluster.reader.parts) == 2 and all(p.byte_range for p in on_cluster.reader.parts)
+    assert_same_model(fit(algo, on_cluster, **_params(algo)), fit(algo, load(path, preprocessing=prep), **_params(algo)))
+
+
+@pytest.mark.parametrize("name", ["hepatitis", "dermatology", "ecoli", "wine"])
+@pytest.mark.parametrize("algo", ["fkdb", "tan", "aode"])
+def test_shipped_data_sets_on_the_cluster(cluster, tmp_path, monkeypatch, name, algo):
+    """The shipped benchmark sets (numeric columns, missing values) from the cluster, as in memory."""
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 256)
+    path = write(tmp_path, dataset_text(name))
+    on_cluster = load_streamed(path, None, Preprocessing(), None, 50, dask=cluster.scheduler_address)
+    assert len(on_cluster.reader.parts) == 2
+    assert_same_model(fit(algo, on_cluster, **_params(algo)), fit(algo, load(path), **_params(algo)))
+
+
+def _parquet_parts(tmp_path, text: str, n: int) -> tuple[str, str]:
+    """The CSV's rows as one Parquet file and as ``n`` (a dictionary column, row groups of 97
+    rows); returns (the one file, the glob pattern of the ``n``)."""
+    table = pa_csv.read_csv(pa.BufferReader(text.encode()))
+    table = table.set_column(0, "colour", table.column("colour").dictionary_encode())
+    whole = tmp_path / "whole.parquet"
+    pq.write_table(table, whole, row_group_size=97)
+    (tmp_path / "parts").mkdir()
+    bounds = np.linspace(0, table.num_rows, n + 1).astype(int)
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
+        pq.write_table(table.slice(a, b - a), tmp_path / "parts" / f"part-{i:02d}.parquet", row_group_size=97)
+    return str(whole), str(tmp_path / "parts" / "*.parquet")
+
+
+@pytest.mark.parametrize("algo", ["nb", "fkdb", "tan-ddr"])
+def test_a_partitioned_parquet_data_set_on_the_cluster(cluster, tmp_path, algo):
+    """Parquet files named by a glob (a file URL, read through fsspec), one part each: the
+    model of the one file holding every row, read in memory."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(5), rows=1000), 3)
+    on_cluster = load_streamed(f"file://{pattern}", None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+    assert len(on_cluster.reader.parts) == 3
+    in_memory = fit(algo, load(whole), **_params(algo))
+    assert_same_model(fit(algo, on_cluster, **_params(algo)), in_memory, same_source=False)
+
+
+def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeypatch):
+    """--dask and its environment variable; a learner that needs the rows is refused by name."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(6)))
+    code, out, err = run(capsys, "fit", "--algo", "kdb", "--k", "2", "--data", path, "--name", "m", "--store", store,
+                         "--dask", cluster.scheduler_address)
+    assert (code, err) == (0, "") and "published m version 1" in out
+    monkeypatch.setenv("BNSERVE_DASK_SCHEDULER", cluster.scheduler_address)
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store)
+    assert (code, err) == (0, "")
+    code, _, err = run(capsys, "fit", "--algo", "k2", "--data", path, "--name", "m", "--store", store)
+    assert code == 2 and "--dask trains a2de, " in err and "not --algo k2" in err
+
+
+def test_an_unreachable_scheduler_is_named(capsys, store, tmp_path, monkeypatch):
+    from bnserve.trainer.data import parallel
+
+    monkeypatch.setattr(parallel, "CONNECT_SECONDS", 1)
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                       "--dask", "tcp://127.0.0.1:9")
+    assert code == 1 and "--dask tcp://127.0.0.1:9: cannot reach the Dask scheduler" in err
+    assert "Traceback" not in err
+
+
+def test_bad_data_read_on_a_worker_is_named(cluster, tmp_path):
+    """An error a worker meets reading its part reaches the trainer as the same message."""
+    pattern = tmp_path / "*.csv"
+    write(tmp_path, "a,class\nx,1\ny,2\n", "1.csv")
+    write(tmp_path, "a,b,class\nx,1,1\n", "2.csv")
+    with pytest.raises(InvalidInput, match=r"2\.csv: line 1: the columns are a, b, class, not those of .*1\.csv"):
+        load_streamed(str(pattern), None, Preprocessing(), None, 10, dask=cluster.scheduler_address)
+
+
+def _kill_a_busy_worker(scheduler: str, done: threading.Event) -> list[str]:
+    """SIGKILL the process of the first worker seen running a task; returns the killed
+    worker's address (none if the job ended first)."""
+    with distributed.Client(scheduler, set_as_default=False) as client:
+        pids = client.run(os.getpid)
+        while not done.is_set():
+            busy = [w for w, tasks in client.processing().items() if tasks]
+            if busy:
+                os.kill(pids[busy[0]], signal.SIGKILL)
+                return busy[:1]
+            time.sleep(0.005)
+    return []
+
+
+def _big_glob(tmp_path, files: int = 6, rows: int = 40_000) -> str:
+    rng = np.random.default_rng(8)
+    (tmp_path / "big").mkdir()
+    for i in range(files):
+        X = rng.integers(0, 5, size=(rows, 12))
+        y = (X[:, 0] + X[:, 1] + rng.integers(0, 2, size=rows)) % 3
+        lines = ["," .join([*(f"x{j}" for j in range(12)), "class"])]
+        lines += [",".join(map(str, (*r, c))) for r, c in zip(X.tolist(), y.tolist())]
+        (tmp_path / "big" / f"{i}.csv").write_text("\n".join(lines) + "\n")
+    return str(tmp_path / "big" / "*.csv")
+
+
+def _fit_while_killing(capsys, store: str, pattern: str, scheduler: str) -> tuple[int, str, str, list[str]]:
+    done = threading.Event()
+    killed: list[str] = []
+    killer = threading.Thread(target=lambda: killed.extend(_kill_a_busy_worker(scheduler, done)))
+    killer.start()
+    try:
+        code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", pattern, "--name", "m",
+                             "--store", store, "--chunk-rows", "5000", "--dask", scheduler)
+    finally:
+        done.set()
+        killer.join()
+    return code, out, err, killed
+
+
+def test_a_worker_killed_mid_job_is_survived(capsys, store, tmp_path):
+    """Dask reruns the killed worker's part (its nanny starts a new worker): the fit finishes
+    with the model one process learns."""
+    pattern = _big_glob(tmp_path)
+    with _cluster() as cluster:
+        code, out, err, killed = _fit_while_killing(capsys, store, pattern, cluster.scheduler_address)
+    assert killed, "the job ended before a worker could be killed"
+    assert (code, err) == (0, ""), err and "published m version 1" in out
+    with ModelStore(store) as opened:
+        served = opened.load("m").model
+    alone = fit("fkdb", load_streamed(pattern, None, Preprocessing(), None, 5000), k=2)
+    assert_same_model(served, alone)
+
+
+def test_a_worker_killed_past_the_allowed_failures_stops_the_fit_with_nothing_published(capsys, store, tmp_path):
+    pattern = _big_glob(tmp_path)
+    with _cluster(**{"distributed.scheduler.allowed-failures": 0}) as cluster:
+        code, out, err, killed = _fit_while_killing(capsys, store, pattern, cluster.scheduler_address)
+    assert killed
+    assert code == 1 and "the workers counting a part died too often" in err and "nothing was published" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "models.db").exists()  # the store is opened only to publish
