@@ -178,8 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive,
         default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
         metavar="N",
-        help="processes that read and count the parts of a file trained in chunks (a local CSV or TSV of at "
-        "least 8 MiB a part, with no quote character; default: the cores this process may run on)",
+        help="processes that read and count the parts of data trained in chunks (the files of a glob; a local "
+        "CSV or TSV of at least 8 MiB a part, with no quote character; default: the cores this process may run "
+        "on; not with --dask)",
     )
     p.add_argument(
         "--memory-budget",

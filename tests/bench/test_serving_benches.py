@@ -52,3 +52,13 @@ def test_h2load_calls_predict_through_grpc_framing_and_counts_the_calls():
     finally:
         load.close()
     assert figures["rate"] > 0 and figures["server_cores"] > 0 and figures["server_cpu_per_call"] > 0
+
+
+def test_on_dask_quick_run_reports_every_figure():
+    """bench/on_dask.py end to end on a small data set: real LocalClusters, the same model each time."""
+    from bench import on_dask
+
+    results = on_dask.run(quick=True, rows=20_000, files=4)
+    assert len(results) == 6
+    assert all(r["ours"] > 0 and r["peer"] > 0 for r in results)
+    assert results[-1]["met"] is True, "the fits on and off the cluster learned different models"

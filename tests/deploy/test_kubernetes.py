@@ -32,6 +32,7 @@ yaml = require_module("yaml")
 K8S_VERSION = "1.31"  # the Kubernetes version every manifest is validated against
 K8S = DEPLOY / "k8s"
 POSTGRES = K8S / "examples" / "postgres"
+DASK = K8S / "dask"
 NAMESPACE = "bnserve"
 NAME_LABEL = "app.kubernetes.io/name"
 STORE_SECRET, STORE_SECRET_KEY = "bnserve-store", "url"  # what the servers read: a role that may only read
@@ -42,6 +43,7 @@ EXPECTED_KINDS = {
                   "HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 1, "NetworkPolicy": 2,
                   "PersistentVolumeClaim": 1, "CronJob": 1, "ServiceMonitor": 1}),
     POSTGRES: Counter({"Secret": 1, "Service": 1, "StatefulSet": 1}),
+    DASK: Counter({"ConfigMap": 1, "Deployment": 2, "Service": 1, "NetworkPolicy": 1}),
 }
 CLUSTER_SCOPED = {"Namespace"}
 
@@ -104,10 +106,14 @@ def one(kind: str, name: str | None = None, docs: list[dict[str, Any]] | None = 
 
 
 def pod_specs() -> Iterator[tuple[str, dict[str, Any]]]:
-    """(what, pod spec) of every workload: the Deployment, the CronJob, the one-off Job."""
+    """(what, pod spec) of every workload: the Deployment, the CronJob, the one-off Jobs, the
+    Dask scheduler and workers."""
     yield "Deployment", one("Deployment")["spec"]["template"]["spec"]
     yield "CronJob", one("CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     yield "Job", one("Job", docs=documents(K8S / "job-train.yaml"))["spec"]["template"]["spec"]
+    yield "Dask Job", one("Job", docs=documents(DASK / "job-train-dask.yaml"))["spec"]["template"]["spec"]
+    for name in ("bnserve-dask-scheduler", "bnserve-dask-worker"):
+        yield name, one("Deployment", name, applied(DASK))["spec"]["template"]["spec"]
 
 
 def config() -> dict[str, str]:
@@ -186,7 +192,7 @@ def render(folder: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(result.stdout) if d]
 
 
-@pytest.mark.parametrize("folder", [K8S, POSTGRES], ids=["k8s", "examples/postgres"])
+@pytest.mark.parametrize("folder", [K8S, POSTGRES, DASK], ids=["k8s", "examples/postgres", "dask"])
 def test_kustomize_renders_valid_documents_in_the_namespace(folder):
     rendered = render(folder)
     assert Counter(d["kind"] for d in rendered) == EXPECTED_KINDS[folder]
@@ -211,9 +217,10 @@ def test_kustomize_renders_valid_documents_in_the_namespace(folder):
 
 def test_secrets_and_one_off_job_are_not_applied_by_kustomize():
     resources = kustomization(K8S)["resources"]
-    assert not any(r.startswith("examples") for r in resources)
+    assert not any(r.startswith(("examples", "dask")) for r in resources)
     assert "job-train.yaml" not in resources
-    assert all(d["kind"] != "Secret" for d in applied())
+    assert "job-train-dask.yaml" not in kustomization(DASK)["resources"]
+    assert all(d["kind"] != "Secret" for d in applied() + applied(DASK))
 
 
 # --- the server -----------------------------------------------------------------------
@@ -276,7 +283,9 @@ def cpu_cores(quantity: str) -> float:
     return float(quantity[:-1]) / 1000 if str(quantity).endswith("m") else float(quantity)
 
 
-@pytest.mark.parametrize("what", ["Deployment", "CronJob", "Job"])
+@pytest.mark.parametrize(
+    "what", ["Deployment", "CronJob", "Job", "Dask Job", "bnserve-dask-scheduler", "bnserve-dask-worker"]
+)
 def test_every_container_has_requests_limits_and_hardening(what):
     spec = dict(pod_specs())[what]
     security = spec["securityContext"]
@@ -300,7 +309,7 @@ def test_workers_fit_in_the_cpu_limit():
 
 
 @pytest.mark.parametrize("what, secret", [("Deployment", STORE_SECRET), ("CronJob", WRITER_SECRET),
-                                          ("Job", WRITER_SECRET)])
+                                          ("Job", WRITER_SECRET), ("Dask Job", WRITER_SECRET)])
 def test_store_url_comes_from_the_secret_and_settings_from_the_configmap(what, secret):
     (container,) = dict(pod_specs())[what]["containers"]
     (store,) = [v for v in container["env"] if v["name"] == "BNSERVE_STORE_URL"]
@@ -415,7 +424,7 @@ def test_cronjob_and_job_share_one_pod_spec():
     assert job["backoffLimit"] >= 1 and job["ttlSecondsAfterFinished"] > 0
 
 
-@pytest.mark.parametrize("what", ["CronJob", "Job"])
+@pytest.mark.parametrize("what", ["CronJob", "Job", "Dask Job"])
 def test_training_command_parses_with_the_trainers_parser(what):
     from bnserve.trainer.cli import _learner_params, build_parser
 
@@ -453,6 +462,134 @@ def test_training_command_publishes_the_production_alias(tmp_path, monkeypatch):
         assert loaded.version == 1
     finally:
         store.dispose()
+
+
+# --- the Dask cluster -------------------------------------------------------------------
+
+def dask_container(name: str) -> dict[str, Any]:
+    (container,) = dict(pod_specs())[name]["containers"]
+    return container
+
+
+def test_the_dask_job_is_the_training_job_with_dask_in_place_of_jobs():
+    job = one("Job", docs=documents(K8S / "job-train.yaml"))
+    dask_job = one("Job", docs=documents(DASK / "job-train-dask.yaml"))
+    argv, dask_argv = training_argv("Job"), training_argv("Dask Job")
+    at = argv.index("--jobs")
+    assert dask_argv == [*argv[:at], "--dask", "tcp://bnserve-dask-scheduler:8786", *argv[at + 2 :]]
+    strip = lambda spec: {**spec, "containers": [{**c, "args": None} for c in spec["containers"]]}  # noqa: E731
+    assert strip(dask_job["spec"]["template"]["spec"]) == strip(job["spec"]["template"]["spec"])
+    assert dask_job["spec"]["template"]["metadata"] == job["spec"]["template"]["metadata"]
+
+
+def test_the_trainer_and_the_workers_reach_the_scheduler_service():
+    from bnserve.trainer.cli import build_parser
+
+    service = one("Service", "bnserve-dask-scheduler", applied(DASK))
+    scheduler_pods = one("Deployment", "bnserve-dask-scheduler", applied(DASK))["spec"]["template"]["metadata"]
+    assert matches(service["spec"]["selector"], scheduler_pods["labels"])
+    port = {p["name"]: p for p in service["spec"]["ports"]}["dask"]
+    container_ports = {p["name"]: p["containerPort"] for p in dask_container("bnserve-dask-scheduler")["ports"]}
+    assert port["targetPort"] == "dask" and container_ports["dask"] == port["port"] == 8786
+    address = f"tcp://{service['metadata']['name']}:{port['port']}"
+    assert build_parser().parse_args(training_argv("Dask Job")[1:]).dask == address
+    assert dask_container("bnserve-dask-worker")["args"][0] == address
+    images = {dask_container(n)["image"] for n in ("bnserve-dask-scheduler", "bnserve-dask-worker", "Dask Job")}
+    assert images == {server_container()["image"]}
+
+
+def _click_args(command: Any, args: list[str]) -> dict[str, Any]:
+    """``args`` parsed by Dask's own command (a click command), without running it."""
+    with command.make_context(command.name, list(args)) as context:
+        return dict(context.params)
+
+
+def test_the_dask_commands_parse_with_dasks_own_parsers_and_fit_their_limits():
+    from dask.utils import parse_bytes
+    from distributed.cli.dask_scheduler import main as scheduler_main
+    from distributed.cli.dask_worker import main as worker_main
+
+    scheduler = dask_container("bnserve-dask-scheduler")
+    assert scheduler["command"] == ["dask", "scheduler"]
+    assert int(_click_args(scheduler_main, scheduler["args"])["port"]) == 8786
+    worker = dask_container("bnserve-dask-worker")
+    assert worker["command"] == ["dask", "worker"]
+    params = _click_args(worker_main, worker["args"])
+    assert int(params["n_workers"]) == 1
+    assert params["nthreads"] <= cpu_cores(worker["resources"]["limits"]["cpu"])
+    assert parse_bytes(params["memory_limit"]) < parse_bytes(worker["resources"]["limits"]["memory"].replace("i", "iB"))
+    assert params["local_directory"] == "/tmp"
+    for module in params["preload"]:
+        __import__(module)  # the workers import it before their first task
+    mounts = {m["mountPath"]: m for m in worker["volumeMounts"]}
+    assert mounts["/data"]["readOnly"] is True, "the workers read --data where the trainer does"
+
+
+def test_the_network_policies_open_the_scheduler_to_the_trainer_and_nothing_else_to_the_dask_pods():
+    dask_policy = one("NetworkPolicy", "bnserve-dask", applied(DASK))["spec"]
+    components = lambda peer: set(peer["podSelector"]["matchExpressions"][0]["values"])  # noqa: E731
+    (ingress,) = dask_policy["ingress"]
+    assert components(ingress["from"][0]) == {"dask-scheduler", "dask-worker", "train"}
+    train = one("NetworkPolicy", "bnserve-train")["spec"]
+    to_scheduler = [rule for rule in train["egress"] if "to" in rule]
+    assert [r["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for r in to_scheduler] == [
+        "dask-scheduler"
+    ]
+    assert to_scheduler[0]["ports"] == [{"port": 8786, "protocol": "TCP"}]
+
+
+def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch):
+    """The scheduler's and the worker's commands as the manifests give them (the Service's
+    host name made 127.0.0.1, a free port), started as processes; the Dask Job's `trainer
+    fit` then trains on them and publishes the production version."""
+    import os
+    import socket
+    import sys
+    import time
+
+    from bnserve.store.db import ModelStore
+    from bnserve.trainer.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    local = lambda args: [a.replace("bnserve-dask-scheduler:8786", f"127.0.0.1:{port}") for a in args]  # noqa: E731
+    scheduler, worker = dask_container("bnserve-dask-scheduler"), dask_container("bnserve-dask-worker")
+    scheduler_args = [a if a != "8786" else str(port) for a in scheduler["args"]]
+    scheduler_args[scheduler_args.index("--dashboard-address") + 1] = "127.0.0.1:0"
+    dask = str(Path(sys.executable).parent / "dask")
+    (mount,) = [m for m in worker["volumeMounts"] if m["mountPath"] == "/etc/dask"]
+    (volume,) = [v for v in dict(pod_specs())["bnserve-dask-worker"]["volumes"] if v["name"] == mount["name"]]
+    dask_config = one("ConfigMap", volume["configMap"]["name"], applied(DASK))["data"]
+    for file, text in dask_config.items():
+        (tmp_path / file).write_text(text)
+    env = {**os.environ, **{e["name"]: e["value"] for e in worker["env"]}, "DASK_CONFIG": str(tmp_path)}
+    env.pop("MALLOC_TRIM_THRESHOLD_", None)  # a pod starts without it (a LocalCluster may have set it here)
+    procs = [subprocess.Popen([dask, *scheduler["command"][1:], *scheduler_args], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        procs.append(subprocess.Popen([dask, *worker["command"][1:], *local(worker["args"])], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(f"tcp://127.0.0.1:{port}", timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+            trim = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+            assert list(trim.values()) == [None], "the mounted Dask config keeps the nanny's malloc trim off"
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+        monkeypatch.setenv("BNSERVE_STORE_URL", url)
+        start = time.monotonic()
+        assert main(local(training_argv("Dask Job"))[1:]) == 0
+        assert time.monotonic() - start < 120
+        store = ModelStore(url)
+        try:
+            assert store.load(config()["TRAIN_MODEL_NAME"], alias="production").version == 1
+        finally:
+            store.dispose()
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+            p.wait(timeout=30)
 
 
 # --- the example PostgreSQL ----------------------------------------------------------

@@ -4,11 +4,13 @@ survived, or the fit stops with a clear message and publishes nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import dask
 import distributed
@@ -30,11 +32,20 @@ from tests.trainer.conftest import run
 from tests.trainer.test_streaming import STREAMABLE, _mixed_csv, assert_same_model
 
 
-def _cluster(**config) -> distributed.LocalCluster:
-    with dask.config.set(config):  # read by the scheduler, which runs in this process
-        return distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
-        )
+@contextlib.contextmanager
+def _cluster(**config) -> Iterator[distributed.LocalCluster]:
+    """Two worker processes; this process's environment as it was after (Dask's nannies set
+    OMP_NUM_THREADS, MALLOC_TRIM_THRESHOLD_… in the process that starts them)."""
+    environ = dict(os.environ)
+    try:
+        with dask.config.set(config):  # read by the scheduler, which runs in this process
+            with distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
+            ) as cluster:
+                yield cluster
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 @pytest.fixture(scope="module")

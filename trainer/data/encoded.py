@@ -35,11 +35,10 @@ from bnserve.trainer.stats import PairStatistics, joint_counts
 class TrainingView:
     """What every learner reads of its training data, whether it holds the rows
     (``EncodedData``) or only their counts (``streaming.StreamedData``): the variables
-    (features in column order, then the class), the class column ``y``, the pairwise
+    (features in column order, then the class), the class counts, the pairwise
     statistics, the counts of any families, and where the data came from."""
 
     variables: tuple[Variable, ...]
-    y: np.ndarray
     n_rows_dropped: int
     source: str
     preprocessing: Preprocessing | None
@@ -52,6 +51,10 @@ class TrainingView:
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """Available-case N(family) per family of feature column indices (-1: the class), axes in order."""
+        raise NotImplementedError
+
+    def class_totals(self) -> np.ndarray:
+        """N(c) per class state, int64."""
         raise NotImplementedError
 
     @property
@@ -88,11 +91,10 @@ class TrainingView:
 
     @property
     def n_rows(self) -> int:
-        return int(self.y.shape[0])
+        return int(self.class_totals().sum())
 
     def class_counts(self) -> dict[str, int]:
-        counts = np.bincount(self.y, minlength=self.n_classes)
-        return {s: int(n) for s, n in zip(self.class_variable.states, counts)}
+        return {s: int(n) for s, n in zip(self.class_variable.states, self.class_totals())}
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,13 @@ class EncodedData(TrainingView):
     source: str = ""
     columns: Columns | None = field(default=None, repr=False, compare=False)
     preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
+
+    def class_totals(self) -> np.ndarray:
+        return np.bincount(self.y, minlength=self.n_classes).astype(np.int64)
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.y.shape[0])
 
     def subset(self, rows: np.ndarray) -> EncodedData:
         """The same variables over a selection of rows (index or boolean array)."""

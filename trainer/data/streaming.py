@@ -10,7 +10,7 @@ The file is read in chunks of ``N`` rows, and only counts are kept:
 3. once the structure is learned, the counts of every CPT's family.
 
 Counts add up, so the model equals, bit for bit, the one learned from the whole file in
-memory. What is held is the counts, the class column and one chunk. The learners that
+memory. What is held is the counts and one chunk. The learners that
 need nothing else stream (``Learner.counts_only``).
 
 The data are read in parts (``Part``): the files a glob pattern names, each local CSV or
@@ -215,12 +215,12 @@ class _Reader:
 
 @dataclass(frozen=True)
 class StreamedData(TrainingView):
-    """What the streaming learners see of a file they never hold: its variables, class
-    column, pairwise statistics and fingerprint, with ``EncodedData``'s names for them;
-    ``family_counts`` reads the file once more."""
+    """What the streaming learners see of data they never hold: its variables, class
+    counts, pairwise statistics and fingerprint, with ``EncodedData``'s names for them;
+    ``family_counts`` reads the data once more."""
 
     variables: tuple[Variable, ...]
-    y: np.ndarray
+    totals: np.ndarray  # N(c): the rows are not held, not even their classes
     statistics: PairStatistics
     digest: str
     n_rows_dropped: int
@@ -230,6 +230,9 @@ class StreamedData(TrainingView):
 
     def fingerprint(self) -> str:
         return self.digest
+
+    def class_totals(self) -> np.ndarray:
+        return self.totals
 
     @property
     def chunk_rows(self) -> int | None:
@@ -250,7 +253,7 @@ class StreamedData(TrainingView):
 
 
 def _family_counts(
-    reader: _Reader, part: int | None, families: Sequence[Sequence[int]], cards: Sequence[Sequence[int]]
+    reader: _Reader, part: int, families: Sequence[Sequence[int]], cards: Sequence[Sequence[int]]
 ) -> list[np.ndarray]:
     totals = [np.zeros(c, dtype=np.int64) for c in cards]
     for X, y in reader.coded(part):
@@ -283,25 +286,26 @@ def load_streamed(
     starts = [0, *itertools.accumulate(part_rows)][:-1]
     counted = reader.map(_pass2, cards, n_classes, starts)
     statistics = PairStatistics.empty(cards, n_classes)
-    for part, _, _ in counted:
+    totals = np.zeros(n_classes, dtype=np.int64)
+    for part, part_totals, _ in counted:
         statistics.add(part)
+        totals += part_totals
     digest = fingerprint(variables, sum(part_rows), combine([digests for _, _, digests in counted]))
-    y = np.concatenate([y for _, y, _ in counted])
-    return StreamedData(variables, y, statistics, digest, dropped, source, preprocessing, reader)
+    return StreamedData(variables, totals, statistics, digest, dropped, source, preprocessing, reader)
 
 
 def _pass2(
-    reader: _Reader, part: int | None, cards: tuple[int, ...], n_classes: int, starts: Sequence[int]
+    reader: _Reader, part: int, cards: tuple[int, ...], n_classes: int, starts: Sequence[int]
 ) -> tuple[PairStatistics, np.ndarray, RowDigests]:
-    """Pass 2 over the file or its ``part``: pairwise statistics, class column and block digests."""
+    """Pass 2 over the ``part``: pairwise statistics, class counts and block digests."""
     statistics = PairStatistics.empty(cards, n_classes)
-    digests = RowDigests(starts[part or 0])
-    ys: list[np.ndarray] = []
+    digests = RowDigests(starts[part])
+    totals = np.zeros(n_classes, dtype=np.int64)
     for X, y in reader.coded(part):
         statistics.add(PairStatistics.of(X, y, cards, n_classes))
         digests.add(X, y)
-        ys.append(y)
-    return statistics, np.concatenate(ys) if ys else np.empty(0, dtype=np.int64), digests.finish()
+        totals += np.bincount(y, minlength=n_classes)
+    return statistics, totals, digests.finish()
 
 
 def _learn_variables(
@@ -351,7 +355,7 @@ def _learn_variables(
     return replace(reader, variables=tuple(variables)), [part.rows for part in counted], total.dropped
 
 
-def _pass1(reader: _Reader, part: int | None) -> _Pass1:
+def _pass1(reader: _Reader, part: int) -> _Pass1:
     counted = _Pass1()
     for table in reader.tables(part):
         counted.add(table, reader.class_index, reader.columns)

@@ -121,7 +121,7 @@ def select(data: TrainingView, orderings: Sequence[Ordering], k: int, loss: str)
     is O(m n (k + 1) c) per ordering, vectorised over the rows."""
     families = list(dict.fromkeys(f for o in orderings for f in o.families()))
     tables = {f: _Family(t) for f, t in zip(families, data.family_counts(families))}
-    class_counts = np.bincount(data.y, minlength=data.n_classes).astype(np.int64)
+    class_counts = data.class_totals()
     totals = [np.zeros((k + 1, len(o.order) + 1), dtype=np.int64) for o in orderings]
     for X, y in data.blocks():
         for start in range(0, y.shape[0], ROWS_PER_STEP):
