@@ -232,15 +232,21 @@ def test_a_parquet_file_streamed_equals_it_in_memory(tmp_path, algo, chunk_rows)
     """Parquet read batch by batch: declared types (numeric columns, a dictionary column's
     domain united over the row groups) as the whole file read at once gives them."""
     import pyarrow as pa
+    import pyarrow.compute  # pa.compute
     import pyarrow.csv as pa_csv
     import pyarrow.parquet as pq
 
     table = pa_csv.read_csv(pa.BufferReader(_mixed_csv(np.random.default_rng(21), rows=400).encode()))
     table = table.set_column(0, "colour", table.column("colour").dictionary_encode())
+    classes = table.column("class").combine_chunks()  # a declared domain with a state no row has
+    domain = pa.array(["C", "B", "A", "Z"])
+    indices = pa.compute.index_in(classes, value_set=domain).cast(pa.int32())
+    table = table.set_column(4, "class", pa.DictionaryArray.from_arrays(indices, domain))
     path = tmp_path / "d.parquet"
     pq.write_table(table, path, row_group_size=37)
     params = {"k": 2} if LEARNERS[algo].takes("k") else {}
     streamed = load_streamed(str(path), None, Preprocessing(), None, chunk_rows)
+    assert streamed.class_variable.states == ("C", "B", "A", "Z")
     assert_same_model(fit(algo, streamed, **params), fit(algo, load(str(path)), **params))
 
 
@@ -264,3 +270,19 @@ def test_a_glob_of_files_streams_as_their_rows_in_one_file(tmp_path, capsys, sto
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(tmp_path / "q*.csv"), "--name", "m",
                        "--store", store)
     assert code == 1 and "q*.csv: no file matches the pattern" in err
+
+
+def test_a_url_is_read_through_fsspec_in_memory_and_in_chunks(tmp_path):
+    """file:// (fsspec's local file system, as s3:// would be read): the texts and the model of the path."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(23)))
+    from bnserve.trainer.io import read_table
+
+    assert read_table(f"file://{path}").columns[0].texts().tolist() == read_table(path).columns[0].texts().tolist()
+    in_memory = fit("tan", load(path))
+    assert_same_model(fit("tan", load(f"file://{path}")), in_memory, same_source=False)
+    assert_same_model(fit("tan", load_streamed(f"file://{path}", None, Preprocessing(), None, 50)), in_memory,
+                      same_source=False)
+    with pytest.raises(InvalidInput, match="no such file"):
+        read_table(f"file://{tmp_path}/absent.csv")
+    with pytest.raises(InvalidInput, match="nosuchprotocol"):
+        read_table("nosuchprotocol://bucket/data.csv")

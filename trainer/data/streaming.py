@@ -68,18 +68,18 @@ class _Tally:
         for label in column.labels.tolist():  # labels not seen before, in order of first sight
             self.labels.setdefault(label, len(self.labels))
         codes = column.coded(lambda labels: [self.labels[t] for t in labels]).astype(np.int64)
-        self._grow(n_classes)
+        self.grow(n_classes)
         self.counts += np.bincount(codes * n_classes + y, minlength=self.counts.size).reshape(self.counts.shape)
 
     def merge(self, other: _Tally, classes: np.ndarray, n_classes: int) -> None:
         """Add ``other``'s counts, its class ``c`` being this tally's ``classes[c]``."""
         for label in other.labels:  # in its order of first sight, after this tally's
             self.labels.setdefault(label, len(self.labels))
-        self._grow(n_classes)
+        self.grow(n_classes)
         rows = np.array([self.labels[label] for label in other.labels], dtype=np.int64)
         np.add.at(self.counts, (rows[:, None], classes[None, : other.counts.shape[1]]), other.counts)
 
-    def _grow(self, n_classes: int) -> None:
+    def grow(self, n_classes: int) -> None:
         """Room in ``counts`` for every label known and ``n_classes`` classes."""
         grown = np.zeros((len(self.labels), n_classes), dtype=np.int64)
         grown[: self.counts.shape[0], : self.counts.shape[1]] = self.counts
@@ -95,11 +95,11 @@ class _Pass1:
     tallies: list[_Tally] = field(default_factory=list)
     rows: int = 0
     dropped: int = 0
-    declared: list[_Declared] = field(default_factory=list)  # per feature, when the file declares types
+    declared: list[_Declared] = field(default_factory=list)  # per feature, then the class, when the file declares
 
     def add(self, table: RawTable, class_index: int, columns: Sequence[int]) -> None:
         if table.declared:
-            self._declare([_Declared.of(table.declared[j]) for j in columns], table.source)
+            self._declare([_Declared.of(table.declared[j]) for j in [*columns, class_index]], table.source)
         classes = table.columns[class_index]
         for label in classes.labels.tolist():  # in order of first sight
             if label != "" and label not in self.classes:
@@ -340,19 +340,31 @@ def _learn_variables(
         if total.dropped == 0:
             raise InvalidInput(f"{source}: line 2: the file has a header but no data rows")
         raise InvalidInput(f"{source}: column {class_name!r}: every row has an empty class")
-    class_states = tuple(sorted(total.classes))
+    declared = [d.declared() for d in total.declared] or [None] * (len(columns) + 1)
+    class_states = _class_states(total, declared[-1])
     if len(class_states) < 2:
         raise InvalidInput(
             f"{source}: column {class_name!r}: the class needs at least two states, found only {class_states!r}"
         )
     by_state = [total.classes[s] for s in class_states]  # class axis: first sight -> state order
-    declared = [d.declared() for d in total.declared] or [None] * len(columns)
     variables = [
         _variable(source, header[j], tally, by_state, preprocessing, kind)
         for j, tally, kind in zip(columns, total.tallies, declared)
     ]
     variables.append(Variable(class_name, class_states, CLASS))
     return replace(reader, variables=tuple(variables)), [part.rows for part in counted], total.dropped
+
+
+def _class_states(total: _Pass1, declared: Declared | None) -> tuple[str, ...]:
+    """The class's states as ``columns_of`` takes them: a declared domain (in its order, a
+    state no row has given a column of zero counts), else the sorted labels."""
+    if declared is None or declared.kind != NOMINAL or declared.labels is None:
+        return tuple(sorted(total.classes))
+    for state in declared.labels:
+        total.classes.setdefault(state, len(total.classes))
+    for tally in total.tallies:
+        tally.grow(len(total.classes))
+    return declared.labels
 
 
 def _pass1(reader: _Reader, part: int) -> _Pass1:
