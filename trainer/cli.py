@@ -443,7 +443,7 @@ def _chunk_rows_within_budget(args: argparse.Namespace, streams: bool) -> int | 
     """Rows per chunk when the file is over --memory-budget and the fit ``streams``; else
     None (in memory; with a note on stderr when over the budget)."""
     delimited = delimiter_of(args.data, args.fmt) is not None
-    chunk_rows = chunk_rows_within(args.data, args.memory_budget) if delimited else None
+    chunk_rows = chunk_rows_within(args.data, args.memory_budget, args.jobs) if delimited else None
     if chunk_rows is None:
         return None
     if not streams:

@@ -193,11 +193,20 @@ def test_a_worker_killed_mid_job_is_survived(capsys, store, tmp_path):
     assert_same_model(served, alone)
 
 
-def test_a_worker_killed_past_the_allowed_failures_stops_the_fit_with_nothing_published(capsys, store, tmp_path):
+def test_a_worker_killed_past_the_allowed_failures_stops_the_fit_with_nothing_published(capsys, tmp_path):
+    """With no failure allowed, the part the killed worker was counting stops the fit. (A kill
+    that lands as the task ends is a lost result, recomputed without blame: then the fit
+    publishes, and the kill is tried again on a new store.)"""
     pattern = _big_glob(tmp_path)
-    with _cluster(**{"distributed.scheduler.allowed-failures": 0}) as cluster:
-        code, out, err, killed = _fit_while_killing(capsys, store, pattern, cluster.scheduler_address)
-    assert killed
-    assert code == 1 and "the workers counting a part died too often" in err and "nothing was published" in err
-    assert "Traceback" not in err
-    assert not (tmp_path / "models.db").exists()  # the store is opened only to publish
+    for attempt in range(3):
+        store = tmp_path / f"models-{attempt}.db"
+        with _cluster(**{"distributed.scheduler.allowed-failures": 0}) as cluster:
+            code, out, err, killed = _fit_while_killing(capsys, f"sqlite:///{store}", pattern, cluster.scheduler_address)
+        assert killed
+        if code == 0:
+            continue
+        assert code == 1 and "the workers counting a part died too often" in err and "nothing was published" in err
+        assert "Traceback" not in err
+        assert not store.exists()  # the store is opened only to publish
+        return
+    pytest.fail("three kills in a row missed a running task")

@@ -135,6 +135,7 @@ def test_sizes_and_the_budget_rule(tmp_path):
     assert budget.chunk_rows_within(path, None) is None  # no budget
     assert budget.chunk_rows_within(path, 1024) == budget.MIN_CHUNK_ROWS
     assert budget.chunk_rows_within(path, 1 << 20) == (1 << 20) // (4 * budget.IN_MEMORY_PER_FILE_BYTE * 4)
+    assert budget.chunk_rows_within(path, 1 << 20, jobs=2) == (1 << 20) // (8 * budget.IN_MEMORY_PER_FILE_BYTE * 4)
     gz = tmp_path / "d.csv.gz"
     gz.write_bytes(gzip.compress(open(path, "rb").read()))
     size = gz.stat().st_size

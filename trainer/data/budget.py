@@ -3,8 +3,8 @@ in memory is read in chunks (``streaming``), by the learners that need only coun
 
 The estimate is the file's size times what an in-memory fit was measured to take per byte
 of CSV (``IN_MEMORY_PER_FILE_BYTE``); a gzipped file counts ``GZIP_RATIO`` times its size.
-The chunks are sized from the bytes per row of the file's first block, to take about a
-quarter of the budget each.
+The chunks are sized from the bytes per row of the file's first block, so that the chunks
+the processes hold at once (one each, ``--jobs``) take about a quarter of the budget.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ def parse_size(text: str) -> int | None:
     return size
 
 
-def chunk_rows_within(source: str, budget: int | None) -> int | None:
-    """Rows per chunk to stream ``source`` within ``budget`` bytes; None when it fits in
-    memory (or is not a local file whose size can be known)."""
+def chunk_rows_within(source: str, budget: int | None, jobs: int = 1) -> int | None:
+    """Rows per chunk to stream ``source`` within ``budget`` bytes by ``jobs`` processes; None
+    when it fits in memory (or is not a local file whose size can be known)."""
     if budget is None or source.startswith(BUILTIN_PREFIX):
         return None
     try:
@@ -52,7 +52,7 @@ def chunk_rows_within(source: str, budget: int | None) -> int | None:
         size *= GZIP_RATIO
     if size * IN_MEMORY_PER_FILE_BYTE <= budget:
         return None
-    return max(MIN_CHUNK_ROWS, budget // (4 * IN_MEMORY_PER_FILE_BYTE * _bytes_per_row(source)))
+    return max(MIN_CHUNK_ROWS, budget // (4 * jobs * IN_MEMORY_PER_FILE_BYTE * _bytes_per_row(source)))
 
 
 def _bytes_per_row(source: str) -> int:

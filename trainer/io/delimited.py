@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import mmap
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.io.sources import BUILTIN_PREFIX, open_binary, open_text
+from bnserve.trainer.io.sources import BUILTIN_PREFIX, is_url, open_binary, open_text
 from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header, dictionary_encoded
 
 
@@ -177,28 +176,39 @@ def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | N
     """Up to ``n`` byte ranges [start, end) of whole lines after the header line, to be read
     apart (``part_chunks``), each at least about ``min_bytes`` long; None unless there are
     two, the file is a local one, not gzipped, and holds no quote character (a quoted field
-    may hold a line end, which then does not end a row)."""
-    if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or n < 2:
+    may hold a line end, which then does not end a row). Read, not mapped: a mapped file's
+    pages would count in this process's memory."""
+    if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or n < 2 or is_url(source):
         return None
     try:
-        with open(source, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            size = len(data)
+        with open(source, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             n = min(n, size // max(min_bytes, 1))
-            if n < 2 or data.find(b'"') >= 0:
+            if n < 2 or _has_quote(f):
                 return None
-            cuts = [data.find(b"\n") + 1]
-            if cuts[0] == 0:
+            f.seek(0)
+            cuts = [len(f.readline())]
+            if not cuts[0] or cuts[0] == size:
                 return None
             for i in range(1, n):
-                at = data.find(b"\n", max(cuts[-1], i * size // n)) + 1
-                if at == 0:
+                start = max(cuts[-1], i * size // n)
+                f.seek(start)
+                rest = f.readline()  # to the end of the line holding byte ``start``
+                if not rest.endswith(b"\n"):
                     break
-                cuts.append(at)
+                cuts.append(start + len(rest))
             cuts.append(size)
-    except (OSError, ValueError):  # not a file mmap can map (empty, a pipe): read it in order
+    except OSError:  # not a regular file (a pipe, a directory): read it in order
         return None
     parts = [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
     return parts if len(parts) >= 2 else None
+
+
+def _has_quote(f: IO[bytes]) -> bool:
+    while block := f.read(1 << 20):
+        if b'"' in block:
+            return True
+    return False
 
 
 class PartUnreadable(Exception):
