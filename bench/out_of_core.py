@@ -56,8 +56,8 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
         "passes the processes share (starting Python and importing, learning the structure from the counts, "
         "publishing), and starting the pool (a fork server that imports numpy, pyarrow and bnserve, then forks "
         "the workers) costs about 1 s. On 10M rows, where those costs are small beside the passes, --jobs 2 "
-        "takes 50.9 s against 83.5 s (1.64x; python bench/out_of_core.py --rows 10000000 --no-peer, and "
-        "bench/on_dask.py shows 1.74x for two Dask workers)."
+        "is 1.57-1.64x as fast as --jobs 1 over two runs (python bench/out_of_core.py --rows 10000000 "
+        "--no-peer), and bench/on_dask.py shows 1.74x for two Dask workers."
     ),
     _versus_read(SUITE_ROWS): (
         "Of about 4.5 s (cProfile of one fit): 0.6 s starting Python and importing numpy, scipy.special and "
