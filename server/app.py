@@ -35,7 +35,6 @@ from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import FileDescriptor, ServiceDescriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
-from prometheus_client import start_http_server
 
 from bnserve.server import metrics
 from bnserve.server.api import (
@@ -123,12 +122,15 @@ class App:
 
     def _bind(self) -> None:
         address = f"{self.config.host}:{self.config.port}"
-        if self.tls is not None:
-            self.port = self.grpc_server.add_secure_port(address, self.tls.server_credentials())
-        else:
-            self.port = self.grpc_server.add_insecure_port(address)
+        try:
+            if self.tls is not None:
+                self.port = self.grpc_server.add_secure_port(address, self.tls.server_credentials())
+            else:
+                self.port = self.grpc_server.add_insecure_port(address)
+        except RuntimeError as exc:  # grpc raises where it returned 0 before
+            raise OSError(f"cannot bind gRPC port {address}: {exc}") from None
         if self.port == 0:
-            raise OSError(f"cannot bind gRPC port {self.config.host}:{self.config.port}")
+            raise OSError(f"cannot bind gRPC port {address} (in use, or not an address of this machine?)")
 
     def security_summary(self) -> str:
         """For the log: how the gRPC port is secured (names files, never their contents)."""
@@ -156,7 +158,7 @@ class App:
         """Start serving. A worker listens from a background thread once the store is read;
         should that fail, ``failure`` says why and ``on_failure`` is called."""
         if self.metrics_port >= 0:
-            http_server, _ = start_http_server(self.metrics_port, addr=self.config.host)
+            http_server = metrics.serve_metrics(self.metrics_port, self.config.host)
             self.metrics_port = http_server.server_address[1]
             self._http_server = http_server
         if self.config.worker:

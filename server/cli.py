@@ -13,6 +13,8 @@ from bnserve.server.config import DEFAULTS
 from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
 
+PROG = "server"  # errors are printed as "server: error: ...", as argparse prints usage errors
+
 
 def _parse_instance(text: str) -> dict[str, str]:
     """'a=x,b=y' or a JSON object -> {feature: label}."""
@@ -76,7 +78,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(environ: dict[str, str] | None = None) -> _Parser:
-    parser = _Parser(prog="server", description="Serve Bayesian network classifiers over gRPC.")
+    parser = _Parser(prog=PROG, description="Serve Bayesian network classifiers over gRPC.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="load the models in the store and answer gRPC calls")
@@ -280,7 +282,7 @@ def _predict(args: argparse.Namespace) -> int:
         metadata = _call_metadata(args)
         channel = _channel(args)
     except SecurityConfigError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return 1
     with channel:
         if args.wait > 0:
@@ -294,7 +296,7 @@ def _predict(args: argparse.Namespace) -> int:
                 except grpc.RpcError:
                     pass
                 if time.monotonic() > deadline:
-                    print(f"error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
+                    print(f"{PROG}: error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
                     return 1
                 time.sleep(0.2)
         request = pb.PredictRequest(
@@ -309,7 +311,7 @@ def _predict(args: argparse.Namespace) -> int:
         try:
             reply = predictor_pb2_grpc.PredictorStub(channel).Predict(request, timeout=10.0, metadata=metadata)
         except grpc.RpcError as exc:
-            print(f"error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            print(f"{PROG}: error: {exc.code().name}: {exc.details()}", file=sys.stderr)
             return 1
     print(json_format.MessageToJson(reply, indent=2))
     return 0
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         store_url = resolve_store_url(args.store)
     except BnServeError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return 1
     config = ServeConfig(store_url=store_url, worker=worker, **{name: getattr(args, name) for name in SERVE_ENV_FLAGS})
     try:
@@ -341,10 +343,10 @@ def main(argv: list[str] | None = None) -> int:
             return serve_workers(config)
         return serve(config, parent_pid=args.worker_of)
     except BnServeError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
 
 

@@ -24,8 +24,9 @@ single process):
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 # prometheus-client's own test for multiprocess mode (prometheus_client.values).
 MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
@@ -128,3 +129,13 @@ def initialize_grpc(services) -> None:
             GRPC_STARTED.labels(*labels)
             GRPC_HANDLED.labels(*labels, "OK")
             GRPC_HANDLING_SECONDS.labels(*labels)
+
+
+def serve_metrics(port: int, host: str, registry: CollectorRegistry = REGISTRY) -> Any:
+    """Serve /metrics on ``host:port`` (0: any free port); returns the HTTP server. A port
+    that cannot be bound is an OSError naming it."""
+    try:
+        server, _ = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise OSError(f"cannot bind the metrics port {host}:{port}: {exc.strerror or exc}") from None
+    return server

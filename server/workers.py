@@ -180,12 +180,14 @@ class Supervisor:
     def _serve_metrics(self) -> None:
         if self.config.metrics_port < 0:
             return
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry
         from prometheus_client.multiprocess import MultiProcessCollector
+
+        from bnserve.server.metrics import serve_metrics
 
         registry = CollectorRegistry()
         MultiProcessCollector(registry, path=self.metrics_dir)
-        self._http_server, _ = start_http_server(self.config.metrics_port, addr=self.config.host, registry=registry)
+        self._http_server = serve_metrics(self.config.metrics_port, self.config.host, registry)
         self.metrics_port = self._http_server.server_address[1]
 
     def stop(self) -> None:

@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
             required=True,
             metavar="FILE",
             nargs="+" if several else None,
-            help="CSV file (.gz ok) or builtin:chess" + ("; several for a comparison" if several else ""),
+            help="data file: CSV, TSV, ARFF or Parquet (by extension, .gz ok), a URL (s3://…), a glob of files "
+            "with the same columns (fit), or builtin:chess" + ("; several for a comparison" if several else ""),
         )
         p.add_argument("--class", dest="class_column", metavar="COLUMN", help="class column (default: the last)")
         p.add_argument("--format", dest="fmt", choices=FORMATS, help="file format (default: from the extension)")
@@ -150,8 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")
     learning_flags(p, several=False)
     p.add_argument("--name", required=True, help="model name in the store")
-    p.add_argument("--store", metavar="URL", help="store URL (default from the environment)")
-    p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
+    _store_flag(p)
+    _alias_flag(p)
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -223,12 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_evaluate)
 
     p = sub.add_parser("list", help="list the models in the store")
-    p.add_argument("--store", metavar="URL")
+    _store_flag(p)
     p.set_defaults(run=_list)
 
     p = sub.add_parser("show", help="show one model version")
     p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
-    p.add_argument("--store", metavar="URL")
+    _store_flag(p)
     how = p.add_mutually_exclusive_group()
     how.add_argument("--json", action="store_true", help="print JSON")
     how.add_argument("--dot", action="store_true", help="print the DAG as Graphviz DOT")
@@ -238,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("version", type=_positive)
     p.add_argument("alias")
-    p.add_argument("--store", metavar="URL")
+    _store_flag(p)
     p.set_defaults(run=_alias)
 
     p = sub.add_parser("import", help="publish a network from a BIF or XMLBIF file as a new version")
@@ -251,8 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="the class variable (default: the one a bnserve export marked)",
     )
     p.add_argument("--name", required=True, help="model name in the store")
-    p.add_argument("--store", metavar="URL")
-    p.add_argument("--alias", dest="aliases", action="extend", nargs="+", default=[], metavar="ALIAS")
+    _store_flag(p)
+    _alias_flag(p)
     p.set_defaults(run=_import)
 
     p = sub.add_parser("db", help="the store's database schema")
@@ -262,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="create the store's tables, or migrate them to this bnserve's schema; run once "
         "before servers and trainers of a new version use the store",
     )
-    q.add_argument("--store", metavar="URL", help="store URL (default from the environment, else sqlite:///bnserve.db)")
+    _store_flag(q)
     q.set_defaults(run=_db)
 
     p = sub.add_parser("export", help="write one model version as BIF, XMLBIF or Graphviz DOT")
@@ -270,9 +271,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=EXPORT_FORMATS, help="default: from the --out extension")
     p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--network", type=_non_negative, metavar="I", help="only member I of an ensemble (from 0)")
-    p.add_argument("--store", metavar="URL")
+    _store_flag(p)
     p.set_defaults(run=_export)
     return parser
+
+
+def _store_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        metavar="URL",
+        help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else the file "
+        "$BNSERVE_STORE_URL_FILE names, else sqlite:///bnserve.db)",
+    )
+
+
+def _alias_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--alias",
+        dest="aliases",
+        action="append",
+        default=[],
+        metavar="ALIAS",
+        help="point this alias (e.g. production) at the new version, in the same transaction; repeat for more",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -408,6 +429,7 @@ def _fit(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
+    _check_store_url(args.store)  # before the training, which may take minutes
     rows_needed = bool(args.estimator and args.estimator.needs_rows)
     streamable = args.algo != AUTO and LEARNERS[args.algo].streams(params) and not rows_needed
     several_files = len(expand(args.data)) > 1
@@ -594,7 +616,9 @@ def _show(args: argparse.Namespace) -> int:
     print("variables:")
     width = max(len(v.name) for v in model.variables)
     for v in model.variables:
-        kind = "numeric, cut at " + ", ".join(map(repr, v.cuts)) + ": " if v.kind == "numeric" else ""
+        kind = ""
+        if v.kind == "numeric":
+            kind = f"numeric, cut at {', '.join(map(repr, v.cuts))}: " if v.cuts else "numeric, not cut: "
         print(f"  {v.name.ljust(width)}  {v.role.ljust(7)}  {kind}{', '.join(v.states)}")
     for i, net in enumerate(model.networks):
         print("arcs:" if len(model.networks) == 1 else f"arcs of network {i}:")
@@ -681,6 +705,14 @@ def _check_flag(check: Callable[[Any], Any], value: Any, flag: str) -> None:
         check(value)
     except InvalidInput as exc:
         raise UsageError(f"{flag}: {exc.message}") from None
+
+
+def _check_store_url(cli_value: str | None) -> None:
+    """Refuse a store URL that cannot be used (syntax, driver), without connecting."""
+    from bnserve.store.db import resolve_store_url
+    from bnserve.store.db.engine import create_store_engine
+
+    create_store_engine(resolve_store_url(cli_value)).dispose()
 
 
 def _open_store(cli_value: str | None, create: bool = False):

@@ -189,6 +189,26 @@ def test_workers_refuse_a_port_held_by_another_process(tmp_path):
         holder.close()
 
 
+@pytest.mark.parametrize("which", ["--port", "--metrics-port"])
+def test_one_server_names_a_port_held_by_another_process(tmp_path, which):
+    """Issue 15: a busy gRPC port gave a RuntimeError traceback (grpc raises where it returned
+    0), a busy metrics port "Address already in use" without the port."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        port = holder.getsockname()[1]
+        upgrade_store(f"sqlite:///{tmp_path / 's.db'}")
+        ports = {"--port": "0", "--metrics-port": "0", which: str(port)}
+        result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
+                         *[a for flag, value in ports.items() for a in (flag, value)])
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        what = "gRPC port" if which == "--port" else "the metrics port"
+        assert re.search(rf"server: error: cannot bind {what} 127\.0\.0\.1:{port}", result.stderr), result.stderr
+    finally:
+        holder.close()
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
 def test_workers_must_be_a_positive_number(value, tmp_path):
     result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--workers", value)

@@ -11,7 +11,7 @@ from tests.trainer.conftest import run
 
 def test_fit_list_show_alias_round_trip(capsys, store):
     code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", "builtin:chess",
-                         "--name", "chess", "--store", store, "--alias", "production", "staging")
+                         "--name", "chess", "--store", store, "--alias", "production", "--alias", "staging")
     assert (code, err) == (0, "")
     assert out.strip() == "published chess version 1 (fkdb, k=2); aliases: production, staging"
     code, out, _ = run(capsys, "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess", "--store", store)
@@ -230,3 +230,43 @@ def test_evaluate_auto_by_nested_cross_validation(capsys):
     assert code == 2 and "--theta" in err
     code, _, err = run(capsys, "evaluate", "--algo", "nb", "--candidates", "kdb", "--data", "builtin:chess")
     assert code == 2 and "--candidates" in err
+
+
+def test_alias_takes_one_name_so_a_file_after_it_stays_the_file(capsys, store):
+    """Issue 15: `trainer import --alias production FILE` took FILE for a second alias."""
+    from tests.trainer.test_cli_formats import FIXTURES
+
+    code, out, err = run(capsys, "import", "--alias", "production", str(FIXTURES / "pgmpy-car.xml"),
+                         "--class", "class", "--name", "car", "--store", store)
+    assert (code, err) == (0, "") and out.endswith("aliases: production\n")
+
+
+def test_a_numeric_column_without_cuts_is_shown_as_such(capsys, store, tmp_path):
+    """Issue 15: `trainer show` printed `cut at : (-inf-inf)` for a numeric column MDL left whole."""
+    from tests.data_helpers import write
+
+    rows = "\n".join(f"{i * 0.37 % 5:.2f},{'ab'[i % 2]},{'xy'[i % 2]}" for i in range(60))
+    path = write(tmp_path, "noise,signal,class\n" + rows + "\n")
+    assert run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store)[0] == 0
+    code, out, _ = run(capsys, "show", "m", "--store", store)
+    assert code == 0 and "numeric, not cut: (-inf-inf)" in out and "cut at :" not in out
+
+
+def test_a_bad_store_url_is_refused_before_the_data_are_read(capsys, tmp_path):
+    """Issue 15: a bad --store was found only after training (minutes on a large file)."""
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(tmp_path / "absent.csv"), "--name", "m",
+                       "--store", "nosuchdb://host/x")
+    assert code == 1 and "store URL nosuchdb://host/x cannot be used" in err and "absent.csv" not in err
+
+
+def test_every_flag_has_help(capsys):
+    """Issue 15: --alias and --store had no help; fit's --data said it was a CSV file."""
+    from bnserve.trainer.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if a.dest == "command"]
+    for name, parser in commands.choices.items():
+        for action in parser._actions:
+            if action.option_strings:
+                assert action.help, f"trainer {name} {action.option_strings[0]}"
+    (data,) = [a for a in commands.choices["fit"]._actions if a.dest == "data"]
+    assert "Parquet" in data.help and "CSV file (.gz ok)" not in data.help
