@@ -12,6 +12,7 @@ import time
 from bnserve.server.config import DEFAULTS
 from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
+from bnserve.store.version import VersionAction
 
 PROG = "server"  # errors are printed as "server: error: ...", as argparse prints usage errors
 
@@ -79,6 +80,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     parser = _Parser(prog=PROG, description="Serve Bayesian network classifiers over gRPC.")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="load the models in the store and answer gRPC calls")

@@ -20,6 +20,7 @@ from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_model_name
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
+from bnserve.store.version import VersionAction
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import (
     DEFAULT_BUDGET,
@@ -77,6 +78,7 @@ def _positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Learn Bayesian network classifiers and publish them to the model store.")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:

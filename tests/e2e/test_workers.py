@@ -209,6 +209,14 @@ def test_one_server_names_a_port_held_by_another_process(tmp_path, which):
         holder.close()
 
 
+def test_a_mistyped_sqlite_path_is_refused_not_served_empty(tmp_path):
+    """Issue 15: a mistyped SQLite path created an empty store and served nothing."""
+    typo = tmp_path / "modles.db"
+    result = run_cli("server", "serve", "--store", f"sqlite:///{typo}", "--port", "0", "--metrics-port", "-1")
+    assert result.returncode == 1 and not typo.exists()
+    assert f"server: error: no store at sqlite:///{typo}: the file {typo} does not exist" in result.stderr
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "two"])
 def test_workers_must_be_a_positive_number(value, tmp_path):
     result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--workers", value)

@@ -270,3 +270,15 @@ def test_every_flag_has_help(capsys):
                 assert action.help, f"trainer {name} {action.option_strings[0]}"
     (data,) = [a for a in commands.choices["fit"]._actions if a.dest == "data"]
     assert "Parquet" in data.help and "CSV file (.gz ok)" not in data.help
+
+
+def test_both_command_lines_print_their_version():
+    """Issue 15: neither CLI had --version."""
+    import subprocess
+    import sys
+    from importlib.metadata import version
+    from pathlib import Path
+
+    for prog in ("trainer", "server"):
+        done = subprocess.run([str(Path(sys.executable).parent / prog), "--version"], capture_output=True, text=True)
+        assert (done.returncode, done.stdout, done.stderr) == (0, f"{prog} {version('bnserve')}\n", "")
