@@ -216,6 +216,11 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating (one --data)")
     p.add_argument("--repeats", type=_positive, default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)")
     p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
+    p.add_argument(
+        "--per-class",
+        action="store_true",
+        help="under each learner: its confusion matrix and each class's precision, recall and F1 (always in --json)",
+    )
     p.add_argument("--json", dest="json_out", metavar="OUT", help="also write every figure as JSON to OUT")
     p.add_argument(
         "--candidates",
@@ -565,7 +570,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from bnserve.trainer.evaluation.report import render
 
     result = compare(evaluations, protocol)
-    print(render(result, headings, spread=not args.test), end="")
+    print(render(result, headings, spread=not args.test, per_class=args.per_class), end="")
     if args.json_out:
         with open(args.json_out, "w") as out:
             json.dump(result.to_dict(), out, indent=2, allow_nan=True)

@@ -51,3 +51,53 @@ def test_holdout_scores_the_test_rows(chess):
 def test_bad_fold_count(chess):
     with pytest.raises(InvalidInput, match="folds"):
         cross_validate("nb", chess, folds=1)
+
+
+def test_confusion_matrix_and_per_class_figures_match_scikit_learn():
+    """Issue 15: the confusion matrix and per-class precision/recall/F1, against scikit-learn's
+    own on the same predictions (car: four classes, one of them rare)."""
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+    from bnserve.store.predictor import compile_model
+    from bnserve.trainer.fit import fit
+    from tests.data_helpers import dataset
+
+    car = dataset("car")
+    fold = stratified_folds(car.y, 3, seed=0)
+    train, test = car.subset(fold != 0), car.subset(fold == 0)
+    result = holdout("nb", train, test)
+    predicted = np.argmax(compile_model(fit("nb", train)).predict_proba(test.X), axis=1)
+    labels = list(range(car.n_classes))
+    assert result.classes == car.class_variable.states
+    assert np.array_equal(np.array(result.confusion), confusion_matrix(test.y, predicted, labels=labels))
+    precision, recall, f1, support = precision_recall_fscore_support(
+        test.y, predicted, labels=labels, zero_division=np.nan
+    )
+    figures = result.per_class()
+    for i, c in enumerate(result.classes):
+        np.testing.assert_allclose(
+            [figures[c]["precision"], figures[c]["recall"], figures[c]["f1"]], [precision[i], recall[i], f1[i]]
+        )
+        assert figures[c]["support"] == support[i]
+
+
+def test_cross_validation_confuses_every_row_once_per_repeat(chess):
+    result = cross_validate("nb", chess, folds=3, repeats=2, seed=0)
+    matrix = np.array(result.confusion)
+    assert matrix.sum() == 2 * chess.n_rows
+    assert np.array_equal(matrix.sum(axis=1), 2 * np.bincount(chess.y))
+
+
+def test_the_cli_prints_per_class_figures_and_writes_them_to_json(capsys, tmp_path):
+    import json
+
+    from tests.trainer.conftest import run
+
+    out_json = tmp_path / "e.json"
+    code, out, err = run(capsys, "evaluate", "--algo", "nb", "--data", "builtin:chess", "--folds", "3",
+                         "--per-class", "--json", str(out_json))
+    assert (code, err) == (0, "")
+    assert "true \\ predicted  nowin   won  precision  recall      F1  support" in out
+    (evaluation,) = json.loads(out_json.read_text())["evaluations"]
+    assert evaluation["classes"] == ["nowin", "won"] and len(evaluation["confusion"]) == 2
+    assert set(evaluation["per_class"]["won"]) == {"precision", "recall", "f1", "support"}

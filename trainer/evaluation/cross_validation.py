@@ -44,17 +44,32 @@ class Evaluation:
     fold_accuracies: tuple[float, ...]
     fold_choices: tuple[str, ...] = ()  # per fold, what a selecting fitter (auto) chose on the training rows
     combinations: tuple[str, ...] = ()  # the combination rule of its models, each fold's once
+    classes: tuple[str, ...] = ()
+    confusion: tuple[tuple[int, ...], ...] = ()  # [true][predicted] over every scored row (of every repeat)
 
     @property
     def zero_one_loss(self) -> float:
         return 1.0 - self.accuracy
+
+    def per_class(self) -> dict[str, dict[str, float]]:
+        """Precision, recall and F1 of each class (one-vs-rest, from ``confusion``; NaN where a
+        ratio has no rows), and its support (the rows of that class scored)."""
+        matrix = np.asarray(self.confusion, dtype=np.float64)
+        hits, predicted, actual = np.diag(matrix), matrix.sum(axis=0), matrix.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision, recall = hits / predicted, hits / actual
+            f1 = 2 * precision * recall / (precision + recall)
+        return {
+            c: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(n)}
+            for c, p, r, f, n in zip(self.classes, precision, recall, f1, actual)
+        }
 
     @property
     def label(self) -> str:
         return describe(self.algorithm, self.params)
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "zero_one_loss": self.zero_one_loss}
+        return {**asdict(self), "zero_one_loss": self.zero_one_loss, "per_class": self.per_class()}
 
 
 def describe(algo: str, params: Mapping[str, Any]) -> str:
@@ -79,6 +94,7 @@ class _Run:
         self.sum_mis: list[float] = []
         self.used_params: Mapping[str, Any] = {}
         self.combinations: tuple[str, ...] = ()
+        self.confusion = np.zeros((data.n_classes, data.n_classes), dtype=np.int64)
 
     def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
         t0 = time.perf_counter()
@@ -94,7 +110,9 @@ class _Run:
             self.used_params = {**model.params, **given_estimator}
         self.fit_seconds.append(t1 - t0)
         self.predict_seconds.append(t2 - t1)
-        self.accuracies.append(float(np.mean(np.argmax(proba, axis=1) == test.y)))
+        predicted = np.argmax(proba, axis=1)
+        self.accuracies.append(float(np.mean(predicted == test.y)))
+        np.add.at(self.confusion, (test.y, predicted), 1)
         self.losses.append(metrics.log_losses(proba, test.y))
         self.sum_mis.append(metrics.sum_mi(model, train))
         self.combinations = tuple(dict.fromkeys((*self.combinations, model.combination)))
@@ -116,6 +134,8 @@ class _Run:
             fold_accuracies=tuple(self.accuracies),
             fold_choices=tuple(self.choices),
             combinations=self.combinations,
+            classes=self.data.class_variable.states,
+            confusion=tuple(tuple(int(n) for n in row) for row in self.confusion),
         )
 
 

@@ -40,13 +40,31 @@ def evaluation_rows(evaluations: Sequence[Evaluation], spread: bool) -> list[str
     return _table(rows)
 
 
-def render(result: Comparison, headings: dict[str, str], spread: bool = True) -> str:
-    """``headings``: data set -> the line that introduces its table."""
+def per_class_rows(e: Evaluation) -> list[str]:
+    """The confusion matrix (rows: the true class; columns: the predicted) beside each
+    class's precision, recall, F1 and support."""
+    figures = e.per_class()
+    rows = [("true \\ predicted", *e.classes, "precision", "recall", "F1", "support")]
+    for c, counts in zip(e.classes, e.confusion):
+        f = figures[c]
+        rows.append(
+            (c, *map(str, counts), _number(f["precision"]), _number(f["recall"]), _number(f["f1"]), str(f["support"]))
+        )
+    return [f"  {e.label}:", *_table(rows, indent="    ")]
+
+
+def render(result: Comparison, headings: dict[str, str], spread: bool = True, per_class: bool = False) -> str:
+    """``headings``: data set -> the line that introduces its table; ``per_class``: each
+    evaluation's confusion matrix and per-class figures under it."""
     lines: list[str] = []
     datasets = list(dict.fromkeys(e.dataset for e in result.evaluations))
     for d in datasets:
         lines.append(headings.get(d, d))
         lines.extend(evaluation_rows([e for e in result.evaluations if e.dataset == d], spread))
+        if per_class:
+            for e in result.evaluations:
+                if e.dataset == d:
+                    lines.extend(per_class_rows(e))
         pairs = result.paired_t.get(d, {})
         if pairs and spread:
             lines.append("  paired t-test on fold accuracies:")
