@@ -34,6 +34,7 @@ from bnserve.trainer.auto import (
 from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Preprocessing
 from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS, DEFAULT_MEMORY_BUDGET, chunk_rows_within, parse_size
 from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.fit import fit
@@ -57,6 +58,11 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # argparse would print usage and sys.exit(2)
         raise UsageError(message)
+
+
+def _texts(text: str) -> tuple[str, ...]:
+    """A comma-separated list of texts ('' for none)."""
+    return tuple(t for t in text.split(",") if t)
 
 
 def _non_negative(text: str) -> int:
@@ -148,6 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
             default=AVAILABLE_CASE,
             help="training: available-case (default), impute (modes and means) "
             "or state (missing is a state of its own, learned and served)",
+        )
+        p.add_argument(
+            "--na-values",
+            type=_texts,
+            default=DEFAULT_NA_VALUES,
+            metavar="TEXT[,TEXT…]",
+            help=f"texts read as a missing value, beside the empty one (default {','.join(DEFAULT_NA_VALUES)}; "
+            "'' for none)",
+        )
+        p.add_argument(
+            "--keep-whitespace",
+            action="store_true",
+            help="keep the spaces around a value (by default ' Male' is read as 'Male')",
         )
 
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")
@@ -422,7 +441,14 @@ def _preprocessing(args: argparse.Namespace) -> Preprocessing:
         else:
             default = parsed
     return Preprocessing(
-        tuple(args.nominal), tuple(args.numeric), tuple(args.ignore), default, per_column, args.missing
+        tuple(args.nominal),
+        tuple(args.numeric),
+        tuple(args.ignore),
+        default,
+        per_column,
+        args.missing,
+        tuple(args.na_values),
+        not args.keep_whitespace,
     )
 
 
@@ -530,10 +556,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         for source in args.data:
             train = data_io.load(source, args.class_column, preprocessing, args.fmt)
             if args.test:
-                test = data_io.load_with(args.test, train.variables, args.fmt)
+                test = data_io.load_with(args.test, train.variables, args.fmt, preprocessing)
                 auto_train = _as_auto_reads(args, train) if auto else train
                 auto_test = (
-                    test if auto_train is train else data_io.load_with(args.test, auto_train.variables, args.fmt)
+                    test
+                    if auto_train is train
+                    else data_io.load_with(args.test, auto_train.variables, args.fmt, preprocessing)
                 )
                 results = in_given_order(
                     [holdout(a, train, test, **p) for a, p in candidates],

@@ -167,7 +167,8 @@ def load(
 ) -> EncodedData:
     """Read ``source``, type its columns, and learn the preprocessing from all its rows."""
     preprocessing = preprocessing or Preprocessing()
-    return prepare(columns_of(read_table(source, fmt), class_column, preprocessing), preprocessing)
+    table = preprocessing.cleaned(read_table(source, fmt))
+    return prepare(columns_of(table, class_column, preprocessing), preprocessing)
 
 
 # ---------------------------------------------------------------- learned preprocessing
@@ -272,13 +273,16 @@ def encode_columns(
     return X
 
 
-def load_with(source: str, variables: Sequence[Variable], fmt: str | None = None) -> EncodedData:
+def load_with(
+    source: str, variables: Sequence[Variable], fmt: str | None = None, preprocessing: Preprocessing | None = None
+) -> EncodedData:
     """Read a file (e.g. a test set) and code it against the training variables, matching columns by name.
 
     The file must hold every variable as a column (extra columns are ignored); rows with an
-    empty class are dropped.
+    empty class are dropped. Its texts are read as ``preprocessing`` reads them (missing
+    markers, whitespace).
     """
-    table = read_table(source, fmt)
+    table = (preprocessing or Preprocessing()).cleaned(read_table(source, fmt))
     missing_columns = [v.name for v in variables if v.name not in table.header]
     if missing_columns:
         raise InvalidInput(f"{source}: line 1: missing column(s) {', '.join(map(repr, missing_columns))}")

@@ -1,5 +1,6 @@
-"""How raw columns become states, as the user asks for it: forced types, ignored columns,
-the discretisation method per numeric column and the missing-value policy."""
+"""How raw columns become states, as the user asks for it: which texts are missing and
+whether whitespace counts, forced types, ignored columns, the discretisation method per
+numeric column and the missing-value policy."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.io import RawTable
 
 AVAILABLE_CASE = "available-case"
 IMPUTE = "impute"
 STATE = "state"
 MISSING_POLICIES = (AVAILABLE_CASE, IMPUTE, STATE)
+DEFAULT_NA_VALUES = ("?",)  # beside the empty text, which is always missing: UCI's marker
 
 
 @dataclass(frozen=True)
@@ -29,9 +32,15 @@ class Preprocessing:
     discretize: Method = Method()  # noqa: RUF009 (frozen: one shared default is safe)
     per_column: Mapping[str, Method] = field(default_factory=dict)
     missing: str = AVAILABLE_CASE
+    na_values: tuple[str, ...] = DEFAULT_NA_VALUES  # texts read as missing, beside ""
+    trim: bool = True  # whitespace around a text dropped (" Male" is "Male")
 
     def method(self, column: str) -> Method:
         return self.per_column.get(column, self.discretize)
+
+    def cleaned(self, table: RawTable) -> RawTable:
+        """``table`` as this preprocessing reads its texts: trimmed, missing markers made ""."""
+        return table.cleaned(frozenset(self.na_values), self.trim)
 
     def describe(self, numeric_columns: Sequence[str]) -> dict:
         """What the model's metadata records about its preprocessing."""
@@ -39,4 +48,6 @@ class Preprocessing:
             "missing": self.missing,
             "discretization": {name: str(self.method(name)) for name in numeric_columns},
             **({"ignored": list(self.ignore)} if self.ignore else {}),
+            **({"na_values": list(self.na_values)} if self.na_values != DEFAULT_NA_VALUES else {}),
+            **({"trim_whitespace": False} if not self.trim else {}),
         }

@@ -51,6 +51,7 @@ from bnserve.trainer.io import (
     iter_tables,
 )
 from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
+from bnserve.trainer.io.table import trimmed_header
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 T = TypeVar("T")
@@ -180,6 +181,7 @@ class _Reader:
     parts: tuple[Part, ...]
     jobs: int = 1  # local processes counting the parts
     dask: str | None = None  # or the Dask scheduler whose workers count them
+    preprocessing: Preprocessing = Preprocessing()  # noqa: RUF009 (frozen): how its texts are read
     variables: tuple[Variable, ...] = ()  # once pass 1 has learned them
 
     def tables(self, part: int | None = None) -> Iterator[RawTable]:
@@ -187,15 +189,16 @@ class _Reader:
         for p in self.parts if part is None else (self.parts[part],):
             if p.byte_range is not None:
                 delimiter = DELIMITERS[self.fmt]
-                yield from part_chunks(p.source, delimiter, self.header, p.byte_range, self.chunk_rows)
-                continue
-            for table in iter_tables(p.source, self.fmt, self.chunk_rows):
+                tables = part_chunks(p.source, delimiter, self.header, p.byte_range, self.chunk_rows)
+            else:
+                tables = iter_tables(p.source, self.fmt, self.chunk_rows)
+            for table in tables:
                 if tuple(table.header) != self.header:
                     raise InvalidInput(
                         f"{p.source}: line 1: the columns are {', '.join(table.header)}, "
                         f"not those of {self.parts[0].source}: {', '.join(self.header)}"
                     )
-                yield table
+                yield self.preprocessing.cleaned(table)
 
     def map(self, work: Callable[..., T], *args: Any) -> list[T]:
         """``work(self, part, *args)`` of every part, in part order, where ``jobs`` or ``dask`` say."""
@@ -322,11 +325,12 @@ def _learn_variables(
     with a class (per part) and the rows without."""
     fmt = chunked_format(source, fmt)
     files = expand(source)
-    header = tuple(header_of(files[0], fmt))
-    class_index, columns = check_columns(files[0], header, class_column, preprocessing)
+    header = tuple(header_of(files[0], fmt))  # as the parts are parsed
+    names = trimmed_header(files[0], header, preprocessing.trim)  # as the variables are named
+    class_index, columns = check_columns(files[0], names, class_column, preprocessing)
     whole_files = tuple(Part(f) for f in files)
     parts = _parts(files, fmt, cluster_threads(dask) if dask else jobs) if fmt in DELIMITERS else whole_files
-    reader = _Reader(source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask)
+    reader = _Reader(source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask, preprocessing)
     try:
         counted = reader.map(_pass1)
     except PartUnreadable:  # read each file in order, where csv names what is wrong
@@ -335,7 +339,7 @@ def _learn_variables(
     total = _Pass1()
     for part in counted:
         total.merge(part)
-    class_name = header[class_index]
+    class_name = names[class_index]
     if total.rows == 0:
         if total.dropped == 0:
             raise InvalidInput(f"{source}: line 2: the file has a header but no data rows")
@@ -348,7 +352,7 @@ def _learn_variables(
         )
     by_state = [total.classes[s] for s in class_states]  # class axis: first sight -> state order
     variables = [
-        _variable(source, header[j], tally, by_state, preprocessing, kind)
+        _variable(source, names[j], tally, by_state, preprocessing, kind)
         for j, tally, kind in zip(columns, total.tallies, declared)
     ]
     variables.append(Variable(class_name, class_states, CLASS))

@@ -56,6 +56,14 @@ class TextColumn:
         """Every row's code, ``codes_of`` applied to the distinct texts only (e.g. ``Variable.codes_of``)."""
         return np.asarray(codes_of(self.labels.tolist()), dtype=np.int32)[self.index]
 
+    def mapped(self, text_of: Callable[[str], str]) -> TextColumn:
+        """Each distinct text replaced by ``text_of(text)``; texts that become one are merged."""
+        new = [text_of(t) for t in self.labels.tolist()]
+        if new == self.labels.tolist():
+            return self
+        merged = TextColumn.of(new)
+        return TextColumn(merged.labels, merged.index[self.index])
+
 
 @dataclass(frozen=True, eq=False)
 class RawTable:
@@ -88,6 +96,21 @@ class RawTable:
             cells[:, j] = column.texts()
         return cells
 
+    def cleaned(self, na_values: frozenset[str], trim: bool) -> RawTable:
+        """Whitespace around each text dropped (``trim``), and the texts ``na_values`` made
+        missing (""): on the distinct texts of each column, not per cell."""
+        if not na_values and not trim:
+            return self
+
+        def clean(text: str) -> str:
+            text = text.strip() if trim else text
+            return "" if text in na_values else text
+
+        columns = tuple(column.mapped(clean) for column in self.columns)
+        return RawTable(
+            self.source, trimmed_header(self.source, self.header, trim), columns, self.line_numbers, self.declared
+        )
+
     @classmethod
     def of_cells(
         cls, source: str, header: Sequence[str], cells: np.ndarray, lines: np.ndarray, declared: tuple = ()
@@ -115,6 +138,16 @@ def _object_array(items: list) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = items
     return out
+
+
+def trimmed_header(source: str, header: Sequence[str], trim: bool) -> tuple[str, ...]:
+    """The column names, whitespace around each dropped (``trim``), checked again."""
+    if not trim:
+        return tuple(header)
+    names = tuple(name.strip() for name in header)
+    if names != tuple(header):
+        check_header(source, names)
+    return names
 
 
 def check_header(source: str, header: Sequence[str], lines: Sequence[int] | None = None) -> None:
