@@ -164,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
             "'' for none)",
         )
         p.add_argument(
+            "--force-class",
+            action="store_true",
+            help="train on a class column that is numeric, or has more than 256 values (refused by default)",
+        )
+        p.add_argument(
             "--keep-whitespace",
             action="store_true",
             help="keep the spaces around a value (by default ' Male' is read as 'Male')",
@@ -449,6 +454,7 @@ def _preprocessing(args: argparse.Namespace) -> Preprocessing:
         args.missing,
         tuple(args.na_values),
         not args.keep_whitespace,
+        args.force_class,
     )
 
 

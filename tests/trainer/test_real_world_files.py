@@ -68,3 +68,35 @@ def test_the_cli_flags(capsys, store, tmp_path):
     assert (code, err) == (0, "")
     code, out, _ = run(capsys, "show", "m:2", "--store", store, "--json")
     assert code == 0 and '" ?"' in out and '"trim_whitespace": false' in out and '"na_values": []' in out
+
+
+def _regression_csv(rows: int = 300) -> str:
+    rng = np.random.default_rng(4)
+    return "x,price\n" + "".join(f"{'ab'[i % 2]},{rng.normal(100, 20):.2f}\n" for i in range(rows))
+
+
+def test_a_numeric_class_is_refused_unless_forced(tmp_path, capsys, store):
+    """Issue 15: a continuous class column trained a model with a class per value."""
+    from bnserve.store.errors import InvalidInput
+
+    path = write(tmp_path, _regression_csv())
+    for reading in (lambda p: load(path, preprocessing=p), lambda p: load_streamed(path, None, p, None, 50)):
+        with pytest.raises(InvalidInput, match=r"column 'price' is numeric \(\d+ distinct values.*--force-class"):
+            reading(Preprocessing())
+        assert reading(Preprocessing(force_class=True)).n_classes > 256
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store)
+    assert code == 1 and "is numeric" in err
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                       "--force-class")
+    assert (code, err) == (0, "")
+
+
+def test_a_class_of_very_many_values_is_refused_but_few_whole_numbers_are_classes(tmp_path):
+    from bnserve.store.errors import InvalidInput
+
+    ids = write(tmp_path, "x,id\n" + "".join(f"{'ab'[i % 2]},u{i}\n" for i in range(300)), "ids.csv")
+    with pytest.raises(InvalidInput, match="has 300 distinct values, more than 256 for a class"):
+        load(ids)
+    digits = write(tmp_path, "x,digit\n" + "".join(f"{'ab'[i % 2]},{i % 10}\n" for i in range(300)), "d.csv")
+    assert load(digits).n_classes == 10  # whole-number codes: a nominal class, as for features
+    assert load(ids, preprocessing=Preprocessing(nominal=("id",))).n_classes == 300  # --nominal says so too

@@ -21,6 +21,7 @@ from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
 
 MAX_INTEGER_CODES = 10
+MAX_CLASS_STATES = 256  # more, and the class column is likely not one (an id, a measurement)
 
 
 @dataclass(frozen=True)
@@ -76,10 +77,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     y = y[keep]
     if y.size == 0:
         raise InvalidInput(f"{src}: column {class_column!r}: every row has an empty class")
-    if len(class_states) < 2:
-        raise InvalidInput(
-            f"{src}: column {class_column!r}: the class needs at least two states, found only {class_states!r}"
-        )
+    check_class(src, class_column, class_states, preprocessing)
     kept = np.flatnonzero(keep)  # the table's row of each row kept
     rows, n = y.size, len(feature_indices)
     codes = np.full((rows, n), MISSING, dtype=np.int32, order="F")  # written, and later read, by column
@@ -149,6 +147,28 @@ def check_columns(
     if not features:
         raise InvalidInput(f"{src}: line 1: the file has only the class column {class_column!r}, no feature")
     return class_index, features
+
+
+def check_class(src: str, name: str, states: Sequence[str], preprocessing: Preprocessing) -> None:
+    """A class column must look like one: two states at least; and, unless --force-class or
+    --nominal names it, not a column of numbers (a regression target: one class per value)
+    nor one of more than ``MAX_CLASS_STATES`` states (an identifier, a free text)."""
+    if len(states) < 2:
+        raise InvalidInput(f"{src}: column {name!r}: the class needs at least two states, found only {tuple(states)!r}")
+    if preprocessing.force_class or name in preprocessing.nominal:
+        return
+    force = "; --force-class trains on it as it is"
+    numbers = _numbers(np.array(states, dtype=object))
+    if is_numeric_column(name, None, numbers, Preprocessing()):  # by its values: a Parquet int 0/1 class is fine
+        raise InvalidInput(
+            f"{src}: column {name!r} is numeric ({len(states):,} distinct values, e.g. {states[0]!r}), but a "
+            f"class is nominal: choose another --class, or bin it into a nominal column first{force}"
+        )
+    if len(states) > MAX_CLASS_STATES:
+        raise InvalidInput(
+            f"{src}: column {name!r} has {len(states):,} distinct values, more than {MAX_CLASS_STATES} for a "
+            f"class (an identifier? free text?): choose another --class{force}"
+        )
 
 
 def is_numeric_column(name: str, declared, numbers: np.ndarray | None, preprocessing: Preprocessing) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
-from bnserve.trainer.data.columns import check_columns, is_numeric_column
+from bnserve.trainer.data.columns import check_class, check_columns, is_numeric_column
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint
@@ -346,10 +346,7 @@ def _learn_variables(
         raise InvalidInput(f"{source}: column {class_name!r}: every row has an empty class")
     declared = [d.declared() for d in total.declared] or [None] * (len(columns) + 1)
     class_states = _class_states(total, declared[-1])
-    if len(class_states) < 2:
-        raise InvalidInput(
-            f"{source}: column {class_name!r}: the class needs at least two states, found only {class_states!r}"
-        )
+    check_class(source, class_name, class_states, preprocessing)
     by_state = [total.classes[s] for s in class_states]  # class axis: first sight -> state order
     variables = [
         _variable(source, names[j], tally, by_state, preprocessing, kind)
