@@ -60,6 +60,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _delimiter(text: str) -> str:
+    """One character; ``tab`` or ``\\t`` for a tab."""
+    text = "\t" if text in ("tab", "\\t") else text
+    if len(text) != 1 or text in '\r\n"':
+        raise argparse.ArgumentTypeError(f"a delimiter is one character (not a quote or a line end), got {text!r}")
+    return text
+
+
 def _texts(text: str) -> tuple[str, ...]:
     """A comma-separated list of texts ('' for none)."""
     return tuple(t for t in text.split(",") if t)
@@ -162,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="TEXT[,TEXT…]",
             help=f"texts read as a missing value, beside the empty one (default {','.join(DEFAULT_NA_VALUES)}; "
             "'' for none)",
+        )
+        p.add_argument(
+            "--delimiter",
+            type=_delimiter,
+            metavar="CHAR",
+            help="the field separator of a CSV or TSV file, when not a comma (CSV) or a tab (TSV): e.g. ';', '|', tab",
         )
         p.add_argument(
             "--force-class",
@@ -455,6 +469,7 @@ def _preprocessing(args: argparse.Namespace) -> Preprocessing:
         tuple(args.na_values),
         not args.keep_whitespace,
         args.force_class,
+        args.delimiter,
     )
 
 

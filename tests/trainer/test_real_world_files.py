@@ -100,3 +100,30 @@ def test_a_class_of_very_many_values_is_refused_but_few_whole_numbers_are_classe
     digits = write(tmp_path, "x,digit\n" + "".join(f"{'ab'[i % 2]},{i % 10}\n" for i in range(300)), "d.csv")
     assert load(digits).n_classes == 10  # whole-number codes: a nominal class, as for features
     assert load(ids, preprocessing=Preprocessing(nominal=("id",))).n_classes == 300  # --nominal says so too
+
+
+def test_a_semicolon_file_reads_as_its_comma_twin(tmp_path, monkeypatch, capsys, store):
+    """--delimiter (issue 15): in memory, in chunks and in parts read apart, as the comma file."""
+    from bnserve.trainer.data import streaming
+    from tests.trainer.test_streaming import _mixed_csv
+
+    text = _mixed_csv(np.random.default_rng(9), rows=600)
+    comma = write(tmp_path, text, "comma.csv")
+    semicolon = write(tmp_path, text.replace(",", ";"), "semicolon.csv")
+    by_semicolon = Preprocessing(delimiter=";")
+    expected = fit("tan", load(comma))
+    assert_same_model(fit("tan", load(semicolon, preprocessing=by_semicolon)), expected, same_source=False)
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    in_parts = load_streamed(semicolon, None, by_semicolon, None, 50, jobs=2)
+    assert len(in_parts.reader.parts) == 2
+    assert_same_model(fit("tan", in_parts), expected, same_source=False)
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", semicolon, "--name", "m", "--store", store,
+                       "--delimiter", ";")
+    assert (code, err) == (0, "")
+    tab = write(tmp_path, text.replace(",", "\t"), "tab.txt")
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", tab, "--name", "m", "--store", store,
+                       "--delimiter", "tab")
+    assert (code, err) == (0, "")
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", semicolon, "--name", "m", "--store", store,
+                       "--delimiter", ";;")
+    assert code == 2 and "a delimiter is one character" in err

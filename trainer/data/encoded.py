@@ -167,7 +167,7 @@ def load(
 ) -> EncodedData:
     """Read ``source``, type its columns, and learn the preprocessing from all its rows."""
     preprocessing = preprocessing or Preprocessing()
-    table = preprocessing.cleaned(read_table(source, fmt))
+    table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter))
     return prepare(columns_of(table, class_column, preprocessing), preprocessing)
 
 
@@ -282,7 +282,8 @@ def load_with(
     empty class are dropped. Its texts are read as ``preprocessing`` reads them (missing
     markers, whitespace).
     """
-    table = (preprocessing or Preprocessing()).cleaned(read_table(source, fmt))
+    preprocessing = preprocessing or Preprocessing()
+    table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter))
     missing_columns = [v.name for v in variables if v.name not in table.header]
     if missing_columns:
         raise InvalidInput(f"{source}: line 1: missing column(s) {', '.join(map(repr, missing_columns))}")

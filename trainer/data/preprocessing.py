@@ -35,6 +35,7 @@ class Preprocessing:
     na_values: tuple[str, ...] = DEFAULT_NA_VALUES  # texts read as missing, beside ""
     trim: bool = True  # whitespace around a text dropped (" Male" is "Male")
     force_class: bool = False  # take a numeric class, or one of very many values, as it is
+    delimiter: str | None = None  # a CSV or TSV file's field separator, when not its format's
 
     def method(self, column: str) -> Method:
         return self.per_column.get(column, self.discretize)

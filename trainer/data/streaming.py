@@ -47,6 +47,7 @@ from bnserve.trainer.io import (
     TextColumn,
     chunked_format,
     expand,
+    field_delimiter,
     header_of,
     iter_tables,
 )
@@ -188,10 +189,10 @@ class _Reader:
         """The chunks of every part (or of ``part``), in order."""
         for p in self.parts if part is None else (self.parts[part],):
             if p.byte_range is not None:
-                delimiter = DELIMITERS[self.fmt]
+                delimiter = field_delimiter(self.fmt, self.preprocessing.delimiter)
                 tables = part_chunks(p.source, delimiter, self.header, p.byte_range, self.chunk_rows)
             else:
-                tables = iter_tables(p.source, self.fmt, self.chunk_rows)
+                tables = iter_tables(p.source, self.fmt, self.chunk_rows, self.preprocessing.delimiter)
             for table in tables:
                 if tuple(table.header) != self.header:
                     raise InvalidInput(
@@ -325,7 +326,7 @@ def _learn_variables(
     with a class (per part) and the rows without."""
     fmt = chunked_format(source, fmt)
     files = expand(source)
-    header = tuple(header_of(files[0], fmt))  # as the parts are parsed
+    header = tuple(header_of(files[0], fmt, preprocessing.delimiter))  # as the parts are parsed
     names = trimmed_header(files[0], header, preprocessing.trim)  # as the variables are named
     class_index, columns = check_columns(files[0], names, class_column, preprocessing)
     whole_files = tuple(Part(f) for f in files)

@@ -21,6 +21,7 @@ __all__ = [
     "chunked_format",
     "delimiter_of",
     "expand",
+    "field_delimiter",
     "format_of",
     "header_of",
     "is_url",
@@ -31,15 +32,23 @@ __all__ = [
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 
-def read_table(source: str, fmt: str | None = None) -> RawTable:
+def read_table(source: str, fmt: str | None = None, delimiter: str | None = None) -> RawTable:
     """Parse ``source`` (a path, a URL or ``builtin:NAME``) as ``fmt``, by default the one its
-    extension names (CSV when none does); ``.gz`` is read transparently."""
+    extension names (CSV when none does); ``.gz`` is read transparently. ``delimiter``: the
+    field separator of a CSV or TSV file, when not its format's."""
     fmt = _format(source, fmt)
+    if delimiter and fmt not in DELIMITERS:
+        raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
     if fmt == "arff":
         return read_arff(source)
     if fmt == "parquet":
         return read_parquet(source)
-    return read_delimited(source, DELIMITERS[fmt])
+    return read_delimited(source, field_delimiter(fmt, delimiter))
+
+
+def field_delimiter(fmt: str, delimiter: str | None) -> str:
+    """``delimiter``, or the format's own (CSV ",", TSV tab)."""
+    return delimiter or DELIMITERS[fmt]
 
 
 def _format(source: str, fmt: str | None) -> str:
@@ -66,14 +75,14 @@ def chunked_format(source: str, fmt: str | None) -> str:
     return fmt
 
 
-def header_of(source: str, fmt: str) -> list[str]:
+def header_of(source: str, fmt: str, delimiter: str | None = None) -> list[str]:
     """The column names of a file in a ``CHUNKED`` format, checked, without reading its rows."""
-    return parquet_header(source) if fmt == "parquet" else read_header(source, DELIMITERS[fmt])
+    return parquet_header(source) if fmt == "parquet" else read_header(source, field_delimiter(fmt, delimiter))
 
 
-def iter_tables(source: str, fmt: str, chunk_rows: int) -> Iterator[RawTable]:
+def iter_tables(source: str, fmt: str, chunk_rows: int, delimiter: str | None = None) -> Iterator[RawTable]:
     """The file (in a ``CHUNKED`` format) as consecutive ``RawTable``s of at most
     ``chunk_rows`` data rows each (at least one), for training on a file larger than memory."""
     if fmt == "parquet":
         return parquet_chunks(source, chunk_rows)
-    return delimited_chunks(source, DELIMITERS[fmt], chunk_rows)
+    return delimited_chunks(source, field_delimiter(fmt, delimiter), chunk_rows)
