@@ -287,6 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
     _store_flag(p)
     p.set_defaults(run=_alias)
 
+    p = sub.add_parser("unalias", help="remove an alias (the version it named stays)")
+    p.add_argument("name")
+    p.add_argument("alias")
+    _store_flag(p)
+    p.set_defaults(run=_unalias)
+
     p = sub.add_parser("import", help="publish a network from a BIF or XMLBIF file as a new version")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--format", choices=IMPORT_FORMATS, help="default: from the extension (.bif, .xml, .xmlbif)")
@@ -692,6 +698,15 @@ def _alias(args: argparse.Namespace) -> int:
     with _open_store(args.store) as store:
         store.set_alias(args.name, args.alias, args.version)
     print(f"{args.name}: alias {args.alias} -> version {args.version}")
+    return 0
+
+
+def _unalias(args: argparse.Namespace) -> int:
+    _check_flag(check_model_name, args.name, "NAME")
+    _check_flag(check_alias, args.alias, "ALIAS")
+    with _open_store(args.store) as store:
+        version = store.remove_alias(args.name, args.alias)
+    print(f"{args.name}: alias {args.alias} removed (it named version {version})")
     return 0
 
 

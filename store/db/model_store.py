@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Engine, func, insert, make_url, select, update
+from sqlalchemy import CursorResult, Engine, delete, func, insert, make_url, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -173,6 +173,25 @@ class ModelStore:
 
         self._write(f"setting alias {alias!r} of model {name!r}", write)
         log.info("alias %s of %s -> version %d", alias, name, version)
+
+    def remove_alias(self, name: str, alias: str) -> int:
+        """Remove ``alias`` of model ``name``; returns the version it pointed at. A server
+        stops answering for it on its next poll (the version stays, under its number)."""
+        check_model_name(name)
+        check_alias(alias)
+
+        def write(session: Session) -> int:
+            model_id = _lock_model(session, name, create=False)  # the model's row locked: no move meanwhile
+            where = (SqlModelAlias.model_id == model_id, SqlModelAlias.alias == alias)
+            version = session.scalar(select(SqlModelAlias.version).where(*where))
+            if version is None:
+                raise NotFound(f"model {name!r} has no alias {alias!r}")
+            session.execute(delete(SqlModelAlias).where(*where))
+            return int(version)
+
+        version = self._write(f"removing alias {alias!r} of model {name!r}", write)
+        log.info("alias %s of %s removed (was version %d)", alias, name, version)
+        return version
 
     # ------------------------------------------------------------------ reads
 

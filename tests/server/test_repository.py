@@ -80,6 +80,11 @@ def test_aliases_and_on_demand_versions(model_store, rng):
     model_store.set_alias("m", "production", 2)
     repo.refresh()
     assert repo.get("m")[0].version == 2
+    model_store.remove_alias("m", "staging")  # trainer unalias: gone on the next poll
+    repo.refresh()
+    with pytest.raises(NotFound):
+        repo.get("m", alias="staging")
+    assert repo.get("m", version=1)[0].version == 1
 
 
 def test_a_store_outage_keeps_the_loaded_models_serving(tmp_path, rng):

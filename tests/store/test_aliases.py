@@ -98,3 +98,18 @@ def test_a_listing_never_names_an_aliased_version_it_does_not_list(store_url, rn
         event.remove(store.engine, "before_cursor_execute", publish_in_between)
         assert injected == [2, 3]
         assert set(summary.aliases.values()) <= set(summary.versions), summary
+
+
+def test_remove_an_alias(three_versions):
+    """Issue 15: an alias can be removed; the version it named stays, and removing it again is NotFound."""
+    store = three_versions
+    store.set_alias("m", "staging", 2)
+    assert store.remove_alias("m", "staging") == 2
+    assert store.load("m", version=2).aliases == ()
+    assert dict(store.list_models()[0].aliases) == {}
+    with pytest.raises(NotFound, match="no alias 'staging'"):
+        store.resolve("m", alias="staging")
+    with pytest.raises(NotFound, match="model 'm' has no alias 'staging'"):
+        store.remove_alias("m", "staging")
+    with pytest.raises(NotFound):
+        store.remove_alias("absent", "staging")

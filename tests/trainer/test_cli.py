@@ -23,6 +23,11 @@ def test_fit_list_show_alias_round_trip(capsys, store):
 
     code, out, _ = run(capsys, "alias", "chess", "2", "staging", "--store", store)
     assert code == 0 and "staging -> version 2" in out
+    code, out, _ = run(capsys, "alias", "chess", "1", "canary", "--store", store)
+    code, out, _ = run(capsys, "unalias", "chess", "canary", "--store", store)
+    assert code == 0 and out == "chess: alias canary removed (it named version 1)\n"
+    code, _, err = run(capsys, "unalias", "chess", "canary", "--store", store)
+    assert code == 1 and "model 'chess' has no alias 'canary'" in err
 
     code, out, _ = run(capsys, "show", "chess@production", "--store", store, "--json")
     assert code == 0
