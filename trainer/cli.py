@@ -39,7 +39,7 @@ from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
-from bnserve.trainer.io import FORMATS, delimiter_of, expand
+from bnserve.trainer.io import FORMATS, delimiter_of, is_pattern
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.progress import end_progress, show_progress
@@ -492,7 +492,7 @@ def _fit(args: argparse.Namespace) -> int:
     _check_store_url(args.store)  # before the training, which may take minutes
     rows_needed = bool(args.estimator and args.estimator.needs_rows)
     streamable = args.algo != AUTO and LEARNERS[args.algo].streams(params) and not rows_needed
-    several_files = len(expand(args.data)) > 1
+    several_files = is_pattern(args.data)  # its files are listed once, by load_streamed
     for flag, given in (("--dask", args.dask), ("--chunk-rows", args.chunk_rows), ("a set of files", several_files)):
         if not given:
             continue

@@ -545,7 +545,6 @@ def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch)
     import os
     import socket
     import sys
-    import time
 
     from bnserve.store.db import ModelStore
     from bnserve.trainer.cli import main
@@ -578,9 +577,7 @@ def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch)
             assert list(trim.values()) == [None], "the mounted Dask config keeps the nanny's malloc trim off"
         url = f"sqlite:///{tmp_path / 'store.db'}"
         monkeypatch.setenv("BNSERVE_STORE_URL", url)
-        start = time.monotonic()
         assert main(local(training_argv("Dask Job"))[1:]) == 0
-        assert time.monotonic() - start < 120
         store = ModelStore(url)
         try:
             assert store.load(config()["TRAIN_MODEL_NAME"], alias="production").version == 1

@@ -7,12 +7,14 @@ the workers (SO_REUSEPORT hashes per connection).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 
 import grpc
 import numpy as np
@@ -174,39 +176,35 @@ def test_new_versions_reach_every_worker(workers):
              "version 1 released by both workers")
 
 
+@contextlib.contextmanager
+def _held_port(tmp_path) -> Iterator[int]:
+    """A port another process's socket listens on (without SO_REUSEPORT), and a new store."""
+    upgrade_store(f"sqlite:///{tmp_path / 's.db'}")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
 def test_workers_refuse_a_port_held_by_another_process(tmp_path):
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    try:
-        port = holder.getsockname()[1]
-        upgrade_store(f"sqlite:///{tmp_path / 's.db'}")
+    with _held_port(tmp_path) as port:
         result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
                          "--port", str(port), "--metrics-port", "-1", "--workers", "2")
         assert result.returncode == 1
         assert re.search(rf"error: cannot bind gRPC port 127\.0\.0\.1:{port}", result.stderr), result.stderr
-    finally:
-        holder.close()
 
 
 @pytest.mark.parametrize("which", ["--port", "--metrics-port"])
 def test_one_server_names_a_port_held_by_another_process(tmp_path, which):
     """Issue 15: a busy gRPC port gave a RuntimeError traceback (grpc raises where it returned
     0), a busy metrics port "Address already in use" without the port."""
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    try:
-        port = holder.getsockname()[1]
-        upgrade_store(f"sqlite:///{tmp_path / 's.db'}")
+    with _held_port(tmp_path) as port:
         ports = {"--port": "0", "--metrics-port": "0", which: str(port)}
         result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
                          *[a for flag, value in ports.items() for a in (flag, value)])
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         what = "gRPC port" if which == "--port" else "the metrics port"
         assert re.search(rf"server: error: cannot bind {what} 127\.0\.0\.1:{port}", result.stderr), result.stderr
-    finally:
-        holder.close()
 
 
 def test_a_mistyped_sqlite_path_is_refused_not_served_empty(tmp_path):

@@ -10,7 +10,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
 from bnserve.trainer.io.parquet import parquet_chunks, parquet_header, read_parquet
-from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_url
+from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "field_delimiter",
     "format_of",
     "header_of",
+    "is_pattern",
     "is_url",
     "iter_tables",
     "read_table",

@@ -57,10 +57,15 @@ def is_url(source: str) -> bool:
     return _URL.match(source) is not None
 
 
+def is_pattern(source: str) -> bool:
+    """A glob pattern (``*``, ``?``, ``[``) naming a set of files, not a file of that name."""
+    return _PATTERN.search(source) is not None and (is_url(source) or not os.path.exists(source))
+
+
 def expand(source: str) -> list[str]:
-    """The files ``source`` names, sorted: those a glob pattern (``*``, ``?``, ``[``) matches,
+    """The files ``source`` names, sorted: those a glob pattern matches (``is_pattern``),
     local or through fsspec, else ``source`` itself."""
-    if not _PATTERN.search(source) or (not is_url(source) and os.path.exists(source)):
+    if not is_pattern(source):
         return [source]
     if is_url(source):
         fs, path = _filesystem(source)
