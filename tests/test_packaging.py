@@ -1,4 +1,5 @@
-"""What a non-editable install holds: every module and data file of the three folders, so
+"""What a non-editable install holds: every module and data file of the three folders and
+the facade (bnserve/), so
 that `pip install .` (the README's quick start, the Docker image) runs what the tests ran
 through the editable install, which reads the folders themselves."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"store": "bnserve/store", "trainer": "bnserve/trainer", "server": "bnserve/server"}
+FOLDERS = {"store": "bnserve/store", "trainer": "bnserve/trainer", "server": "bnserve/server", "bnserve": "bnserve"}
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,7 @@ def test_the_wheel_holds_every_module_and_data_file(wheel):
         for folder, prefix in FOLDERS.items()
         for path in (ROOT / folder).rglob("*")
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        and (folder != "bnserve" or path.parent == ROOT / "bnserve")
     }
     assert expected - names == set(), "pip install . would leave these out"
     assert names - expected == set()
@@ -43,11 +45,11 @@ def test_the_installed_copy_imports_and_runs_its_commands(wheel, tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
                    check=True, capture_output=True, timeout=300)
     probe = ("import bnserve.trainer, bnserve.trainer.cli, bnserve.server.app, bnserve.store.db.schema as s; "
-             "from bnserve.trainer.learners.registry import LEARNERS; "
-             "print(bnserve.trainer.__file__); print(len(LEARNERS)); print(s.head_revision())")
+             "from bnserve.trainer.learners.registry import LEARNERS; from bnserve import Client, BayesNetClassifier; "
+             "print(bnserve.trainer.__file__); print(len(LEARNERS)); print(s.head_revision()); print(bnserve.__file__)")
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                             env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
-    where, learners, head = result.stdout.split()
-    assert where.startswith(str(target))  # the installed copy, not the checkout
+    where, learners, head, facade = result.stdout.split()
+    assert where.startswith(str(target)) and facade.startswith(str(target))  # the installed copy, not the checkout
     assert int(learners) >= 18 and head

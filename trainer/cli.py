@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from bnserve.store.errors import BnServeError, InvalidInput
 from bnserve.store.model import Model
-from bnserve.store.model.names import check_alias, check_model_name
+from bnserve.store.model.names import check_alias, check_model_name, parse_ref
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
 from bnserve.store.version import VersionAction
@@ -756,18 +756,11 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _parse_ref(ref: str) -> tuple[str, int | None, str | None]:
-    """NAME, NAME:VERSION or NAME@ALIAS (names and aliases never contain ':' or '@')."""
-    name, version, alias = ref, None, None
-    if "@" in ref:
-        name, _, alias = ref.partition("@")
-        _check_flag(check_alias, alias, "ALIAS")
-    elif ":" in ref:
-        name, _, text = ref.partition(":")
-        if not (text.isdigit() and int(text) > 0):
-            raise UsageError(f"bad version {text!r} in {ref!r}; expected NAME, NAME:VERSION or NAME@ALIAS")
-        version = int(text)
-    _check_flag(check_model_name, name, "NAME")
-    return name, version, alias
+    """NAME, NAME:VERSION or NAME@ALIAS; a bad one is a usage error."""
+    try:
+        return parse_ref(ref)
+    except InvalidInput as exc:
+        raise UsageError(f"NAME[:VERSION|@ALIAS] {ref!r}: {exc.message}") from None
 
 
 def _check_flag(check: Callable[[Any], Any], value: Any, flag: str) -> None:

@@ -47,6 +47,22 @@ def check_selector(name: str, version: int | None, alias: str | None) -> tuple[i
     return (None if version is None else check_version(version)), (None if alias is None else check_alias(alias))
 
 
+def parse_ref(ref: str) -> tuple[str, int | None, str | None]:
+    """(name, version, alias) of ``NAME``, ``NAME:VERSION`` or ``NAME@ALIAS``, each part
+    checked (names and aliases never contain ':' or '@')."""
+    name, version, alias = ref, None, None
+    if "@" in ref:
+        name, _, alias = ref.partition("@")
+        check_alias(alias)
+    elif ":" in ref:
+        name, _, text = ref.partition(":")
+        if not (text.isascii() and text.isdigit() and int(text) > 0):
+            raise InvalidInput(f"bad version {text!r} in {ref!r}; expected NAME, NAME:VERSION or NAME@ALIAS")
+        version = int(text)
+    check_model_name(name)
+    return name, version, alias
+
+
 def resolve_version(
     name: str,
     versions: Sequence[int],

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import FEATURE, NUMERIC, UNKNOWN, Variable
+from bnserve.store.model import FEATURE, MISSING, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
@@ -256,14 +256,18 @@ def encode_columns(
     *,
     source: str = "input",
     lines: np.ndarray | Callable[[], np.ndarray] | None = None,
+    unknown_as_missing: bool = False,
 ) -> np.ndarray:
     """``encode_with`` of columns as read (``lines``: or a function that finds them, asked
-    only for an error message)."""
+    only for an error message). ``unknown_as_missing``: a label that is not a state is
+    coded missing instead of refused (a number that is not one still is)."""
     X = np.empty((n_rows, len(variables)), dtype=np.int32)
     for j, (var, column) in enumerate(zip(variables, columns)):
         X[:, j] = column.coded(var.codes_of)
         unknown = np.flatnonzero(X[:, j] == UNKNOWN)
-        if unknown.size:
+        if unknown.size and unknown_as_missing and var.kind != NUMERIC:
+            X[unknown, j] = MISSING
+        elif unknown.size:
             r = int(unknown[0])
             numbered = lines() if callable(lines) else lines
             where = f"line {numbered[r]}: " if numbered is not None else f"row {r + 1}: "

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
-from bnserve.trainer.io.parquet import parquet_chunks, parquet_header, read_parquet
+from bnserve.trainer.io.parquet import arrow_table, parquet_chunks, parquet_header, read_parquet
 from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 
@@ -18,6 +18,7 @@ __all__ = [
     "Declared",
     "RawTable",
     "TextColumn",
+    "arrow_table",
     "chunked_format",
     "delimiter_of",
     "expand",

@@ -36,7 +36,19 @@ def read_parquet(source: str) -> RawTable:
         table = pq.ParquetFile(pa.BufferReader(data)).read()  # not read_table: it refuses repeated names
     except (pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
-    return _raw_table(source, table, 0)
+    return arrow_table(source, table)
+
+
+def arrow_table(source: str, table: pa.Table, start: int = 0) -> RawTable:
+    """An Arrow table (a Parquet file's rows from row ``start``, or a data frame in memory)
+    as a ``RawTable`` whose columns declare their Arrow types."""
+    if table.num_columns == 0:
+        raise InvalidInput(f"{source}: line 1: the file has no columns")
+    header = tuple(table.column_names)
+    check_header(source, header)
+    read = [_column(source, name, column) for name, column in zip(header, table.columns)]
+    lines = np.arange(start + 2, start + table.num_rows + 2, dtype=np.int64)
+    return RawTable(source, header, tuple(c for c, _ in read), lines, tuple(kind for _, kind in read))
 
 
 def parquet_chunks(source: str, chunk_rows: int) -> Iterator[RawTable]:
@@ -47,12 +59,12 @@ def parquet_chunks(source: str, chunk_rows: int) -> Iterator[RawTable]:
     start = 0
     try:
         for batch in parquet.iter_batches(batch_size=chunk_rows):
-            yield _raw_table(source, pa.Table.from_batches([batch], schema), start)
+            yield arrow_table(source, pa.Table.from_batches([batch], schema), start)
             start += batch.num_rows
     except (pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
     if start == 0:
-        yield _raw_table(source, schema.empty_table(), 0)
+        yield arrow_table(source, schema.empty_table(), 0)
 
 
 def parquet_header(source: str) -> list[str]:
@@ -72,17 +84,6 @@ def _parquet_file(source: str) -> pq.ParquetFile:
         return pq.ParquetFile(raw)
     except (pa.ArrowException, OSError, EOFError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
-
-
-def _raw_table(source: str, table: pa.Table, start: int) -> RawTable:
-    """An Arrow table of the file's rows from row ``start`` as a ``RawTable`` with declared types."""
-    if table.num_columns == 0:
-        raise InvalidInput(f"{source}: line 1: the file has no columns")
-    header = tuple(table.column_names)
-    check_header(source, header)
-    read = [_column(source, name, column) for name, column in zip(header, table.columns)]
-    lines = np.arange(start + 2, start + table.num_rows + 2, dtype=np.int64)
-    return RawTable(source, header, tuple(c for c, _ in read), lines, tuple(kind for _, kind in read))
 
 
 def _column(source: str, name: str, column: pa.ChunkedArray) -> tuple[TextColumn, Declared]:

@@ -1,0 +1,276 @@
+"""``BayesNetClassifier``: every learner of the trainer as a scikit-learn classifier.
+
+The data go the way ``trainer fit`` takes a file: the same typing of columns (numbers are
+numeric unless a few whole-number codes; text, categoricals and bools nominal), the same
+discretisation and missing-value policy, the same learners and CPT estimators. The fitted
+model (``model_``) is the one the store holds and the server serves, and predictions go
+through the same compiled predictor, so a notebook, ``trainer`` and ``server`` agree to the
+last bit. Needs scikit-learn (``pip install 'bnserve[sklearn]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import Model
+from bnserve.store.predictor import CompiledModel, compile_model
+from bnserve.store.predictor.precision import with_table_precision
+from bnserve.trainer.auto import DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
+from bnserve.trainer.data import Preprocessing, prepare
+from bnserve.trainer.data.columns import columns_of
+from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.data.encoded import encode_columns
+from bnserve.trainer.fit import fit
+from bnserve.trainer.io.frames import column_array, frame_table
+from bnserve.trainer.learners.registry import LEARNERS
+
+AUTO = "auto"
+UNKNOWN_POLICIES = ("missing", "error")
+CLASS_LABELS = "class_labels"  # metadata: the fitted y's labels as JSON values, so load gives them back
+
+
+class BayesNetClassifier(ClassifierMixin, BaseEstimator):
+    """A Bayesian network classifier learned by ``algo``.
+
+    ``algo``: a learner (nb, tan, kdb, fkdb, aode, skdb, eskdb, …, as ``trainer fit --algo``)
+    or ``"auto"`` (chosen among ``candidates`` and ``k`` by cross-validation within
+    ``time_budget`` seconds). The learner parameters (``k``, ``alpha``, ``members``, …) are
+    those of ``trainer fit``; one the chosen learner does not take is ignored, so a grid can
+    search ``algo`` and ``k`` together. ``cpt_estimator``: how counts become CPTs (laplace,
+    ``dirichlet:0.5``, ``m:1``, hdp, alr). ``discretize``: the method for numeric columns
+    (``mdl``, ``mdl:16``, ``equal-frequency:5``, …). ``missing``: available-case, impute or state.
+    ``nominal``/``numeric``: columns forced to a kind (names, or indices for an array).
+    ``handle_unknown``: a value at predict time that no training row had is treated as
+    missing (summed out), or an ``error``. ``precision``: the served tables' dtype.
+    """
+
+    def __init__(
+        self,
+        algo: str = "fkdb",
+        *,
+        k: int | None = None,
+        alpha: float | None = None,
+        theta: float | None = None,
+        members: int | None = None,
+        sample_seed: int | None = None,
+        max_parents: int | None = None,
+        loss: str | None = None,
+        fd_min_count: int | None = None,
+        start: str | None = None,
+        tabu: int | None = None,
+        tabu_steps: int | None = None,
+        metric: str | None = None,
+        order: str | None = None,
+        cpt_estimator: str | None = None,
+        discretize: str = "mdl",
+        missing: str = "available-case",
+        nominal: Sequence[str | int] | None = None,
+        numeric: Sequence[str | int] | None = None,
+        handle_unknown: str = "missing",
+        precision: str = "float64",
+        candidates: Sequence[str] | None = None,
+        time_budget: float | None = DEFAULT_BUDGET,
+    ):
+        self.algo = algo
+        self.k = k
+        self.alpha = alpha
+        self.theta = theta
+        self.members = members
+        self.sample_seed = sample_seed
+        self.max_parents = max_parents
+        self.loss = loss
+        self.fd_min_count = fd_min_count
+        self.start = start
+        self.tabu = tabu
+        self.tabu_steps = tabu_steps
+        self.metric = metric
+        self.order = order
+        self.cpt_estimator = cpt_estimator
+        self.discretize = discretize
+        self.missing = missing
+        self.nominal = nominal
+        self.numeric = numeric
+        self.handle_unknown = handle_unknown
+        self.precision = precision
+        self.candidates = candidates
+        self.time_budget = time_budget
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # missing values are summed out
+        tags.input_tags.string = True  # nominal columns may be text
+        tags.input_tags.categorical = True
+        return tags
+
+    # ------------------------------------------------------------------ fit
+
+    def fit(self, X: Any, y: Any) -> BayesNetClassifier:
+        """Learn from ``X`` (a DataFrame, or an array of rows: numbers, text, NaN/None missing)
+        and the class labels ``y``."""
+        target = str(getattr(y, "name", None) or "class")  # a pandas Series' name
+        checked, y = validate_data(self, X, y, dtype=None, ensure_all_finite="allow-nan")
+        check_classification_targets(y)
+        classes, y_codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(f"y has one class ({classes[0]!r}); a classifier needs at least two")
+        texts = [str(label) for label in classes]
+        if len(set(texts)) < len(texts):
+            raise ValueError(f"y has distinct labels that read as the same text: {texts}")
+        names = _column_names(X, checked.shape[1])
+        class_name = _free_name(target, names)
+        y_texts = column_array(np.asarray(texts, dtype=object)[y_codes])
+        table = frame_table(X if hasattr(X, "columns") else checked, names, "X", {class_name: y_texts})
+        preprocessing = self._preprocessing(names)
+        try:
+            data = prepare(columns_of(preprocessing.cleaned(table), class_name, preprocessing), preprocessing)
+            model = self._learn(data)
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from None
+        self.classes_ = classes
+        self._adopt(with_table_precision(_with_class_labels(model, classes), self.precision))
+        return self
+
+    def _learn(self, data) -> Model:
+        if self.algo == AUTO:
+            candidates = list(self.candidates or DEFAULT_CANDIDATES)
+            ks = DEFAULT_KS if self.k is None else [self.k]
+            estimators = [self.cpt_estimator] if self.cpt_estimator else list(DEFAULT_ESTIMATORS)
+            return fit_auto(data, candidates, ks, estimators=estimators, budget=self.time_budget)
+        learner = LEARNERS.get(self.algo)
+        if learner is None:
+            raise InvalidInput(f"unknown algo {self.algo!r}; expected auto or one of {', '.join(LEARNERS)}")
+        params = {p.name: getattr(self, p.name) for p in learner.params}
+        return fit(self.algo, data, self.cpt_estimator, **params)
+
+    def _preprocessing(self, names: Sequence[str]) -> Preprocessing:
+        def named(columns: Sequence[str | int] | None) -> tuple[str, ...]:
+            return tuple(names[c] if isinstance(c, int | np.integer) else str(c) for c in columns or ())
+
+        if self.handle_unknown not in UNKNOWN_POLICIES:
+            raise ValueError(
+                f"handle_unknown must be one of {', '.join(UNKNOWN_POLICIES)}, got {self.handle_unknown!r}"
+            )
+        try:
+            method = Method.parse(self.discretize)
+        except InvalidInput as exc:
+            raise ValueError(f"discretize: {exc.message}") from None
+        return Preprocessing(
+            nominal=named(self.nominal),
+            numeric=named(self.numeric),
+            discretize=method,
+            missing=self.missing,
+            force_class=True,  # y passed check_classification_targets: integer labels are classes here
+        )
+
+    def _adopt(self, model: Model) -> None:
+        """Take ``model`` as the fitted state (from ``fit`` or from the store)."""
+        self.model_ = model
+        self.n_features_in_ = len(model.features)
+        self._compiled = compile_model(model)  # here, not in predict: predicting changes no state
+
+    # ------------------------------------------------------------------ predict
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """P(class | row) for each row, columns in the order of ``classes_``."""
+        proba = self._compiled_model().predict_proba(self._codes(X))
+        return proba[:, self._class_order()]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The most probable class of each row (ties: the first in ``classes_``)."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def _compiled_model(self) -> CompiledModel:
+        check_is_fitted(self, "model_")
+        if getattr(self, "_compiled", None) is None:  # unpickled: compiled once, on first use
+            self._compiled = compile_model(self.model_)
+        return self._compiled
+
+    def _class_order(self) -> np.ndarray:
+        """Position of each of ``classes_`` among the model's class states."""
+        states = self.model_.class_variable.states
+        return np.array([states.index(str(label)) for label in self.classes_], dtype=np.intp)
+
+    def _codes(self, X: Any) -> np.ndarray:
+        """The rows of ``X`` coded against the model's features (by name for a DataFrame,
+        by position otherwise), as the server codes a request."""
+        features = self._compiled_model().features
+        checked = validate_data(self, X, dtype=None, ensure_all_finite="allow-nan", reset=False)
+        names = _column_names(X, checked.shape[1]) if hasattr(X, "columns") else [v.name for v in features]
+        table = self._preprocessing(names).cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
+        missing = [v.name for v in features if v.name not in table.header]
+        if missing:
+            raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
+        columns = [table.columns[table.header.index(v.name)] for v in features]
+        try:
+            return encode_columns(
+                features, columns, table.n_rows, source="X", unknown_as_missing=self.handle_unknown == "missing"
+            )
+        except InvalidInput as exc:
+            raise ValueError(exc.message) from None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_compiled", None)  # a pickle holds the model; its tables are compiled again
+        return state
+
+
+def from_model(model: Model) -> BayesNetClassifier:
+    """A fitted classifier around a model from the store (or a file): ``classes_`` are the
+    labels it was fitted with when the metadata keeps them, else its class states."""
+    estimator = BayesNetClassifier(str(model.algorithm) if model.algorithm in LEARNERS else AUTO)
+    labels = model.metadata.get(CLASS_LABELS)
+    states = model.class_variable.states
+    estimator.classes_ = (
+        np.asarray(labels)
+        if labels is not None and [str(v) for v in labels] == sorted_texts(labels, states)
+        else np.asarray(states, dtype=object)
+    )
+    estimator._adopt(model)
+    names = [v.name for v in model.features]
+    if names != [f"x{j}" for j in range(len(names))]:  # fitted on a DataFrame (or from a file): by name
+        estimator.feature_names_in_ = np.asarray(names, dtype=object)
+    return estimator
+
+
+def sorted_texts(labels: list, states: Sequence[str]) -> list[str]:
+    """The texts of ``labels`` if they name exactly ``states`` (any order), else []."""
+    texts = [str(v) for v in labels]
+    return texts if sorted(texts) == sorted(states) else []
+
+
+def _with_class_labels(model: Model, classes: np.ndarray) -> Model:
+    """The model with y's labels in its metadata when they are plain JSON values (so a model
+    fitted on integer labels predicts integers again after publish and load)."""
+    values = classes.tolist()
+    if not all(isinstance(v, bool | int | float | str) for v in values):
+        return model
+    return replace(model, metadata={**model.metadata, CLASS_LABELS: values})
+
+
+def _column_names(X: Any, n: int) -> list[str]:
+    """A DataFrame's column names, else x0, x1, … (scikit-learn's names for array columns)."""
+    if hasattr(X, "columns"):
+        return [str(c) for c in X.columns]
+    return [f"x{j}" for j in range(n)]
+
+
+def _free_name(name: str, taken: Sequence[str]) -> str:
+    """``name``, or ``name_1``, ``name_2``… when a feature has it."""
+    candidate, i = name, 0
+    while candidate in taken:
+        i += 1
+        candidate = f"{name}_{i}"
+    return candidate

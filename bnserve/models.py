@@ -1,0 +1,60 @@
+"""Models between a notebook and the model store: ``publish`` a fitted classifier as a new
+version, ``load`` one back as a fitted classifier. The store is the one ``trainer`` and
+``server`` use: a SQLAlchemy URL, by default ``$BNSERVE_STORE_URL`` (else
+``sqlite:///bnserve.db``), or an open ``ModelStore``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from bnserve.estimator import BayesNetClassifier, from_model
+from bnserve.store.db import ModelStore, resolve_store_url
+from bnserve.store.model import Model
+from bnserve.store.model.names import check_alias, check_model_name, parse_ref
+
+
+def publish(
+    classifier: BayesNetClassifier | Model,
+    name: str,
+    aliases: Sequence[str] = (),
+    store: str | ModelStore | None = None,
+) -> int:
+    """Publish a fitted classifier (or a ``Model``) as the next version of ``name``, with
+    ``aliases`` (e.g. ``["production"]``) pointed at it in the same transaction; returns the version."""
+    model = classifier if isinstance(classifier, Model) else _fitted_model(classifier)
+    check_model_name(name)
+    for alias in [aliases] if isinstance(aliases, str) else aliases:
+        check_alias(alias)
+    with _opened(store, create=True) as opened:
+        return opened.publish(name, model, [aliases] if isinstance(aliases, str) else tuple(aliases))
+
+
+def load(ref: str, store: str | ModelStore | None = None) -> BayesNetClassifier:
+    """The version ``ref`` names (``NAME``, ``NAME:VERSION`` or ``NAME@ALIAS``; ``NAME``
+    alone: its production alias, else its latest version) as a fitted classifier."""
+    return from_model(load_model(ref, store))
+
+
+def load_model(ref: str, store: str | ModelStore | None = None) -> Model:
+    """The ``Model`` itself (variables, networks, CPTs, metadata) of the version ``ref`` names."""
+    name, version, alias = parse_ref(ref)
+    with _opened(store) as opened:
+        return opened.load(name, version=version, alias=alias).model
+
+
+def _fitted_model(classifier: BayesNetClassifier) -> Model:
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(classifier, "model_")
+    return classifier.model_
+
+
+@contextmanager
+def _opened(store: str | ModelStore | None, create: bool = False) -> Iterator[ModelStore]:
+    """``store`` itself if open (left open), else the store at that URL, closed after use."""
+    if isinstance(store, ModelStore):
+        yield store
+        return
+    with ModelStore(resolve_store_url(store), create=create) as opened:
+        yield opened

@@ -1,0 +1,167 @@
+"""bnserve.Client against the real server on a real port: the three forms of rows give the
+estimator's own probabilities; batches, metadata and the model list; TLS and the bearer
+token; retries after UNAVAILABLE; errors as the server sent them. And publish/load between
+a notebook and the store (SQLite and PostgreSQL), served by the server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pandas as pd
+import pytest
+
+import bnserve.client
+from bnserve import BayesNetClassifier, Client, load, load_model, publish
+from bnserve.server.app import App
+from bnserve.server.config import ServeConfig
+from bnserve.store.db import ModelStore
+from tests.certificates import make_pki
+from tests.e2e.serving import free_port
+from tests.in_process_server import running_app
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@pytest.fixture(scope="module")
+def fitted() -> tuple[BayesNetClassifier, pd.DataFrame]:
+    frame = pd.read_csv(DATA / "hepatitis.csv.gz")
+    X, y = frame.drop(columns="class"), frame["class"]
+    return BayesNetClassifier("tan").fit(X, y), X
+
+
+@pytest.fixture(scope="module")
+def server(fitted, tmp_path_factory):
+    clf, _ = fitted
+    with running_app(tmp_path_factory.mktemp("store"), {"hepatitis": clf.model_}) as app:
+        yield app
+
+
+def test_dicts_frames_and_codes_give_the_estimators_probabilities(server, fitted):
+    clf, X = fitted
+    expected = clf.predict_proba(X)
+    with Client(f"127.0.0.1:{server.port}") as client:
+        by_frame = client.predict("hepatitis", X)
+        by_dicts = client.predict("hepatitis", X.to_dict(orient="records"))
+        by_codes = client.predict("hepatitis", clf._codes(X))
+    for answer in (by_frame, by_dicts, by_codes):
+        assert (answer.model, answer.version, answer.classes) == ("hepatitis", 1, ("DIE", "LIVE"))
+        np.testing.assert_allclose(answer.probabilities, expected, rtol=0, atol=1e-12)
+        assert answer.labels.tolist() == clf.predict(X).tolist()
+    frame = by_frame.to_frame()
+    assert list(frame.columns) == ["label", "DIE", "LIVE"] and len(frame) == len(X)
+
+
+def test_rows_go_in_batches_of_batch_rows(server, fitted):
+    clf, X = fitted
+    with Client(f"127.0.0.1:{server.port}", batch_rows=7) as client:
+        answer = client.predict("hepatitis", X.head(30))
+        single = client.predict("hepatitis", [{}])  # every feature missing: the class prior
+    np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X.head(30)), rtol=0, atol=1e-12)
+    assert single.probabilities.shape == (1, 2)
+
+
+def test_metadata_and_the_model_list(server, fitted):
+    clf, _ = fitted
+    with Client(f"127.0.0.1:{server.port}") as client:
+        models = client.list_models()
+        meta = client.metadata("hepatitis", version=1, include_parameters=True)
+    assert [(m.name, m.versions, m.latest_version) for m in models] == [("hepatitis", (1,), 1)]
+    assert meta["features"] == [v.name for v in clf.model_.features]
+    assert meta["classes"] == ["DIE", "LIVE"] and meta["algorithm"] == "tan"
+    assert len(meta["cpts"]) == len(clf.model_.variables)
+
+
+def test_errors_come_as_the_server_sent_them(server):
+    with Client(f"127.0.0.1:{server.port}") as client:
+        with pytest.raises(grpc.RpcError) as missing:
+            client.predict("no-such-model", [{}])
+        with pytest.raises(grpc.RpcError) as bad:
+            client.predict("hepatitis", [{"SEX": "unknown"}])
+        unseen = client.predict("hepatitis", [{"SEX": "unknown"}], unseen_as_missing=True)
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+    assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'unknown'" in bad.value.details()
+    assert unseen.probabilities.shape == (1, 2)
+
+
+def test_tls_and_the_bearer_token(fitted, tmp_path):
+    clf, X = fitted
+    pki = make_pki(tmp_path / "pki")
+    tokens = tmp_path / "tokens"
+    tokens.write_text("s3cret-token\n")
+    with running_app(tmp_path, {"hepatitis": clf.model_}, tls_cert=str(pki.server.cert),
+                     tls_key=str(pki.server.key), tls_client_ca=str(pki.ca.cert),
+                     auth_token_file=str(tokens)) as app:
+        target = f"localhost:{app.port}"
+        with Client(target, root_certificates=str(pki.ca.cert), certificate_chain=str(pki.client.cert),
+                    private_key=str(pki.client.key), token="s3cret-token") as client:
+            answer = client.predict("hepatitis", X.head(3))
+        np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X.head(3)), rtol=0, atol=1e-12)
+        with Client(target, root_certificates=pki.ca.cert.read_bytes(), certificate_chain=str(pki.client.cert),
+                    private_key=str(pki.client.key)) as client, pytest.raises(grpc.RpcError) as no_token:
+            client.list_models()
+        assert no_token.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with pytest.raises(ValueError, match="together"):
+        Client(target, certificate_chain=str(pki.client.cert))
+
+
+def test_unavailable_is_tried_again_until_the_server_is_up(fitted, tmp_path, monkeypatch):
+    """The server starts only once the client's first attempt has failed (its first backoff
+    pause): with retries the call waits for it; without, it fails."""
+    clf, X = fitted
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with ModelStore(url, create=True) as store:
+        store.publish("hepatitis", clf.model_)
+    port = free_port()
+    with Client(f"127.0.0.1:{port}", retries=0, timeout=5) as client, pytest.raises(grpc.RpcError) as down:
+        client.list_models()
+    assert down.value.code() == grpc.StatusCode.UNAVAILABLE
+    started = threading.Event()
+    apps: list[App] = []
+
+    def start_later() -> None:
+        started.wait()
+        apps.append(App(ServeConfig(store_url=url, host="127.0.0.1", port=port, metrics_port=-1)).start())
+
+    class Clock:  # the client's clock; its first pause (after a failed attempt) starts the server
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            started.set()
+            time.sleep(seconds)
+
+    monkeypatch.setattr(bnserve.client, "time", Clock)
+    thread = threading.Thread(target=start_later)
+    thread.start()
+    try:
+        with Client(f"127.0.0.1:{port}", retries=30, timeout=60) as client:
+            answer = client.predict("hepatitis", X.head(2))
+        assert started.is_set()
+        np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X.head(2)), rtol=0, atol=1e-12)
+    finally:
+        started.set()
+        thread.join()
+        for app in apps:
+            app.stop()
+
+
+def test_publish_and_load_between_notebook_store_and_server(fitted, empty_url, tmp_path):
+    clf, X = fitted
+    codes = BayesNetClassifier("nb").fit(X, pd.read_csv(DATA / "hepatitis.csv.gz")["class"].map({"DIE": 0, "LIVE": 1}))
+    assert publish(clf, "hepatitis", ["production"], store=empty_url) == 1
+    assert publish(codes, "hepatitis", ["staging"], store=empty_url) == 2
+    production = load("hepatitis", store=empty_url)  # no selector: the production alias
+    np.testing.assert_array_equal(production.predict_proba(X), clf.predict_proba(X))
+    assert production.classes_.tolist() == ["DIE", "LIVE"]
+    staging = load("hepatitis@staging", store=empty_url)
+    assert staging.classes_.tolist() == [0, 1] and set(staging.predict(X).tolist()) <= {0, 1}
+    np.testing.assert_array_equal(staging.predict_proba(X), codes.predict_proba(X))
+    assert load_model("hepatitis:2", store=empty_url).checksum() == codes.model_.checksum()
+    with pytest.raises(Exception, match="no alias 'canary'"):
+        load("hepatitis@canary", store=empty_url)
+    with pytest.raises(Exception, match="invalid"):
+        publish(clf, "bad name", store=empty_url)

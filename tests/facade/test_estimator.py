@@ -1,0 +1,154 @@
+"""bnserve.BayesNetClassifier: scikit-learn's own estimator checks for every learner, the
+same model as ``trainer fit`` on the same data, and the notebook workflows (clone, CV,
+Pipeline, GridSearchCV, pickling)."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.compose import ColumnTransformer
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.utils.estimator_checks import check_estimator
+
+from bnserve import BayesNetClassifier
+from bnserve.store.db import ModelStore
+from bnserve.store.predictor import compile_model
+from bnserve.trainer.cli import main as trainer
+from bnserve.trainer.data import load_with
+from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+# The one check that does not run: it needs SCIPY_ARRAY_API=1, and the estimator declares
+# no Array API support (its data become text columns, not array-API arrays).
+SKIPPED = {"check_array_api_input"}
+
+
+@pytest.mark.parametrize("algo", [*LEARNERS, "auto"])
+def test_scikit_learn_estimator_checks_pass(algo):
+    small_auto = {"candidates": ("nb", "tan"), "k": 1, "cpt_estimator": "laplace"}  # seconds, not minutes
+    estimator = BayesNetClassifier(algo, **(small_auto if algo == "auto" else {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"]: str(r["exception"])[:300] for r in results if r["status"] == "failed"}
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    assert failed == {}
+    assert skipped <= SKIPPED
+    assert len(results) >= 50
+
+
+def test_every_learner_parameter_is_a_constructor_argument():
+    params = BayesNetClassifier().get_params()
+    assert set(PARAMETERS) <= set(params)
+
+
+def hepatitis() -> tuple[pd.DataFrame, pd.Series]:
+    frame = pd.read_csv(DATA / "hepatitis.csv.gz")
+    return frame.drop(columns="class"), frame["class"]
+
+
+def test_the_model_is_the_one_trainer_fit_learns_from_the_same_file(tmp_path):
+    """Numeric columns with missing values, nominal ones, pandas' own dtypes (AGE int,
+    BILIRUBIN float with NaN, text): the same cut points, structure and CPTs, so the same
+    posteriors on every row as the trainer's model of the file."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    source = str(DATA / "hepatitis.csv.gz")
+    assert trainer(["fit", "--algo", "kdb", "--k", "2", "--data", source, "--name", "h", "--store", url]) == 0
+    with ModelStore(url) as store:
+        theirs = store.load("h").model
+    X, y = hepatitis()
+    ours = BayesNetClassifier("kdb", k=2).fit(X, y)
+    assert [(v.name, v.kind, v.cuts) for v in ours.model_.variables] == [
+        (v.name, v.kind, v.cuts) for v in theirs.variables
+    ]
+    assert [net.arcs for net in ours.model_.networks] == [net.arcs for net in theirs.networks]
+    coded = load_with(source, theirs.variables)
+    expected = compile_model(theirs).predict_proba(coded.X)
+    np.testing.assert_allclose(ours.predict_proba(X)[coded.y >= 0], expected, rtol=0, atol=1e-12)
+
+
+def test_labels_come_back_as_given_and_proba_columns_follow_classes():
+    X, y = hepatitis()
+    codes = y.map({"DIE": 7, "LIVE": 3}).to_numpy()
+    clf = BayesNetClassifier("nb").fit(X, codes)
+    assert clf.classes_.tolist() == [3, 7]
+    by_text = BayesNetClassifier("nb").fit(X, y)  # classes_ DIE, LIVE: the other order
+    np.testing.assert_allclose(clf.predict_proba(X), by_text.predict_proba(X)[:, ::-1])
+    assert set(clf.predict(X).tolist()) <= {3, 7}
+
+
+def test_missing_values_and_unseen_labels_are_summed_out_or_refused():
+    X, y = hepatitis()
+    clf = BayesNetClassifier("tan").fit(X, y)
+    row = X.iloc[[0]].copy()
+    unseen = row.copy()
+    unseen["SEX"] = "unknown"
+    missing = row.copy()
+    missing["SEX"] = np.nan
+    np.testing.assert_array_equal(clf.predict_proba(unseen), clf.predict_proba(missing))
+    assert not np.allclose(clf.predict_proba(row), clf.predict_proba(missing))
+    strict = BayesNetClassifier("tan", handle_unknown="error").fit(X, y)
+    with pytest.raises(ValueError, match=r"column 'SEX': unknown value 'unknown'; known: female, male"):
+        strict.predict(unseen)
+
+
+def test_columns_are_checked_as_scikit_learn_checks_them():
+    X, y = hepatitis()
+    clf = BayesNetClassifier("nb").fit(X, y)
+    with pytest.raises(ValueError, match="same order"):
+        clf.predict(X[list(reversed(X.columns))])
+    with pytest.raises(ValueError, match="AGE"):
+        clf.predict(X.drop(columns="AGE"))
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        by_position = clf.predict_proba(X.to_numpy())
+    np.testing.assert_array_equal(by_position, clf.predict_proba(X))
+
+
+def test_an_array_of_text_and_numbers_is_typed_as_the_file_would_be():
+    rng = np.random.default_rng(0)
+    colour = rng.choice(["red", "green", "blue"], 300)
+    size = rng.normal(size=300) + (colour == "red")
+    code = rng.integers(1, 4, 300)  # three whole numbers: codes of a nominal column, as in a CSV
+    y = np.where(size + (code == 2) > 0.5, "big", "small")
+    X = np.array([colour, size, code], dtype=object).T
+    clf = BayesNetClassifier("nb").fit(X, y)
+    kinds = {v.name: v.kind for v in clf.model_.features}
+    assert kinds == {"x0": "nominal", "x1": "numeric", "x2": "nominal"}
+    assert clf.model_.variable("x2").states == ("1", "2", "3")
+    assert clf.score(X, y) > 0.8
+
+
+def test_scikit_learn_workflows(tmp_path):
+    X, y = hepatitis()
+    assert clone(BayesNetClassifier("kdb", k=1)).get_params()["k"] == 1
+    scores = cross_val_score(BayesNetClassifier("nb"), X, y, cv=5)
+    assert scores.shape == (5,) and scores.mean() > 0.75
+    search = GridSearchCV(BayesNetClassifier(), {"algo": ["nb", "tan", "kdb"], "k": [1, 2]}, cv=3).fit(X, y)
+    assert search.best_params_["algo"] in {"nb", "tan", "kdb"} and search.best_score_ > 0.75
+    pipeline = Pipeline([
+        ("columns", ColumnTransformer([("keep", "passthrough", ["AGE", "SEX", "BILIRUBIN", "ALBUMIN", "PROTIME"])],
+                                      verbose_feature_names_out=False).set_output(transform="pandas")),
+        ("bn", BayesNetClassifier("tan")),
+    ]).fit(X, y)
+    assert [v.name for v in pipeline[-1].model_.features] == ["AGE", "SEX", "BILIRUBIN", "ALBUMIN", "PROTIME"]
+    restored = pickle.loads(pickle.dumps(pipeline))
+    np.testing.assert_array_equal(restored.predict_proba(X), pipeline.predict_proba(X))
+
+
+def test_bad_parameters_are_value_errors_naming_them():
+    X, y = hepatitis()
+    with pytest.raises(ValueError, match="unknown algo 'kbd'"):
+        BayesNetClassifier("kbd").fit(X, y)
+    with pytest.raises(ValueError, match="discretize"):
+        BayesNetClassifier(discretize="sometimes").fit(X, y)
+    with pytest.raises(ValueError, match="handle_unknown"):
+        BayesNetClassifier(handle_unknown="ignore").fit(X, y)
+    with pytest.raises(ValueError, match="k"):
+        BayesNetClassifier("kdb", k=-1).fit(X, y)
