@@ -197,18 +197,21 @@ def _alembic(url: str, action, revision: str) -> None:
     engine.dispose()
 
 
-def test_a_store_of_schema_0003_is_refused_then_upgraded_without_losing_anything(store_url, rng):
+@pytest.mark.parametrize("old", ["0003", "0001"])
+def test_an_old_store_is_refused_then_upgraded_without_losing_anything(store_url, rng, old):
+    """0001 too: its 0002 and 0003 once copied ``variables`` whole on SQLite, which failed
+    on a store holding any model (FOREIGN KEY constraint failed)."""
     with ModelStore(store_url) as store:
         for _ in range(3):
             store.publish("m", random_model(rng), aliases=["production"])
         store.publish("n", random_model(rng))
         store.set_alias("m", "staging", 1)
         before = {(s.name, v): store.load(s.name, version=v).checksum for s in store.list_models() for v in s.versions}
-    _alembic(store_url, command.downgrade, "0003")  # the store as the previous release left it
+    _alembic(store_url, command.downgrade, old)  # the store as an earlier release left it
 
-    with pytest.raises(SchemaMismatch, match="revision 0003, behind this bnserve's 0004.*`trainer db upgrade"):
+    with pytest.raises(SchemaMismatch, match=f"revision {old}, behind this bnserve's 0004.*`trainer db upgrade"):
         ModelStore(store_url)
-    assert upgrade_store(store_url) == ("0003", head_revision())
+    assert upgrade_store(store_url) == (old, head_revision())
 
     with ModelStore(store_url) as store:
         after = {(s.name, v): store.load(s.name, version=v).checksum for s in store.list_models() for v in s.versions}
