@@ -144,12 +144,12 @@ class ModelRepository:
             return name in models and version in models[name].versions
 
         with self._on_demand_lock:
-            for key in [k for k in self._on_demand if not listed(k[0], k[1])]:
-                del self._on_demand[key]
-        for key in [k for k in self._refused if not listed(*k)]:
-            del self._refused[key]
-        for key in [k for k, v in self._held.items() if not listed(k[0], v)]:
-            del self._held[key]
+            for loaded in [k for k in self._on_demand if not listed(k[0], k[1])]:
+                del self._on_demand[loaded]
+        for refused in [k for k in self._refused if not listed(*k)]:
+            del self._refused[refused]
+        for held in [k for k, v in self._held.items() if not listed(k[0], v)]:
+            del self._held[held]
 
     def _refresh_one(self, summary: ModelSummary, old: ModelEntry | None) -> ModelEntry:
         """Keep every aliased version and the newest version that loads. An alias moved to a

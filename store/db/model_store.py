@@ -284,7 +284,8 @@ class ModelStore:
                 named = ", ".join(f"{a} (version {v})" for a, v in aliases.items())
                 raise InUse(
                     f"{what}: still named by the alias{'es' if len(aliases) > 1 else ''} {named}; "
-                    "move or remove them first, or force the delete to remove them too"
+                    "move or remove them first (trainer alias, unalias), or force the delete, "
+                    "which removes them too (trainer delete --force)"
                 )
             # children before parents, as the foreign keys run: arcs -> cpts -> variables -> versions
             for table in (SqlModelAlias, SqlArc, SqlCpt, SqlVariable, SqlModelVersionTag, SqlModelVersion):
@@ -526,7 +527,7 @@ def _resolve(session: Session, name: str, version: int | None, alias: str | None
     """(model id, version) for a checked selector, by ``resolve_version``; NotFound naming what is missing."""
     model_id = session.scalar(select(SqlModel.id).where(SqlModel.name == name))
     versions = session.scalars(select(SqlModelVersion.version).where(SqlModelVersion.model_id == model_id)).all()
-    if not versions:  # no such name, or every version deleted (the row stays: _take_next_version)
+    if model_id is None or not versions:  # no such name, or every version deleted (the row stays)
         raise NotFound(f"model {name!r} not found")
     aliases = dict(
         session.execute(
