@@ -3,7 +3,8 @@
 The served state is one immutable ``Snapshot``; a refresh builds a new one and swaps
 the reference, so a request always sees a consistent set of versions and aliases and
 never waits for a load. Per model the snapshot holds its latest version and every
-aliased version; other versions are loaded on demand into a small LRU.
+aliased version; other versions are loaded on demand into a small LRU. A version or model
+deleted from the store is dropped from all of it on the next refresh.
 """
 
 from __future__ import annotations
@@ -131,22 +132,44 @@ class ModelRepository:
             old = self._snapshot.models
             models = {s.name: self._refresh_one(s, old.get(s.name)) for s in summaries}
             self._snapshot = Snapshot(models)
+            self._forget_deleted(models)
             self._publish_info(old, models)
             self._ready.set()
+
+    def _forget_deleted(self, models: Mapping[str, ModelEntry]) -> None:
+        """Drop what is kept of versions no longer in the store (deleted): on-demand loads,
+        refusals, held aliases. Their numbers are never reused, so this only frees memory."""
+
+        def listed(name: str, version: int) -> bool:
+            return name in models and version in models[name].versions
+
+        with self._on_demand_lock:
+            for loaded in [k for k in self._on_demand if not listed(k[0], k[1])]:
+                del self._on_demand[loaded]
+        for refused in [k for k in self._refused if not listed(*k)]:
+            del self._refused[refused]
+        for held in [k for k, v in self._held.items() if not listed(k[0], v)]:
+            del self._held[held]
 
     def _refresh_one(self, summary: ModelSummary, old: ModelEntry | None) -> ModelEntry:
         """Keep every aliased version and the newest version that loads. An alias moved to a
         version that is refused stays at the version it named before, when that one is held."""
         name = summary.name
         loaded: dict[int, ServedModel] = {}
+        gone: set[int] = set()  # deleted between the listing and the load: left out of the entry
 
         def take(version: int) -> bool:
             if old is not None and version in old.loaded:
                 loaded[version] = old.loaded[version]
                 return True
-            if (name, version) in self._refused:
+            if (name, version) in self._refused or version in gone:
                 return False
-            served = self._load(name, version)
+            try:
+                served = self._load(name, version)
+            except NotFound:
+                log.info("%s version %d was deleted before it loaded", name, version)
+                gone.add(version)
+                return False
             if served is not None:
                 loaded[version] = served
             return served is not None
@@ -156,10 +179,12 @@ class ModelRepository:
             if take(version):
                 self._held.pop((name, alias), None)
                 continue
+            if version in gone:
+                continue  # deleted with its version (forced): the alias goes too
             # Refused: an alias this server already served stays where it was, so the
             # previous good version keeps answering for it until the alias moves again.
             previous = old.aliases.get(alias) if old is not None else None
-            if previous is not None and previous != version and take(previous):
+            if previous in summary.versions and previous != version and take(previous):
                 aliases[alias] = previous
                 if self._held.get((name, alias)) != version:
                     self._held[(name, alias)] = version
@@ -174,10 +199,13 @@ class ModelRepository:
             if version in loaded or take(version):
                 break
         refused = {v: why for (n, v), why in self._refused.items() if n == name}
-        return ModelEntry(name, tuple(summary.versions), aliases, loaded, refused)
+        versions = tuple(v for v in summary.versions if v not in gone)
+        aliases = {a: v for a, v in aliases.items() if v not in gone}
+        return ModelEntry(name, versions, aliases, loaded, refused)
 
     def _load(self, name: str, version: int) -> ServedModel | None:
-        """Read and compile one version; None (and remembered) if it is refused."""
+        """Read and compile one version; None (and remembered) if it is refused; NotFound if
+        it was deleted since the catalogue was read."""
         t0 = time.perf_counter()
         try:
             mv = self._store.load(name, version=version)
@@ -233,7 +261,7 @@ class ModelRepository:
                 if key[:2] == (name, version):
                     self._on_demand.move_to_end(key)
                     return self._on_demand[key]
-            served = self._load(name, version)
+            served = self._load(name, version)  # NotFound if deleted since the last refresh
             if served is None:
                 raise InvalidModel(
                     f"model {name!r} version {version} was refused at load: {self._refused[(name, version)]}"

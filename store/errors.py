@@ -59,6 +59,12 @@ class SchemaMismatch(BnServeError):
     code = "FAILED_PRECONDITION"
 
 
+class InUse(BnServeError):
+    """A delete of a version an alias still names (remove or move the alias, or force it)."""
+
+    code = "FAILED_PRECONDITION"
+
+
 class Conflict(BnServeError):
     """A write lost a race it could not win by retrying."""
 

@@ -1,4 +1,4 @@
-"""``trainer`` command line: fit and publish, evaluate, list, show, alias, import, export.
+"""``trainer`` command line: fit and publish, evaluate, list, show, alias, delete, import, export.
 
 Exit codes: 0 ok, 1 data or store error, 2 usage error. Our own errors print one line on
 stderr, never a traceback. Bad input is rejected before anything is written.
@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from typing import Any, NoReturn
 
 from bnserve.store.errors import BnServeError, InvalidInput
 from bnserve.store.model import Model
-from bnserve.store.model.names import check_alias, check_model_name, parse_ref
+from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags, parse_ref
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
 from bnserve.store.version import VersionAction
@@ -193,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="model name in the store")
     _store_flag(p)
     _alias_flag(p)
+    _annotation_flags(p)
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -268,8 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=_evaluate)
 
-    p = sub.add_parser("list", help="list the models in the store")
+    p = sub.add_parser("list", help="list the model versions in the store, one row each")
+    p.add_argument("name", nargs="?", metavar="NAME", help="only this model's versions")
     _store_flag(p)
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per version")
     p.set_defaults(run=_list)
 
     p = sub.add_parser("show", help="show one model version")
@@ -293,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
     _store_flag(p)
     p.set_defaults(run=_unalias)
 
+    p = sub.add_parser("delete", help="delete a model version, or every version of a model")
+    p.add_argument("ref", metavar="NAME[:VERSION]")
+    p.add_argument(
+        "--force", action="store_true", help="also remove the aliases that point at what is deleted (refused otherwise)"
+    )
+    _store_flag(p)
+    p.set_defaults(run=_delete)
+
     p = sub.add_parser("import", help="publish a network from a BIF or XMLBIF file as a new version")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--format", choices=IMPORT_FORMATS, help="default: from the extension (.bif, .xml, .xmlbif)")
@@ -305,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True, help="model name in the store")
     _store_flag(p)
     _alias_flag(p)
+    _annotation_flags(p)
     p.set_defaults(run=_import)
 
     p = sub.add_parser("db", help="the store's database schema")
@@ -345,6 +358,26 @@ def _alias_flag(p: argparse.ArgumentParser) -> None:
         metavar="ALIAS",
         help="point this alias (e.g. production) at the new version, in the same transaction; repeat for more",
     )
+
+
+def _annotation_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--description", metavar="TEXT", help="a description of the new version (up to 1000 characters)")
+    p.add_argument(
+        "--tag",
+        dest="tags",
+        action="append",
+        default=[],
+        type=_tag,
+        metavar="KEY=VALUE",
+        help="tag the new version (KEY like a model name, VALUE up to 256 characters); repeat for more",
+    )
+
+
+def _tag(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -486,9 +519,7 @@ def _fit(args: argparse.Namespace) -> int:
         raise UsageError("--candidates and --time-budget apply to --algo auto only")
     else:
         params = _learner_params(args)
-    _check_flag(check_model_name, args.name, "--name")
-    for alias in args.aliases:
-        _check_flag(check_alias, alias, "--alias")
+    _check_publish_flags(args)
     _check_store_url(args.store)  # before the training, which may take minutes
     rows_needed = bool(args.estimator and args.estimator.needs_rows)
     streamable = args.algo != AUTO and LEARNERS[args.algo].streams(params) and not rows_needed
@@ -634,19 +665,49 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    """One row per version, from the catalogue's light columns (no CPT is read); the
+    description is cut to fit the terminal's width (100 columns when not a terminal)."""
+    if args.name is not None:
+        _check_flag(check_model_name, args.name, "NAME")
     with _open_store(args.store) as store:
-        summaries = store.list_models()
-    if not summaries:
+        versions = store.list_versions(args.name)
+    if args.json:
+        doc = [
+            {
+                "name": v.name,
+                "version": v.version,
+                "created": _utc(v.created_at_ms),
+                "created_at_ms": v.created_at_ms,
+                "algorithm": v.algorithm,
+                "aliases": list(v.aliases),
+                "description": v.description,
+                "tags": dict(v.tags),
+            }
+            for v in versions
+        ]
+        print(json.dumps(doc, indent=2))
+        return 0
+    if not versions:
         print("no models")
         return 0
-    rows = [("NAME", "LATEST", "VERSIONS", "ALIASES")]
-    for s in summaries:
-        aliases = ", ".join(f"{a}={v}" for a, v in sorted(s.aliases.items()))
-        rows.append((s.name, str(s.latest_version), str(len(s.versions)), aliases))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r[:3], widths)) + "  " + r[3])
+    rows = [("NAME", "VERSION", "CREATED", "ALGORITHM", "ALIASES")]
+    rows += [(v.name, str(v.version), _utc(v.created_at_ms), v.algorithm, ",".join(v.aliases) or "-") for v in versions]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    room = max(shutil.get_terminal_size((100, 24)).columns - sum(widths) - 2 * len(widths), 20)
+    descriptions = ["DESCRIPTION", *(_one_line(v.description, room) for v in versions)]
+    for row, description in zip(rows, descriptions):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + description)
     return 0
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _one_line(text: str | None, room: int) -> str:
+    """``text`` on one line of at most ``room`` characters ("-" for none)."""
+    flat = " ".join((text or "").split()) or "-"
+    return flat if len(flat) <= room else flat[: room - 1].rstrip() + "…"
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -666,6 +727,8 @@ def _show(args: argparse.Namespace) -> int:
             "created_at_ms": mv.created_at_ms,
             "checksum": mv.checksum,
             "aliases": aliases,
+            "description": mv.description,
+            "tags": dict(mv.tags),
             **structure_dict(model),
             "arcs": [[[p, c] for p, c in net.arcs] for net in model.networks],
         }
@@ -673,6 +736,10 @@ def _show(args: argparse.Namespace) -> int:
         return 0
     print(f"{mv.name} version {mv.version}  created {created}  checksum {mv.checksum}")
     print(f"aliases: {', '.join(aliases) if aliases else 'none'}")
+    if mv.description is not None:
+        print("description: " + mv.description.replace("\n", "\n  "))
+    if mv.tags:
+        print(f"tags: {', '.join(f'{k}={v}' for k, v in mv.tags.items())}")
     print(f"algorithm: {model.algorithm}  combination: {model.combination}")
     print(f"parameters: {json.dumps(dict(model.params), sort_keys=True)}")
     print("variables:")
@@ -710,21 +777,52 @@ def _unalias(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delete(args: argparse.Namespace) -> int:
+    if "@" in args.ref:
+        raise UsageError(f"delete takes NAME or NAME:VERSION, not an alias ({args.ref!r}); remove one with unalias")
+    name, version, _ = _parse_ref(args.ref)
+    with _open_store(args.store) as store:
+        deleted = store.delete(name, version, force=args.force)
+    numbers = ", ".join(map(str, deleted.versions))
+    if version is None:
+        line = f"deleted model {name} (version{'s' if len(deleted.versions) > 1 else ''} {numbers})"
+    else:
+        line = f"deleted {name} version {numbers}"
+    if deleted.aliases:
+        removed = ", ".join(f"{a} (version {v})" for a, v in deleted.aliases.items())
+        line += f"; removed the alias{'es' if len(deleted.aliases) > 1 else ''} {removed}"
+    print(line)
+    return 0
+
+
 def _import(args: argparse.Namespace) -> int:
     fmt = args.format or format_of(args.file)
     if fmt not in IMPORT_FORMATS:
         raise UsageError(f"cannot tell the format of {args.file!r} from its extension; give --format bif or xmlbif")
+    _check_publish_flags(args)
+    return _publish(args, read_model(args.file, fmt, args.class_name))
+
+
+def _check_publish_flags(args: argparse.Namespace) -> None:
+    """--name, --alias, --description and --tag of fit and import, checked before any work."""
     _check_flag(check_model_name, args.name, "--name")
     for alias in args.aliases:
         _check_flag(check_alias, alias, "--alias")
-    return _publish(args, read_model(args.file, fmt, args.class_name))
+    _check_flag(check_description, args.description, "--description")
+    keys = [key for key, _ in args.tags]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise UsageError(f"--tag: the key {', '.join(map(repr, twice))} is given more than once")
+    _check_flag(check_tags, dict(args.tags), "--tag")
 
 
 def _publish(args: argparse.Namespace, model: Model) -> int:
     """Publish ``model`` as the next version of ``--name`` with ``--alias``es, and say so. The
     store is opened only now: bad input never reaches it (a new store is created)."""
     with _open_store(args.store, create=True) as store:
-        version = store.publish(args.name, model, tuple(args.aliases))
+        version = store.publish(
+            args.name, model, tuple(args.aliases), description=args.description, tags=dict(args.tags)
+        )
     aliases = ", ".join(args.aliases) if args.aliases else "none"
     estimator = model.metadata.get("estimator", "laplace")
     described = _describe(

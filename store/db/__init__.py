@@ -1,9 +1,9 @@
-"""SQL persistence of models: versioned, immutable, aliased, in SQLite (the embedded
+"""SQL persistence of models: versioned, immutable, aliased, deletable, in SQLite (the embedded
 default) or PostgreSQL, same code. ``model_store.ModelStore`` is the repository; the
 mapped rows (``tables``) and their conversion (``rows``) never leave it. Which database
 (``url``), how to open it (``engine``) and its schema and migrations (``schema``)."""
 
-from bnserve.store.db.model_store import ModelStore, ModelSummary, ModelVersion
+from bnserve.store.db.model_store import Deleted, ModelStore, ModelSummary, ModelVersion, VersionSummary
 from bnserve.store.db.schema import UPGRADE_COMMAND, upgrade_store
 from bnserve.store.db.url import DEFAULT_STORE_URL, STORE_URL_ENV, STORE_URL_FILE_ENV, redacted, resolve_store_url
 
@@ -12,9 +12,11 @@ __all__ = [
     "STORE_URL_ENV",
     "STORE_URL_FILE_ENV",
     "UPGRADE_COMMAND",
+    "Deleted",
     "ModelStore",
     "ModelSummary",
     "ModelVersion",
+    "VersionSummary",
     "redacted",
     "resolve_store_url",
     "upgrade_store",

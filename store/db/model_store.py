@@ -1,7 +1,8 @@
-"""The model store: publish, resolve, load and alias model versions in a SQL database.
+"""The model store: publish, resolve, load, alias, list and delete model versions in a SQL database.
 
-Modelled on MLflow's registry ``SqlAlchemyStore``: the mapped rows (``tables``)
-never leave a session; callers get plain ``ModelVersion`` and ``ModelSummary`` objects.
+Modelled on MLflow's registry ``SqlAlchemyStore``: the mapped rows (``tables``) never
+leave a session; callers get plain ``ModelVersion``, ``ModelSummary``, ``VersionSummary``
+and ``Deleted`` objects. Reads see one snapshot of the store for their whole transaction.
 Every public method validates its arguments, then runs one transaction through
 ``_transaction``, which owns commit, rollback and close and turns database errors into
 ``bnserve.store.errors`` kinds. Writes that lose a race on a unique key are retried as a whole,
@@ -17,21 +18,30 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Engine, delete, func, insert, make_url, select, update
+from sqlalchemy import CursorResult, Engine, delete, insert, make_url, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from bnserve.store.db.engine import create_store_engine, writer
 from bnserve.store.db.rows import model_to_rows, rows_to_model
 from bnserve.store.db.schema import UPGRADE_COMMAND, check_schema
-from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
+from bnserve.store.db.tables import (
+    SqlArc,
+    SqlCpt,
+    SqlModel,
+    SqlModelAlias,
+    SqlModelVersion,
+    SqlModelVersionTag,
+    SqlVariable,
+)
 from bnserve.store.db.url import redacted
 from bnserve.store.errors import (
     BnServeError,
     Conflict,
+    InUse,
     InvalidInput,
     NotFound,
     PermissionDenied,
@@ -39,7 +49,15 @@ from bnserve.store.errors import (
     StoreUnavailable,
 )
 from bnserve.store.model import Model
-from bnserve.store.model.names import check_alias, check_model_name, check_selector, check_version, resolve_version
+from bnserve.store.model.names import (
+    check_alias,
+    check_description,
+    check_model_name,
+    check_selector,
+    check_tags,
+    check_version,
+    resolve_version,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +76,8 @@ class ModelVersion:
     checksum: str
     aliases: tuple[str, ...]  # the aliases pointing at this version, sorted
     model: Model
+    description: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)  # sorted by key
 
 
 @dataclass(frozen=True)
@@ -71,6 +91,28 @@ class ModelSummary:
     @property
     def latest_version(self) -> int:
         return self.versions[-1]
+
+
+@dataclass(frozen=True)
+class VersionSummary:
+    """One version's catalogue row (``trainer list``); read without touching any blob."""
+
+    name: str
+    version: int
+    created_at_ms: int
+    algorithm: str
+    aliases: tuple[str, ...]  # sorted
+    description: str | None
+    tags: Mapping[str, str]  # sorted by key
+
+
+@dataclass(frozen=True)
+class Deleted:
+    """What ``ModelStore.delete`` removed."""
+
+    name: str
+    versions: tuple[int, ...]  # ascending
+    aliases: Mapping[str, int]  # the aliases removed with them (force), alias -> version
 
 
 class _WriteRace(Conflict):
@@ -98,7 +140,7 @@ class ModelStore:
         except BaseException:
             self._engine.dispose()
             raise
-        self._reads = sessionmaker(self._engine, expire_on_commit=False)
+        self._reads = sessionmaker(_snapshot_reads(self._engine), expire_on_commit=False)
         self._writes = sessionmaker(writer(self._engine), expire_on_commit=False)
         log.info("model store open at %s", self._url)
 
@@ -121,12 +163,24 @@ class ModelStore:
 
     # ------------------------------------------------------------------ writes
 
-    def publish(self, name: str, model: Model, aliases: Sequence[str] = ()) -> int:
+    def publish(
+        self,
+        name: str,
+        model: Model,
+        aliases: Sequence[str] = (),
+        *,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> int:
         """Write ``model`` as the next version of ``name`` (created if new); returns that version.
 
-        ``aliases`` are pointed at the new version in the same transaction.
+        The number is one above the highest ever published, deleted ones included.
+        ``aliases`` are pointed at the new version in the same transaction; ``description``
+        and ``tags`` are stored with it, outside the model and its checksum.
         """
         check_model_name(name)
+        description = check_description(description)
+        tags = check_tags({} if tags is None else tags)
         if isinstance(aliases, str):
             raise InvalidInput(
                 f"publishing model {name!r}: aliases must be a list of names, got the string {aliases!r}"
@@ -139,10 +193,16 @@ class ModelStore:
 
         def write(session: Session) -> int:
             model_id = _lock_model(session, name, create=True)
-            version = (_latest_version(session, model_id) or 0) + 1
+            version = _take_next_version(session, model_id)
             keyed = rows.keyed(model_id, version, _now_ms())
-            session.execute(insert(SqlModelVersion), [keyed.header])
-            for table, values in ((SqlVariable, keyed.variables), (SqlCpt, keyed.cpts), (SqlArc, keyed.arcs)):
+            session.execute(insert(SqlModelVersion), [{**keyed.header, "description": description}])
+            tag_rows = [{"model_id": model_id, "version": version, "key": k, "value": v} for k, v in tags.items()]
+            for table, values in (
+                (SqlModelVersionTag, tag_rows),
+                (SqlVariable, keyed.variables),
+                (SqlCpt, keyed.cpts),
+                (SqlArc, keyed.arcs),
+            ):
                 if values:
                     session.execute(insert(table), values)
             for alias in aliases:
@@ -193,6 +253,55 @@ class ModelStore:
         log.info("alias %s of %s removed (was version %d)", alias, name, version)
         return version
 
+    def delete(self, name: str, version: int | None = None, *, force: bool = False) -> Deleted:
+        """Delete one version of ``name``, or every version when ``version`` is None.
+
+        Refused (InUse, naming them) while an alias points at a version to delete, unless
+        ``force``, which removes those aliases too. NotFound for a model without versions
+        or a missing version. The numbers are not reused: the next publish continues after
+        the highest ever published. A server drops what was deleted on its next poll.
+        """
+        check_model_name(name)
+        version = None if version is None else check_version(version)
+        what = f"deleting model {name!r}" + ("" if version is None else f" version {version}")
+
+        def write(session: Session) -> Deleted:
+            model_id = _lock_model(session, name, create=False)  # no publish or alias move meanwhile
+            held = set(session.scalars(select(SqlModelVersion.version).where(SqlModelVersion.model_id == model_id)))
+            if not held:
+                raise NotFound(f"model {name!r} not found")
+            if version is not None and version not in held:
+                raise NotFound(f"model {name!r} has no version {version}")
+            doomed = sorted(held) if version is None else [version]
+            aliases = dict(
+                session.execute(
+                    select(SqlModelAlias.alias, SqlModelAlias.version)
+                    .where(SqlModelAlias.model_id == model_id, SqlModelAlias.version.in_(doomed))
+                    .order_by(SqlModelAlias.alias)
+                ).all()
+            )
+            if aliases and not force:
+                named = ", ".join(f"{a} (version {v})" for a, v in aliases.items())
+                raise InUse(
+                    f"{what}: still named by the alias{'es' if len(aliases) > 1 else ''} {named}; "
+                    "move or remove them first (trainer alias, unalias), or force the delete, "
+                    "which removes them too (trainer delete --force)"
+                )
+            # children before parents, as the foreign keys run: arcs -> cpts -> variables -> versions
+            for table in (SqlModelAlias, SqlArc, SqlCpt, SqlVariable, SqlModelVersionTag, SqlModelVersion):
+                session.execute(delete(table).where(table.model_id == model_id, table.version.in_(doomed)))
+            return Deleted(name, tuple(doomed), aliases)
+
+        deleted = self._write(what, write)
+        log.info(
+            "deleted %s version%s %s%s",
+            name,
+            "s" if len(deleted.versions) > 1 else "",
+            ", ".join(map(str, deleted.versions)),
+            f" and its aliases {', '.join(deleted.aliases)}" if deleted.aliases else "",
+        )
+        return deleted
+
     # ------------------------------------------------------------------ reads
 
     def resolve(self, name: str, version: int | None = None, alias: str | None = None) -> int:
@@ -224,18 +333,31 @@ class ModelStore:
                 .order_by(SqlArc.network, SqlArc.child, SqlArc.position)
             ).all()
             aliases = session.scalars(select(SqlModelAlias.alias).where(*_key(SqlModelAlias, model_id, number))).all()
+            tags = session.execute(
+                select(SqlModelVersionTag.key, SqlModelVersionTag.value)
+                .where(*_key(SqlModelVersionTag, model_id, number))
+                .order_by(SqlModelVersionTag.key)
+            ).all()
             assert header is not None, "the version was resolved in this transaction"
             model = rows_to_model(name, header, variables, cpts, arcs)
-            loaded = ModelVersion(name, number, header.created_at_ms, header.checksum, tuple(sorted(aliases)), model)
+            loaded = ModelVersion(
+                name,
+                number,
+                header.created_at_ms,
+                header.checksum,
+                tuple(sorted(aliases)),
+                model,
+                header.description,
+                dict(tags),
+            )
         loaded.model.validate()
         return loaded
 
     def list_models(self) -> list[ModelSummary]:
         """Every model with its versions and aliases, sorted by name."""
         with self._transaction("listing models") as session:
-            # Aliases before versions: on PostgreSQL each statement sees what was committed
-            # when it began, and versions are only ever added, so every aliased version read
-            # here is in the versions read after it, even with publishes committing between.
+            # One snapshot for the three reads (_snapshot_reads): every aliased version read
+            # here is in the versions read, whatever publishes and deletes commit meanwhile.
             names = session.execute(select(SqlModel.id, SqlModel.name)).all()
             alias_rows = session.execute(
                 select(SqlModelAlias.model_id, SqlModelAlias.alias, SqlModelAlias.version)
@@ -255,6 +377,63 @@ class ModelStore:
             ),
             key=lambda s: s.name,
         )
+
+    def list_versions(self, name: str | None = None) -> list[VersionSummary]:
+        """One row per version, by name then version; of model ``name`` only if given
+        (NotFound when it has no versions). Reads no CPT blob."""
+        if name is not None:
+            check_model_name(name)
+        with self._transaction("listing versions") as session:
+            where = () if name is None else (SqlModel.name == name,)
+            headers = session.execute(
+                select(
+                    SqlModel.name,
+                    SqlModelVersion.model_id,
+                    SqlModelVersion.version,
+                    SqlModelVersion.created_at_ms,
+                    SqlModelVersion.algorithm,
+                    SqlModelVersion.description,
+                )
+                .join(SqlModel, SqlModel.id == SqlModelVersion.model_id)
+                .where(*where)
+                .order_by(SqlModel.name, SqlModelVersion.version)
+            ).all()
+            ids = {h.model_id for h in headers}
+            alias_rows = session.execute(
+                select(SqlModelAlias.model_id, SqlModelAlias.version, SqlModelAlias.alias).where(
+                    SqlModelAlias.model_id.in_(ids)
+                )
+            ).all()
+            tag_rows = session.execute(
+                select(
+                    SqlModelVersionTag.model_id,
+                    SqlModelVersionTag.version,
+                    SqlModelVersionTag.key,
+                    SqlModelVersionTag.value,
+                )
+                .where(SqlModelVersionTag.model_id.in_(ids))
+                .order_by(SqlModelVersionTag.key)
+            ).all()
+        if name is not None and not headers:
+            raise NotFound(f"model {name!r} not found")
+        aliases: dict[tuple[int, int], list[str]] = defaultdict(list)
+        for model_id, version, alias in alias_rows:
+            aliases[(model_id, version)].append(alias)
+        tags: dict[tuple[int, int], dict[str, str]] = defaultdict(dict)
+        for model_id, version, key, value in tag_rows:
+            tags[(model_id, version)][key] = value
+        return [
+            VersionSummary(
+                h.name,
+                h.version,
+                h.created_at_ms,
+                h.algorithm,
+                tuple(sorted(aliases[(h.model_id, h.version)])),
+                h.description,
+                tags[(h.model_id, h.version)],
+            )
+            for h in headers
+        ]
 
     # ------------------------------------------------------------------ transactions
 
@@ -289,6 +468,16 @@ class ModelStore:
                 log.debug("%s: attempt %d lost a race (%s); retrying", what, attempt, exc.message)
                 time.sleep(random.uniform(0.0, 0.02 * attempt))
         raise AssertionError("unreachable")
+
+
+def _snapshot_reads(engine: Engine) -> Engine:
+    """The engine for read transactions, each of which sees one snapshot throughout, so that
+    a listing or a load never mixes rows from before and after a concurrent publish or delete.
+    PostgreSQL: REPEATABLE READ (a transaction that only reads is never refused for it);
+    SQLite in WAL mode already reads so."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="REPEATABLE READ")
+    return engine
 
 
 def _check_sqlite_file(url: str) -> None:
@@ -337,19 +526,24 @@ def _point_alias(session: Session, model_id: int, alias: str, version: int) -> N
 def _resolve(session: Session, name: str, version: int | None, alias: str | None) -> tuple[int, int]:
     """(model id, version) for a checked selector, by ``resolve_version``; NotFound naming what is missing."""
     model_id = session.scalar(select(SqlModel.id).where(SqlModel.name == name))
-    if model_id is None:
+    versions = session.scalars(select(SqlModelVersion.version).where(SqlModelVersion.model_id == model_id)).all()
+    if model_id is None or not versions:  # no such name, or every version deleted (the row stays)
         raise NotFound(f"model {name!r} not found")
     aliases = dict(
         session.execute(
             select(SqlModelAlias.alias, SqlModelAlias.version).where(SqlModelAlias.model_id == model_id)
         ).all()
     )
-    versions = session.scalars(select(SqlModelVersion.version).where(SqlModelVersion.model_id == model_id)).all()
     return model_id, resolve_version(name, versions, aliases, version, alias)
 
 
-def _latest_version(session: Session, model_id: int) -> int | None:
-    return session.scalar(select(func.max(SqlModelVersion.version)).where(SqlModelVersion.model_id == model_id))
+def _take_next_version(session: Session, model_id: int) -> int:
+    """The next version number of a model whose row this transaction has locked: one above
+    the highest ever published (``models.last_version``), so a deleted number is never reused."""
+    last = session.scalar(select(SqlModel.last_version).where(SqlModel.id == model_id))
+    version = (last or 0) + 1
+    session.execute(update(SqlModel).where(SqlModel.id == model_id).values(last_version=version))
+    return version
 
 
 def _key(table: Any, model_id: int, version: int) -> tuple:

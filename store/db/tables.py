@@ -1,8 +1,8 @@
 """Mapped rows of the model store: thin, one class per table, no behaviour.
 
-Relational where people query (models, versions, aliases, variables, arcs), one blob
-per CPT. A version's rows are keyed by ``(model_id, version)`` and never change once
-written; only ``model_aliases`` rows move. The schema itself is created by the alembic
+Relational where people query (models, versions, aliases, tags, variables, arcs), one
+blob per CPT. A version's rows are keyed by ``(model_id, version)`` and never change once
+written (a delete removes them all); only ``model_aliases`` rows move. The schema itself is created by the alembic
 migrations in ``store/migrations``; a test checks that the two agree.
 """
 
@@ -21,12 +21,14 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 MODEL_NAME_LENGTH = 128  # also the alias length
 SYMBOL_LENGTH = 256  # variable names, algorithm names (store.model.MAX_NAME_LENGTH)
 SHA256_HEX_LENGTH = 64
+TAG_VALUE_LENGTH = 256  # store.model.names.TAG_VALUE_LENGTH
 
 
 class Base(DeclarativeBase):
@@ -34,13 +36,16 @@ class Base(DeclarativeBase):
 
 
 class SqlModel(Base):
-    """A named model; its versions hang off ``id``."""
+    """A named model; its versions hang off ``id``. ``last_version`` is the highest version
+    ever published, so a deleted version's number is never given to another; the row stays
+    when every version is deleted, to keep it."""
 
     __tablename__ = "models"
 
     id: Mapped[int] = mapped_column(Integer, autoincrement=True)
     name: Mapped[str] = mapped_column(String(MODEL_NAME_LENGTH), nullable=False)
     created_at_ms: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    last_version: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
 
     __table_args__ = (
         PrimaryKeyConstraint("id", name="pk_models"),
@@ -49,7 +54,8 @@ class SqlModel(Base):
 
 
 class SqlModelVersion(Base):
-    """One immutable version: the scalar parts of the Model and the checksum over all of it."""
+    """One immutable version: the scalar parts of the Model and the checksum over all of it,
+    and the publisher's ``description`` (outside the model and its checksum)."""
 
     __tablename__ = "model_versions"
 
@@ -62,6 +68,7 @@ class SqlModelVersion(Base):
     metadata_json: Mapped[str] = mapped_column(Text, nullable=False)
     checksum: Mapped[str] = mapped_column(String(SHA256_HEX_LENGTH), nullable=False)
     created_at_ms: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", name="pk_model_versions"),
@@ -84,6 +91,26 @@ class SqlModelAlias(Base):
             ["model_id", "version"],
             ["model_versions.model_id", "model_versions.version"],
             name="fk_model_aliases_version",
+        ),
+    )
+
+
+class SqlModelVersionTag(Base):
+    """key = value on one version, given at publish time (``--tag``); outside the model's checksum."""
+
+    __tablename__ = "model_version_tags"
+
+    model_id: Mapped[int] = mapped_column(Integer)
+    version: Mapped[int] = mapped_column(Integer)
+    key: Mapped[str] = mapped_column(String(MODEL_NAME_LENGTH))
+    value: Mapped[str] = mapped_column(String(TAG_VALUE_LENGTH), nullable=False)
+
+    __table_args__ = (
+        PrimaryKeyConstraint("model_id", "version", "key", name="pk_model_version_tags"),
+        ForeignKeyConstraint(
+            ["model_id", "version"],
+            ["model_versions.model_id", "model_versions.version"],
+            name="fk_model_version_tags_version",
         ),
     )
 

@@ -1,5 +1,5 @@
-"""Model names, aliases and versions: the rules every caller checks before any database
-work, and the one rule that says which version a request means."""
+"""Model names, aliases, versions, and a version's description and tags: the rules every
+caller checks before any database work, and the one rule that says which version a request means."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from bnserve.store.errors import InvalidInput, NotFound
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 NAME_RULE = "1-128 characters from [A-Za-z0-9._-], starting with a letter or digit"
 DEFAULT_ALIAS = "production"  # what a request naming neither a version nor an alias gets, when it is set
+DESCRIPTION_LENGTH = 1000  # characters
+TAG_VALUE_LENGTH = 256  # characters; a tag's key follows NAME_RULE
+MAX_TAGS = 32  # per version
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_model_name(name: object) -> str:
@@ -28,6 +32,43 @@ def check_alias(alias: object) -> str:
     if alias.isdigit():
         raise InvalidInput(f"alias {alias!r} is invalid: an alias cannot be all digits (it would read as a version)")
     return alias
+
+
+def check_description(description: object) -> str | None:
+    """A version's free text: at most ``DESCRIPTION_LENGTH`` characters, no control character
+    but newline and tab; "" or None for none."""
+    if description is None or description == "":
+        return None
+    if not isinstance(description, str):
+        raise InvalidInput(f"description {description!r} is invalid: expected a text")
+    if len(description) > DESCRIPTION_LENGTH:
+        raise InvalidInput(
+            f"description is invalid: {len(description)} characters, at most {DESCRIPTION_LENGTH} are kept"
+        )
+    if _CONTROL.search(description.replace("\n", "").replace("\t", "")):
+        raise InvalidInput(f"description {description!r} is invalid: it holds a control character")
+    return description
+
+
+def check_tags(tags: object) -> dict[str, str]:
+    """A version's tags as a dict: at most ``MAX_TAGS``, keys by ``NAME_RULE``, values one line
+    of at most ``TAG_VALUE_LENGTH`` characters ("" allowed)."""
+    if not isinstance(tags, Mapping):
+        raise InvalidInput(f"tags {tags!r} are invalid: expected a mapping of key to value")
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput(f"tags are invalid: {len(tags)} of them, at most {MAX_TAGS} per version")
+    for key, value in tags.items():
+        if not isinstance(key, str) or not NAME_RE.fullmatch(key):
+            raise InvalidInput(f"tag key {key!r} is invalid: use {NAME_RULE}")
+        if not isinstance(value, str):
+            raise InvalidInput(f"tag {key!r} has the value {value!r}: expected a text")
+        if len(value) > TAG_VALUE_LENGTH:
+            raise InvalidInput(
+                f"tag {key!r} is invalid: its value has {len(value)} characters, at most {TAG_VALUE_LENGTH}"
+            )
+        if _CONTROL.search(value):
+            raise InvalidInput(f"tag {key!r} has the value {value!r}: it holds a control character")
+    return dict(sorted(tags.items()))
 
 
 def check_version(version: object) -> int:

@@ -87,6 +87,65 @@ def test_aliases_and_on_demand_versions(model_store, rng):
     assert repo.get("m", version=1)[0].version == 1
 
 
+def test_a_deleted_version_or_model_is_dropped_on_the_next_poll(model_store, rng):
+    """Issue 15: `trainer delete` of a version (on demand, latest, or aliased with --force) or of
+    a whole model; after the next poll the server answers NotFound for it, as for one never published."""
+    for _ in range(4):
+        model_store.publish("m", random_model(rng))
+    model_store.set_alias("m", "staging", 1)
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    assert repo.get("m", version=2)[0].version == 2  # now held on demand
+    assert sorted(repo.entry("m").loaded) == [1, 4]
+
+    model_store.delete("m", 2)
+    model_store.delete("m", 4)
+    model_store.delete("m", 1, force=True)
+    repo.refresh()
+
+    for version in (1, 2, 4):
+        with pytest.raises(NotFound, match=f"model 'm' has no version {version}"):
+            repo.get("m", version=version)
+    with pytest.raises(NotFound, match="model 'm' has no alias 'staging'"):
+        repo.get("m", alias="staging")
+    assert repo.get("m")[0].version == 3
+    assert sorted(repo.entry("m").loaded) == [3]
+    assert not [key for key in repo._on_demand if key[:2] == ("m", 2)]  # its compiled tables are let go
+
+    model_store.delete("m")
+    repo.refresh()
+    with pytest.raises(NotFound, match="model 'm' not found"):
+        repo.get("m")
+    model_store.publish("m", random_model(rng))  # the name again: numbers go on
+    repo.refresh()
+    assert repo.get("m")[0].version == 5
+
+
+def test_a_version_deleted_while_the_server_reads_the_store_is_skipped(model_store, store_url, rng):
+    """The catalogue lists version 2, then a delete commits before it is loaded: the poll
+    still succeeds and serves version 1, and nothing of version 2 is left."""
+    model_store.publish("m", random_model(rng), aliases=["production"])
+    model_store.publish("m", random_model(rng), aliases=["production"])
+    repo = ModelRepository(model_store)
+    deleted = []
+
+    @sa.event.listens_for(model_store.engine, "after_cursor_execute")
+    def delete_after_the_listing(conn, cursor, statement, parameters, context, executemany) -> None:
+        if "FROM model_versions" in statement and not deleted:
+            with ModelStore(store_url) as other:
+                deleted.append(other.delete("m", 2, force=True))
+
+    repo.refresh()
+    sa.event.remove(model_store.engine, "after_cursor_execute", delete_after_the_listing)
+    assert deleted
+    assert repo.get("m")[0].version == 1
+    assert repo.entry("m").versions == (1,) and repo.entry("m").aliases == {}
+    with pytest.raises(NotFound):
+        repo.get("m", version=2)
+    repo.refresh()
+    assert repo.entry("m").versions == (1,)
+
+
 def test_a_store_outage_keeps_the_loaded_models_serving(tmp_path, rng):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     with ModelStore(url, create=True) as store:

@@ -19,10 +19,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("variables") as batch:
-        batch.add_column(sa.Column("cuts_json", sa.Text(), nullable=True))
+    # Plain ALTER TABLE (no batch copy): SQLite refuses to drop and copy ``variables``
+    # while ``cpts`` rows name it, so a batch upgrade fails on any store holding a model.
+    op.add_column("variables", sa.Column("cuts_json", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("variables") as batch:
-        batch.drop_column("cuts_json")
+    op.drop_column("variables", "cuts_json")  # SQLite 3.35+

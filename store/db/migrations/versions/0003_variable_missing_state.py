@@ -19,10 +19,10 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("variables") as batch:
-        batch.add_column(sa.Column("missing_state", sa.Boolean(), nullable=False, server_default=sa.false()))
+    # Plain ALTER TABLE (no batch copy): SQLite refuses to drop and copy ``variables``
+    # while ``cpts`` rows name it, so a batch upgrade fails on any store holding a model.
+    op.add_column("variables", sa.Column("missing_state", sa.Boolean(), nullable=False, server_default=sa.false()))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("variables") as batch:
-        batch.drop_column("missing_state")
+    op.drop_column("variables", "missing_state")  # SQLite 3.35+
