@@ -5,13 +5,13 @@ version, ``load`` one back as a fitted classifier. The store is the one ``traine
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from bnserve.estimator import BayesNetClassifier, from_model
 from bnserve.store.db import ModelStore, resolve_store_url
 from bnserve.store.model import Model
-from bnserve.store.model.names import check_alias, check_model_name, parse_ref
+from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags, parse_ref
 
 
 def publish(
@@ -19,15 +19,23 @@ def publish(
     name: str,
     aliases: Sequence[str] = (),
     store: str | ModelStore | None = None,
+    *,
+    description: str | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> int:
     """Publish a fitted classifier (or a ``Model``) as the next version of ``name``, with
-    ``aliases`` (e.g. ``["production"]``) pointed at it in the same transaction; returns the version."""
+    ``aliases`` (e.g. ``["production"]``) pointed at it in the same transaction, and the
+    version's ``description`` and ``tags`` (as ``trainer fit --description --tag``); returns
+    the version. Everything is checked before the store is opened."""
     model = classifier if isinstance(classifier, Model) else _fitted_model(classifier)
+    aliases = [aliases] if isinstance(aliases, str) else list(aliases)
     check_model_name(name)
-    for alias in [aliases] if isinstance(aliases, str) else aliases:
+    for alias in aliases:
         check_alias(alias)
+    check_description(description)
+    check_tags({} if tags is None else tags)
     with _opened(store, create=True) as opened:
-        return opened.publish(name, model, [aliases] if isinstance(aliases, str) else tuple(aliases))
+        return opened.publish(name, model, aliases, description=description, tags=tags)
 
 
 def load(ref: str, store: str | ModelStore | None = None) -> BayesNetClassifier:

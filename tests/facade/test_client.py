@@ -153,7 +153,11 @@ def test_publish_and_load_between_notebook_store_and_server(fitted, empty_url, t
     clf, X = fitted
     codes = BayesNetClassifier("nb").fit(X, pd.read_csv(DATA / "hepatitis.csv.gz")["class"].map({"DIE": 0, "LIVE": 1}))
     assert publish(clf, "hepatitis", ["production"], store=empty_url) == 1
-    assert publish(codes, "hepatitis", ["staging"], store=empty_url) == 2
+    assert publish(codes, "hepatitis", ["staging"], store=empty_url, description="integer labels",
+                   tags={"owner": "ds-team"}) == 2
+    with ModelStore(empty_url) as store:
+        (second,) = [v for v in store.list_versions("hepatitis") if v.version == 2]
+    assert (second.description, dict(second.tags)) == ("integer labels", {"owner": "ds-team"})
     production = load("hepatitis", store=empty_url)  # no selector: the production alias
     np.testing.assert_array_equal(production.predict_proba(X), clf.predict_proba(X))
     assert production.classes_.tolist() == ["DIE", "LIVE"]
@@ -165,3 +169,5 @@ def test_publish_and_load_between_notebook_store_and_server(fitted, empty_url, t
         load("hepatitis@canary", store=empty_url)
     with pytest.raises(Exception, match="invalid"):
         publish(clf, "bad name", store=empty_url)
+    with pytest.raises(Exception, match="tag key .bad key!. is invalid"):
+        publish(clf, "hepatitis", store=empty_url, tags={"bad key!": "x"})
