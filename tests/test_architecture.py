@@ -32,7 +32,7 @@ LAYERS = {
         ["data"],
         ["learners"],
         ["fit", "formats"],
-        ["evaluation"],
+        ["evaluation", "scoring"],
         ["auto"],
         ["cli"],
     ],
