@@ -367,7 +367,7 @@ def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None
         "--keep-whitespace",
         action="store_true",
         help="keep the spaces around a value (by default ' Male' is read as 'Male'"
-        + (", unless the model was trained with --keep-whitespace)" if as_trained else ")"),
+        + ("; default: as the model was trained)" if as_trained else ")"),
     )
 
 

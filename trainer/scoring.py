@@ -48,7 +48,9 @@ def output_format(path: str | None) -> str | None:
     return fmt if fmt in OUTPUT_FORMATS else None
 
 
-def as_trained(model: Model, na_values: Sequence[str] | None, keep_whitespace: bool, delimiter: str | None):
+def as_trained(
+    model: Model, na_values: Sequence[str] | None, keep_whitespace: bool, delimiter: str | None
+) -> Preprocessing:
     """How to read the texts of a file to score: as the model's training data was read (its
     metadata's ``preprocessing``: missing markers, whitespace), unless told otherwise."""
     recorded = model.metadata.get("preprocessing") or {}
