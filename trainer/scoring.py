@@ -168,7 +168,10 @@ def _writer(out: str | None, fmt: str, schema: pa.Schema) -> Iterator[Any]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(part, 0o666 & ~umask)  # as a file opened for writing would be, not mkstemp's 0600
-        os.replace(part, out)
+        try:
+            os.replace(part, out)
+        except OSError as exc:
+            raise InvalidInput(f"cannot write {out}: {exc.strerror or exc}") from None
     except BaseException:
         os.unlink(part)
         raise

@@ -222,6 +222,14 @@ def test_refusals(capsys, trained, store, tmp_path):
     assert code == 1 and "'predicted' named twice" in err
     code, _, err = run(capsys, "predict", "m@production", "--data", scored, "--store", store)
     assert code == 1 and "production" in err
+    unseen = write_csv(tmp_path / "unseen.csv", HEADER, [*body[:3], [*body[3][:-1], "maybe"]])
+    code, _, err = run(capsys, "predict", "m", "--data", unseen, "--store", store)
+    assert code == 1 and "line 5: column 'label': unknown value 'maybe'; known: no, yes" in err
+    (tmp_path / "a_folder.csv").mkdir()
+    code, _, err = run(capsys, "predict", "m", "--data", scored, "--out", str(tmp_path / "a_folder.csv"),
+                       "--store", store)
+    assert code == 1 and f"cannot write {tmp_path / 'a_folder.csv'}: Is a directory" in err
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
 
 
 def test_the_output_equals_what_the_server_answers(capsys, trained, store, tmp_path):
