@@ -247,3 +247,19 @@ def test_the_output_equals_what_the_server_answers(capsys, trained, store, tmp_p
         reply = predictor_pb2_grpc.PredictorStub(channel).Predict(pb.PredictRequest(model="m", instances=instances))
     assert np.array_equal(np.array([p.probabilities for p in reply.predictions]), proba)
     assert [p.label for p in reply.predictions] == [r[0] for r in body]
+
+
+def test_delimiter_and_format_flags(capsys, trained, store, tmp_path):
+    model, scored = trained
+    body = list(csv.reader(open(scored)))[1:]
+    semicolons = tmp_path / "new.txt"
+    with open(semicolons, "w", newline="") as f:
+        csv.writer(f, delimiter=";").writerows([HEADER, *body])
+    code, out, err = run(capsys, "predict", "m", "--data", str(semicolons), "--format", "csv", "--delimiter", ";",
+                         "--chunk-rows", "40", "--store", store)
+    assert code == 0, err
+    assert np.array_equal(read_output(out)[2], expected_of(model, scored)[0])
+    path = tmp_path / "scores.parquet"
+    assert run(capsys, "predict", "m", "--data", scored, "--out", str(path), "--store", store)[0] == 0
+    code, _, err = run(capsys, "predict", "m", "--data", str(path), "--delimiter", ";", "--store", store)
+    assert code == 1 and "a delimiter applies to CSV and TSV files, not parquet" in err
