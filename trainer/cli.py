@@ -690,9 +690,12 @@ def _predict(args: argparse.Namespace) -> int:
     scored = score_file(
         mv.model, args.data, args.out, keep=keep, fmt=args.fmt, preprocessing=reading, chunk_rows=args.chunk_rows
     )
-    missing = f" ({scored.with_missing:,} with missing values)" if scored.with_missing else ""
     where = f" into {args.out}" if args.out else ""
-    print(f"{PROG}: scored {scored.rows:,} rows{missing} with {mv.name} version {mv.version}{where}", file=sys.stderr)
+    print(
+        f"{PROG}: scored {scored.rows:,} rows ({scored.with_missing:,} with missing values) "
+        f"with {mv.name} version {mv.version}{where}",
+        file=sys.stderr,
+    )
     if scored.with_class is not None:
         accuracy = f"{scored.accuracy:.4f}" if scored.accuracy is not None else "undefined"
         print(
