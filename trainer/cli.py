@@ -1,4 +1,4 @@
-"""``trainer`` command line: fit and publish, evaluate, predict, list, show, alias, import, export.
+"""``trainer`` command line: fit and publish, evaluate, list, show, alias, import, export.
 
 Exit codes: 0 ok, 1 data or store error, 2 usage error. Our own errors print one line on
 stderr, never a traceback. Bad input is rejected before anything is written.
@@ -228,27 +228,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=_fit)
 
-    p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
-    learning_flags(p, several=True)
-    how = p.add_mutually_exclusive_group()
-    how.add_argument("--folds", type=_positive, default=10, help="stratified CV folds (default 10)")
-    how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating (one --data)")
-    p.add_argument("--repeats", type=_positive, default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)")
-    p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
-    p.add_argument(
-        "--per-class",
-        action="store_true",
-        help="under each learner: its confusion matrix and each class's precision, recall and F1 (always in --json)",
-    )
-    p.add_argument("--json", dest="json_out", metavar="OUT", help="also write every figure as JSON to OUT")
-    p.add_argument(
-        "--candidates",
-        type=_algorithms,
-        metavar="ALGO[,ALGO…]",
-        help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)",
-    )
-    p.set_defaults(run=_evaluate)
-
     p = sub.add_parser(
         "predict",
         help="score a data file with a model version: the predicted class and each class's probability per row",
@@ -284,6 +263,27 @@ def build_parser() -> argparse.ArgumentParser:
     _reading_flags(p, as_trained=True)
     _store_flag(p)
     p.set_defaults(run=_predict)
+
+    p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
+    learning_flags(p, several=True)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--folds", type=_positive, default=10, help="stratified CV folds (default 10)")
+    how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating (one --data)")
+    p.add_argument("--repeats", type=_positive, default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)")
+    p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
+    p.add_argument(
+        "--per-class",
+        action="store_true",
+        help="under each learner: its confusion matrix and each class's precision, recall and F1 (always in --json)",
+    )
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="also write every figure as JSON to OUT")
+    p.add_argument(
+        "--candidates",
+        type=_algorithms,
+        metavar="ALGO[,ALGO…]",
+        help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)",
+    )
+    p.set_defaults(run=_evaluate)
 
     p = sub.add_parser("list", help="list the models in the store")
     _store_flag(p)
