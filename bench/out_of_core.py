@@ -94,11 +94,16 @@ def write_csv(path: pathlib.Path, rows: int, seed: int = 0) -> None:
 def fit_child(csv: pathlib.Path, store: str, flags: list[str]) -> tuple[float, float]:
     """(seconds, peak memory in bytes) of one `trainer fit` process and the processes it
     starts (``--jobs``: a fork server and its workers, which the trainer does not wait for
-    itself). Peak memory is the larger of the trainer's own peak RSS (``ru_maxrss``, exact)
-    and the RSS summed over the process tree, sampled every 50 ms (pages shared between the
-    processes counted in each: an upper bound)."""
+    itself), by ``measure_child``."""
     argv = [str(BIN / "trainer"), "fit", "--algo", "fkdb", "--k", "2", "--data", str(csv)]
-    argv += ["--name", "ooc", "--store", store, *flags]
+    return measure_child([*argv, "--name", "ooc", "--store", store, *flags])
+
+
+def measure_child(argv: list[str]) -> tuple[float, float]:
+    """(seconds, peak memory in bytes) of the process ``argv`` and the processes it starts.
+    Peak memory is the larger of its own peak RSS (``ru_maxrss``, exact) and the RSS summed
+    over the process tree, sampled every 50 ms (pages shared between the processes counted
+    in each: an upper bound)."""
     with tempfile.TemporaryFile("w+") as err:
         t = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
@@ -113,7 +118,7 @@ def fit_child(csv: pathlib.Path, store: str, flags: list[str]) -> tuple[float, f
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
-            raise RuntimeError(f"trainer fit failed: {err.read()[-2000:]}")
+            raise RuntimeError(f"{pathlib.Path(argv[0]).name} {argv[1]} failed: {err.read()[-2000:]}")
     return seconds, float(max(peak, usage.ru_maxrss * 1024))
 
 

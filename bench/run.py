@@ -10,8 +10,8 @@ in-process prediction (item 3), memory (item 6); then the modules of
 their own data): out-of-core training (item 2, at 1M rows; `python bench/out_of_core.py
 --rows 10000000 --no-peer` for the 10M-row figure), training on Dask (item 2, 2M rows;
 `python bench/on_dask.py` for 10M), over the wire (item 4), worker
-processes (item 5), the KServe peer (item 7). Prints the table, and
-writes the JSON and the Markdown report with the machine, the date, the command, the
+processes (item 5), the KServe peer (item 7), batch scoring with `trainer predict` (item 8,
+1M rows). Prints the table, and writes the JSON and the Markdown report with the machine, the date, the command, the
 workload, and for each missed goal what bounds it. Every ratio compares figures taken
 in this run, interleaved, since the machine's other load moves absolute times.
 ``--quick`` runs small sizes in under a minute, as a smoke check; its figures are not
@@ -39,7 +39,14 @@ from bench.report import Row, Section, fmt, machine, render_markdown, render_tab
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULES = ("bench.training", "bench.prediction", "bench.memory")
-SERVING_MODULES = ("bench.out_of_core", "bench.on_dask", "bench.over_the_wire", "bench.workers", "bench.peer_kserve")
+SERVING_MODULES = (
+    "bench.out_of_core",
+    "bench.on_dask",
+    "bench.over_the_wire",
+    "bench.workers",
+    "bench.peer_kserve",
+    "bench.batch_scoring",
+)
 TRAIN_ROWS, QUICK_TRAIN_ROWS = 1_000_000, 40_000
 TEST_ROWS, QUICK_TEST_ROWS = 100_000, 10_000
 

@@ -36,7 +36,7 @@ LAYERS = {
         ["data"],
         ["learners"],
         ["fit", "formats"],
-        ["evaluation"],
+        ["evaluation", "scoring"],
         ["auto"],
         ["cli"],
     ],

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
             "with the same columns (fit), or builtin:chess" + ("; several for a comparison" if several else ""),
         )
         p.add_argument("--class", dest="class_column", metavar="COLUMN", help="class column (default: the last)")
-        p.add_argument("--format", dest="fmt", choices=FORMATS, help="file format (default: from the extension)")
+        _reading_flags(p)
         p.add_argument(
             "--nominal", action="extend", nargs="+", default=[], metavar="COLUMN", help="treat these columns as nominal"
         )
@@ -165,28 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
             "or state (missing is a state of its own, learned and served)",
         )
         p.add_argument(
-            "--na-values",
-            type=_texts,
-            default=DEFAULT_NA_VALUES,
-            metavar="TEXT[,TEXT…]",
-            help=f"texts read as a missing value, beside the empty one (default {','.join(DEFAULT_NA_VALUES)}; "
-            "'' for none)",
-        )
-        p.add_argument(
-            "--delimiter",
-            type=_delimiter,
-            metavar="CHAR",
-            help="the field separator of a CSV or TSV file, when not a comma (CSV) or a tab (TSV): e.g. ';', '|', tab",
-        )
-        p.add_argument(
             "--force-class",
             action="store_true",
             help="train on a class column that is numeric, or has more than 256 values (refused by default)",
-        )
-        p.add_argument(
-            "--keep-whitespace",
-            action="store_true",
-            help="keep the spaces around a value (by default ' Male' is read as 'Male')",
         )
 
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")
@@ -248,6 +229,42 @@ def build_parser() -> argparse.ArgumentParser:
         "the winner's final fit comes on top",
     )
     p.set_defaults(run=_fit)
+
+    p = sub.add_parser(
+        "predict",
+        help="score a data file with a model version: the predicted class and each class's probability per row",
+    )
+    p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="the rows to score: CSV, TSV, Parquet (read in chunks) or ARFF, with a column per feature of the "
+        "model; the class column is optional (when there, the accuracy is reported)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write here, as CSV (.csv) or Parquet (.parquet), instead of CSV on stdout",
+    )
+    p.add_argument(
+        "--keep",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="COLUMN",
+        help="copy these input columns (an identifier, the true class) into the output, before the prediction",
+    )
+    p.add_argument(
+        "--chunk-rows",
+        type=_positive,
+        default=DEFAULT_CHUNK_ROWS,
+        metavar="N",
+        help=f"read, score and write N rows at a time (default {DEFAULT_CHUNK_ROWS:,})",
+    )
+    _reading_flags(p, as_trained=True)
+    _store_flag(p)
+    p.set_defaults(run=_predict)
 
     p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
     learning_flags(p, several=True)
@@ -338,6 +355,33 @@ def build_parser() -> argparse.ArgumentParser:
     _store_flag(p)
     p.set_defaults(run=_export)
     return parser
+
+
+def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None:
+    """--format, --na-values, --delimiter and --keep-whitespace: how a data file's texts are
+    read. ``as_trained`` (predict): by default as the model's training data was read."""
+    p.add_argument("--format", dest="fmt", choices=FORMATS, help="file format (default: from the extension)")
+    default = "the model's, else " if as_trained else ""
+    p.add_argument(
+        "--na-values",
+        type=_texts,
+        default=None if as_trained else DEFAULT_NA_VALUES,
+        metavar="TEXT[,TEXT…]",
+        help=f"texts read as a missing value, beside the empty one (default {default}{','.join(DEFAULT_NA_VALUES)}; "
+        "'' for none)",
+    )
+    p.add_argument(
+        "--delimiter",
+        type=_delimiter,
+        metavar="CHAR",
+        help="the field separator of a CSV or TSV file, when not a comma (CSV) or a tab (TSV): e.g. ';', '|', tab",
+    )
+    p.add_argument(
+        "--keep-whitespace",
+        action="store_true",
+        help="keep the spaces around a value (by default ' Male' is read as 'Male'"
+        + ("; default: as the model was trained)" if as_trained else ")"),
+    )
 
 
 def _store_flag(p: argparse.ArgumentParser) -> None:
@@ -661,6 +705,34 @@ def _evaluate(args: argparse.Namespace) -> int:
         with open(args.json_out, "w") as out:
             json.dump(result.to_dict(), out, indent=2, allow_nan=True)
             out.write("\n")
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from bnserve.trainer.scoring import as_trained, output_format, score_file
+
+    if output_format(args.out) is None:
+        raise UsageError(f"--out {args.out}: give a .csv or .parquet file")
+    name, version, alias = _parse_ref(args.ref)
+    with _open_store(args.store) as store:
+        mv = store.load(name, version=version, alias=alias)
+    keep = list(dict.fromkeys(args.keep))
+    reading = as_trained(mv.model, args.na_values, args.keep_whitespace, args.delimiter)
+    scored = score_file(
+        mv.model, args.data, args.out, keep=keep, fmt=args.fmt, preprocessing=reading, chunk_rows=args.chunk_rows
+    )
+    where = f" into {args.out}" if args.out else ""
+    print(
+        f"{PROG}: scored {scored.rows:,} rows ({scored.with_missing:,} with missing values) "
+        f"with {mv.name} version {mv.version}{where}",
+        file=sys.stderr,
+    )
+    if scored.with_class is not None:
+        accuracy = f"{scored.accuracy:.4f}" if scored.accuracy is not None else "undefined"
+        print(
+            f"{PROG}: accuracy {accuracy} ({scored.correct:,} of the {scored.with_class:,} rows with a class)",
+            file=sys.stderr,
+        )
     return 0
 
 

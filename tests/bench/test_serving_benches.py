@@ -62,3 +62,14 @@ def test_on_dask_quick_run_reports_every_figure():
     assert len(results) == 6
     assert all(r["ours"] > 0 and r["peer"] > 0 for r in results)
     assert results[-1]["met"] is True, "the fits on and off the cluster learned different models"
+
+
+def test_batch_scoring_quick_run_reports_every_figure():
+    """bench/batch_scoring.py end to end on a small file: real `trainer fit` and `trainer
+    predict` processes, whose Parquet output must hold predict_proba's figures."""
+    from bench import batch_scoring
+
+    results = batch_scoring.run(quick=True, rows=5_000)
+    assert len(results) == 5 and all(set(r) == KEYS for r in results)
+    assert all(r["ours"] > 0 and r["peer"] > 0 for r in results)
+    assert results[-1]["met"] is True, "trainer predict's probabilities differ from predict_proba's"

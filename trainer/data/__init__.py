@@ -3,7 +3,16 @@
 values), the rows coded against the model's variables (``encoded``), or only their counts
 when a file is too large for memory (``streaming``); stratified folds (``folds``)."""
 
-from bnserve.trainer.data.encoded import EncodedData, TrainingView, encode_like, encode_with, load, load_with, prepare
+from bnserve.trainer.data.encoded import (
+    EncodedData,
+    TrainingView,
+    encode_like,
+    encode_table,
+    encode_with,
+    load,
+    load_with,
+    prepare,
+)
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, STATE, Preprocessing
 
 __all__ = [
@@ -15,6 +24,7 @@ __all__ = [
     "Preprocessing",
     "TrainingView",
     "encode_like",
+    "encode_table",
     "encode_with",
     "load",
     "load_with",

@@ -28,7 +28,7 @@ from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
-from bnserve.trainer.io import TextColumn, read_table
+from bnserve.trainer.io import RawTable, TextColumn, read_table
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 
@@ -280,21 +280,39 @@ def encode_columns(
 def load_with(
     source: str, variables: Sequence[Variable], fmt: str | None = None, preprocessing: Preprocessing | None = None
 ) -> EncodedData:
-    """Read a file (e.g. a test set) and code it against the training variables, matching columns by name.
+    """Read a file (e.g. a test set) and code it against the training variables (``encode_table``).
 
-    The file must hold every variable as a column (extra columns are ignored); rows with an
-    empty class are dropped. Its texts are read as ``preprocessing`` reads them (missing
-    markers, whitespace).
+    Rows with an empty class are dropped. Its texts are read as ``preprocessing`` reads them
+    (missing markers, whitespace).
     """
     preprocessing = preprocessing or Preprocessing()
     table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter))
-    missing_columns = [v.name for v in variables if v.name not in table.header]
-    if missing_columns:
-        raise InvalidInput(f"{source}: line 1: missing column(s) {', '.join(map(repr, missing_columns))}")
-    columns = [table.header.index(v.name) for v in variables]
-    codes = encode_columns(
-        variables, [table.columns[j] for j in columns], table.n_rows, source=source, lines=lambda: table.lines
-    )
-    y = codes[:, -1].astype(np.int64)
+    X, y = encode_table(table, variables)
+    assert y is not None  # the class is required here
     keep = y >= 0
-    return EncodedData(tuple(variables), codes[keep, :-1], y[keep], int(np.count_nonzero(~keep)), source)
+    return EncodedData(tuple(variables), X[keep], y[keep], int(np.count_nonzero(~keep)), source)
+
+
+def encode_table(
+    table: RawTable, variables: Sequence[Variable], *, class_optional: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The rows of ``table`` coded against trained ``variables`` (the features, then the
+    class), matching columns by name; other columns are ignored.
+
+    Returns the features' codes, int32 (rows, features), -1 = missing, and the class codes,
+    int64, -1 where the class is empty; or None for the class when the table has no class
+    column and ``class_optional`` (scoring new rows). Every other variable must be a column.
+    """
+    features, class_variable = variables[:-1], variables[-1]
+    has_class = class_variable.name in table.header or not class_optional
+    needed = [*features, class_variable] if has_class else list(features)
+    missing_columns = [v.name for v in needed if v.name not in table.header]
+    if missing_columns:
+        raise InvalidInput(f"{table.source}: line 1: missing column(s) {', '.join(map(repr, missing_columns))}")
+
+    def coded(some: Sequence[Variable]) -> np.ndarray:
+        columns = [table.columns[table.header.index(v.name)] for v in some]
+        return encode_columns(some, columns, table.n_rows, source=table.source, lines=lambda: table.lines)
+
+    X = coded(features)
+    return X, coded([class_variable])[:, 0].astype(np.int64) if has_class else None

@@ -14,6 +14,7 @@ from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, i
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 
 __all__ = [
+    "CHUNKED",
     "FORMATS",
     "Declared",
     "RawTable",

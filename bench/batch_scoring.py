@@ -1,0 +1,146 @@
+"""Batch scoring: `trainer predict` of a CSV of 1M rows, beside in-process predict_proba of the same rows.
+
+    python bench/batch_scoring.py [--rows 1000000] [--quick]
+
+Writes a CSV of ``rows`` rows sampled from the suite's synthetic network (n = 50 features
+with 2..4 states, c = 3; ``bench.out_of_core.write_csv``) and fits kdb k = 2 on its first
+100k rows (`trainer fit`, into a temporary SQLite store). Then `trainer predict` scores the
+whole file in a child process, once writing CSV and once Parquet: rows/s end to end
+(starting Python, reading the model from the store, reading the file in chunks of 100k
+rows, coding, scoring, writing), and its peak RSS beside the file's size. The peers, in
+this process, on the same file: ``CompiledModel.predict_proba`` of the rows already coded
+(the arithmetic alone, median of 3), and ``pandas.read_csv`` of the file, each column coded
+(``Variable.codes_of`` of its distinct values) and ``predict_proba`` (reading and scoring,
+no writing). Ratios only, no goal. The Parquet output's probabilities must equal
+``predict_proba``'s of the coded rows, bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench.out_of_core import BIN, measure_child, write_csv
+from bench.report import median
+from bench.serving import print_table, result
+
+ITEM = "8 batch scoring"
+SUITE_ROWS, QUICK_ROWS = 1_000_000, 50_000
+FIT_ROWS, QUICK_FIT_ROWS = 100_000, 20_000
+REPEATS = 3
+
+
+def run(quick: bool = False, rows: int | None = None) -> list[dict]:
+    import pandas
+    import pyarrow.parquet as pq
+
+    from bnserve.store.db import ModelStore
+    from bnserve.store.predictor import compile_model
+
+    rows = rows or (QUICK_ROWS if quick else SUITE_ROWS)
+    with tempfile.TemporaryDirectory(prefix="bnserve-scoring-") as tmp:
+        directory = pathlib.Path(tmp)
+        train, data = directory / "train.csv", directory / "rows.csv"
+        write_csv(train, QUICK_FIT_ROWS if quick else FIT_ROWS)  # the file's first rows
+        write_csv(data, rows)
+        size = os.path.getsize(data)
+        store = f"sqlite:///{directory / 'store.db'}"
+        fit = [str(BIN / "trainer"), "fit", "--algo", "kdb", "--k", "2", "--data", str(train), "--name", "kdb"]
+        measure_child([*fit, "--store", store])
+        with ModelStore(store) as models:
+            model = models.load("kdb").model
+        compiled = compile_model(model)
+
+        def predict(out: pathlib.Path) -> tuple[float, float]:
+            command = [str(BIN / "trainer"), "predict", "kdb", "--data", str(data), "--out", str(out)]
+            return measure_child([*command, "--store", store])
+
+        def pandas_read_and_score() -> tuple[float, np.ndarray]:
+            t = time.perf_counter()
+            frame = pandas.read_csv(data)
+            X = np.empty((len(frame), len(model.features)), dtype=np.int32)
+            for j, variable in enumerate(model.features):
+                values, index = np.unique(frame[variable.name].to_numpy(), return_inverse=True)
+                X[:, j] = variable.codes_of([str(v) for v in values.tolist()])[index]
+            compiled.predict_proba(X)
+            return time.perf_counter() - t, X
+
+        csv_seconds, csv_rss = predict(directory / "scores.csv")
+        parquet_seconds, _ = predict(directory / "scores.parquet")
+        pandas_seconds, X = pandas_read_and_score()
+        in_process = []
+        for _ in range(REPEATS):
+            t = time.perf_counter()
+            expected = compiled.predict_proba(X)
+            in_process.append(time.perf_counter() - t)
+        scores = pq.read_table(directory / "scores.parquet")
+        got = np.column_stack([scores[f"p_{label}"].to_numpy() for label in compiled.classes])
+        equal = bool(np.array_equal(got, expected))
+
+    per_second = {
+        "csv": rows / csv_seconds,
+        "parquet": rows / parquet_seconds,
+        "in_process": rows / median(in_process),
+        "pandas": rows / pandas_seconds,
+    }
+    name = f"kdb k=2, n={len(model.features)}, c={len(compiled.classes)}, {rows:,} rows"
+    return [
+        result(
+            ITEM,
+            f"{name}: trainer predict --out .csv rows/s end to end vs in-process predict_proba of the coded rows",
+            per_second["csv"],
+            per_second["in_process"],
+            "—",
+            None,
+        ),
+        result(
+            ITEM,
+            f"{name}: trainer predict --out .parquet rows/s end to end vs in-process predict_proba of the coded rows",
+            per_second["parquet"],
+            per_second["in_process"],
+            "—",
+            None,
+        ),
+        result(
+            ITEM,
+            f"{name}: trainer predict --out .csv rows/s end to end vs pandas.read_csv, coding and predict_proba",
+            per_second["csv"],
+            per_second["pandas"],
+            "—",
+            None,
+        ),
+        result(
+            ITEM,
+            f"{name}: trainer predict --out .csv peak RSS MiB vs the file's size",
+            csv_rss / 2**20,
+            size / 2**20,
+            "—",
+            None,
+        ),
+        result(ITEM, f"{name}: the output's probabilities equal predict_proba's", float(equal), 1.0, "equal", equal),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=None, help=f"rows to score (default {SUITE_ROWS:,})")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_ROWS:,} rows, a smoke check")
+    args = parser.parse_args()
+    t0 = time.monotonic()
+    results = run(args.quick, args.rows)
+    print(f"{time.monotonic() - t0:.0f} s")
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
