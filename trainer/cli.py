@@ -1,4 +1,4 @@
-"""``trainer`` command line: fit and publish, evaluate, list, show, alias, delete, import, export.
+"""``trainer`` command line: fit and publish, evaluate, predict (batch scoring), list, show, alias, delete, import, export.
 
 Exit codes: 0 ok, 1 data or store error, 2 usage error. Our own errors print one line on
 stderr, never a traceback. Bad input is rejected before anything is written.
