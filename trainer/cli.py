@@ -157,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
             "Zaidi et al. 2017; not with --chunk-rows); recorded in the model's metadata",
         )
         p.add_argument(
+            "--quiet",
+            "-q",
+            action="store_true",
+            help="no progress bars or notes on stderr (bars show only when stderr is a terminal)",
+        )
+        p.add_argument(
             "--missing",
             choices=MISSING_POLICIES,
             default=AVAILABLE_CASE,
@@ -186,12 +192,6 @@ def build_parser() -> argparse.ArgumentParser:
             "--keep-whitespace",
             action="store_true",
             help="keep the spaces around a value (by default ' Male' is read as 'Male')",
-        )
-        p.add_argument(
-            "--quiet",
-            "-q",
-            action="store_true",
-            help="no progress bars or notes on stderr (bars show only when stderr is a terminal)",
         )
 
     p = sub.add_parser("fit", help="learn a model and publish it as a new version")

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from bnserve.store.errors import InvalidInput
+from bnserve.trainer.io import sources
 from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
 from bnserve.trainer.io.parquet import parquet_chunks, parquet_header, read_parquet
-from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url, size_of
+from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 from bnserve.trainer.progress import stage
 
@@ -42,7 +43,7 @@ def read_table(source: str, fmt: str | None = None, delimiter: str | None = None
     fmt = _format(source, fmt)
     if delimiter and fmt not in DELIMITERS:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
-    with stage(f"reading {source}", size_of(source), "B") as bar:
+    with stage(f"reading {source}", sources.size_of(source), "B") as bar:
         if fmt == "arff":
             return read_arff(source, bar.update)
         if fmt == "parquet":
