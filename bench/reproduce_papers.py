@@ -27,7 +27,7 @@ from bnserve.trainer.data import EncodedData, Preprocessing, prepare
 from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
 from bnserve.trainer.io import read_table
-from bnserve.trainer.progress import end_progress, show_progress
+from bnserve.trainer.progress import reporting, stage, terminal_bars
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -306,13 +306,15 @@ def _random_splits(data: EncodedData, protocol: Protocol, cells: list[Cell]) -> 
     """Paper 002: fixed-size random train/test splits, the same splits for every algorithm."""
     rng = np.random.default_rng(0)
     scores: dict[Cell, list[float]] = {c: [] for c in cells}
-    for s in range(protocol.splits):
-        perm = rng.permutation(data.n_rows)
-        train = data.subset(perm[: protocol.train_size])
-        test = data.subset(perm[protocol.train_size : protocol.train_size + protocol.test_size])
-        for cell in cells:
-            show_progress(f"{cell.dataset}: {cell.label} split {s + 1}/{protocol.splits}")
-            scores[cell].append(holdout(cell.algo, train, test, **dict(cell.params)).accuracy)
+    with stage(f"{cells[0].dataset}: random splits", protocol.splits * len(cells), "split") as bar:
+        for _ in range(protocol.splits):
+            perm = rng.permutation(data.n_rows)
+            train = data.subset(perm[: protocol.train_size])
+            test = data.subset(perm[protocol.train_size : protocol.train_size + protocol.test_size])
+            for cell in cells:
+                bar.note(cell.label)
+                scores[cell].append(holdout(cell.algo, train, test, **dict(cell.params)).accuracy)
+                bar.update()
     return scores
 
 
@@ -336,13 +338,10 @@ def run_cells(cells: list[Cell]) -> dict[Cell, list[float]]:
                     folds=protocol.folds,
                     repeats=protocol.repeats,
                     seed=0,
-                    progress=show_progress,
                 )
                 out.update({c: list(r.fold_accuracies) for c, r in zip(group, results)})
         except InvalidInput as exc:
             print(f"{dataset}: skipped: {exc.message}", file=sys.stderr)
-        finally:
-            end_progress()
         print(
             f"{dataset} ({protocol.describe()}): {len(group)} cells in {time.perf_counter() - t0:.1f} s",
             file=sys.stderr,
@@ -442,7 +441,9 @@ def main() -> int:
     for c in todo:
         by_dataset.setdefault(c.dataset, []).append(c)
     for group in by_dataset.values():  # write after each data set: a long run keeps what it did
-        for cell, scores in run_cells(group).items():
+        with reporting(terminal_bars()):
+            done = run_cells(group)
+        for cell, scores in done.items():
             cache[_key(cell)] = scores
         CACHE.write_text(json.dumps(cache, indent=1) + "\n")
         write_section(DOCS / "accuracy.md", SECTION, write_report(cells, cache))

@@ -24,7 +24,7 @@ import os
 import pathlib
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +50,7 @@ from bnserve.trainer.evaluation.comparison import friedman
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
 from bnserve.trainer.io import read_table
 from bnserve.trainer.learners.registry import LEARNERS
-from bnserve.trainer.progress import end_progress, show_progress
+from bnserve.trainer.progress import reporting, terminal_bars
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -281,13 +281,11 @@ def run_dataset(name: str, methods: Sequence[Method], fresh: bool, live: bool) -
     if not todo:
         return results
     data = read(name)
-    progress: Callable[[str], None] | None = show_progress if live else None
+    bars = terminal_bars() if live else None
 
     def done(method: Method, result: dict[str, Any]) -> None:
         store(name, method, result)
         results[method.label] = result
-        if live:
-            end_progress()
         print(
             f"  {name}: {method.label:<10} accuracy {100 * result['accuracy']:5.1f} %  "
             f"fit {result['fit_seconds']:.3g} s/fold  ({result['wall_seconds']:.1f} s)",
@@ -298,14 +296,10 @@ def run_dataset(name: str, methods: Sequence[Method], fresh: bool, live: bool) -
     singles = [m for m in todo if m.kind == SINGLE]
     if singles:  # one pass over the folds: each training fold discretised once for all of them
         t0 = time.perf_counter()
-        evaluations = cross_validate_many(
-            [(m.algo, dict(m.params)) for m in singles],
-            data.ours,
-            dataset=name,
-            folds=FOLDS,
-            seed=SEED,
-            progress=progress,
-        )
+        with reporting(bars):
+            evaluations = cross_validate_many(
+                [(m.algo, dict(m.params)) for m in singles], data.ours, dataset=name, folds=FOLDS, seed=SEED
+            )
         seconds = (time.perf_counter() - t0) / len(singles)
         for m, e in zip(singles, evaluations):
             done(m, from_evaluation(e, seconds))
@@ -313,9 +307,10 @@ def run_dataset(name: str, methods: Sequence[Method], fresh: bool, live: bool) -
     if autos:  # one inner search per outer fold, each rule's pick fitted from it
         t0 = time.perf_counter()
         rules = [m.params["rule"] for m in autos]
-        evaluations = cross_validate_auto(
-            with_auto_discretization(data.ours), folds=FOLDS, seed=SEED, rules=rules, dataset=name, progress=progress
-        )
+        with reporting(bars):
+            evaluations = cross_validate_auto(
+                with_auto_discretization(data.ours), folds=FOLDS, seed=SEED, rules=rules, dataset=name
+            )
         seconds = (time.perf_counter() - t0) / len(autos)
         for m, e in zip(autos, evaluations):
             done(m, from_evaluation(e, seconds))

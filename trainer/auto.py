@@ -52,6 +52,7 @@ from bnserve.trainer.evaluation.metrics import log_losses
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
 from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.progress import stage
 
 DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
 DEFAULT_KS = (1, 2, 3)
@@ -150,23 +151,29 @@ def search(
     skipped: list[str] = []
     posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
 
-    def run(grid: Sequence[Candidate]) -> None:
-        for algo, params in grid:
-            deadline = None if budget is None or not tried else start + budget
-            scored = None
-            out = np.empty((data.n_rows, data.n_classes))
-            if deadline is None or time.perf_counter() < deadline:
-                scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out)
-            if scored is None:
-                skipped.append(describe(algo, params))
-                continue
-            scores.append(scored)
-            tried.append((algo, params))
-            posteriors.append(out)
+    def run(what: str, grid: Sequence[Candidate]) -> None:
+        with stage(f"auto: {what}", len(grid), "candidate") as bar:
+            for algo, params in grid:
+                deadline = None if budget is None or not tried else start + budget
+                scored = None
+                out = np.empty((data.n_rows, data.n_classes))
+                if deadline is None or time.perf_counter() < deadline:
+                    bar.note(describe(algo, params))
+                    scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out)
+                bar.update()
+                if scored is None:
+                    skipped.append(describe(algo, params))
+                    continue
+                scores.append(scored)
+                tried.append((algo, params))
+                posteriors.append(out)
 
-    run(candidate_grid(candidates, ks, estimators[0]))
+    run("structures", candidate_grid(candidates, ks, estimators[0]))
     ranked = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))
-    run([(tried[i][0], {**tried[i][1], "estimator": e}) for e in estimators[1:] for i in _refined(e, ranked, tried)])
+    refined = [
+        (tried[i][0], {**tried[i][1], "estimator": e}) for e in estimators[1:] for i in _refined(e, ranked, tried)
+    ]
+    run("estimators", refined)
     return Search(tuple(tried), tuple(scores), tuple(skipped), _blend(scores, posteriors, data.y, tried))
 
 
@@ -277,7 +284,8 @@ def fit_auto(
 
 def fit_choice(data: EncodedData, choice: Choice, how: str) -> Model:
     """The chosen candidate fitted on all of ``data``, with the search in its metadata."""
-    model = _fit_blend(data, choice.members) if choice.members else fit(choice.algorithm, data, **choice.params)
+    with stage(f"auto: fitting {choice.label}"):
+        model = _fit_blend(data, choice.members) if choice.members else fit(choice.algorithm, data, **choice.params)
     selection = {
         "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, {how}",
         "chosen": choice.label,
@@ -330,7 +338,6 @@ def cross_validate_auto(
     budget: float | None = DEFAULT_BUDGET,
     inner_folds: int = AUTO_FOLDS,
     dataset: str = "",
-    progress: Callable[[str], None] | None = None,
 ) -> list[Evaluation]:
     """``auto`` scored by nested CV, one ``Evaluation`` per rule: on each outer training fold
     (the same folds as ``cross_validate_many`` with this ``seed``) one inner search, then each
@@ -361,6 +368,4 @@ def cross_validate_auto(
         return lambda train: fit_choice(train, pick(searched(train), rule), f"seed {seed}; rule {rule}")
 
     fitters = [(AUTO, label if rule == MOST_ACCURATE else {**label, "rule": rule}, fitter(rule)) for rule in rules]
-    return cross_validate_fitters(
-        fitters, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed, progress=progress
-    )
+    return cross_validate_fitters(fitters, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed)

@@ -43,7 +43,7 @@ from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, r
 from bnserve.trainer.io import FORMATS, delimiter_of, is_pattern
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
-from bnserve.trainer.progress import end_progress, show_progress
+from bnserve.trainer.progress import reporting, terminal_bars
 
 PROG = "trainer"
 AUTO = "auto"
@@ -156,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
             "m:M (m-estimate towards the marginal), hdp or hdp:SWEEPS (hierarchical Dirichlet process, "
             "Petitjean et al. 2018), alr or alr:LAMBDA (discriminative CPTs fitted to P(class | x), "
             "Zaidi et al. 2017; not with --chunk-rows); recorded in the model's metadata",
+        )
+        p.add_argument(
+            "--quiet",
+            "-q",
+            action="store_true",
+            help="no progress bars or notes on stderr (bars show only when stderr is a terminal)",
         )
         p.add_argument(
             "--missing",
@@ -427,7 +433,8 @@ def _tag(text: str) -> tuple[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        return args.run(args)
+        with reporting(None if getattr(args, "quiet", False) else terminal_bars()):
+            return args.run(args)
     except UsageError as exc:
         print(f"{PROG}: usage error: {exc}", file=sys.stderr)
         return 2
@@ -604,6 +611,8 @@ def _chunk_rows_within_budget(args: argparse.Namespace, streams: bool) -> int | 
     if chunk_rows is None:
         return None
     if not streams:
+        if args.quiet:
+            return None
         print(
             f"trainer: note: {args.data} may need more memory than --memory-budget; it is read whole, since "
             f"only {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}, --missing impute) train in chunks",
@@ -654,48 +663,44 @@ def _evaluate(args: argparse.Namespace) -> int:
     evaluations, headings = [], {}
     preprocessing = _preprocessing(args)
     protocol: dict[str, Any] = {"seed": args.seed}
-    try:
-        for source in args.data:
-            train = data_io.load(source, args.class_column, preprocessing, args.fmt)
-            if args.test:
-                test = data_io.load_with(args.test, train.variables, args.fmt, preprocessing)
-                auto_train = _as_auto_reads(args, train) if auto else train
-                auto_test = (
-                    test
-                    if auto_train is train
-                    else data_io.load_with(args.test, auto_train.variables, args.fmt, preprocessing)
-                )
-                results = in_given_order(
-                    [holdout(a, train, test, **p) for a, p in candidates],
-                    holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
-                )
-                headings[results[0].dataset] = (
-                    f"trained on {source} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
-                )
-                protocol.update(kind="holdout", test=args.test)
-            else:
-                cv = {"dataset": source, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
-                results = in_given_order(
-                    cross_validate_many(candidates, train, **cv, progress=show_progress) if candidates else [],
-                    cross_validate_auto(
-                        _as_auto_reads(args, train),
-                        auto_candidates,
-                        ks,
-                        estimators=auto_estimators,
-                        **cv,
-                        progress=show_progress,
-                    )[0]
-                    if auto
-                    else None,
-                )
-                repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
-                headings[source] = (
-                    f"{source} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
-                )
-                protocol.update(kind="cross-validation", folds=args.folds, repeats=args.repeats)
-            evaluations.extend(results)
-    finally:
-        end_progress()
+    for source in args.data:
+        train = data_io.load(source, args.class_column, preprocessing, args.fmt)
+        if args.test:
+            test = data_io.load_with(args.test, train.variables, args.fmt, preprocessing)
+            auto_train = _as_auto_reads(args, train) if auto else train
+            auto_test = (
+                test
+                if auto_train is train
+                else data_io.load_with(args.test, auto_train.variables, args.fmt, preprocessing)
+            )
+            results = in_given_order(
+                [holdout(a, train, test, **p) for a, p in candidates],
+                holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
+            )
+            headings[results[0].dataset] = (
+                f"trained on {source} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
+            )
+            protocol.update(kind="holdout", test=args.test)
+        else:
+            cv = {"dataset": source, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
+            results = in_given_order(
+                cross_validate_many(candidates, train, **cv) if candidates else [],
+                cross_validate_auto(
+                    _as_auto_reads(args, train),
+                    auto_candidates,
+                    ks,
+                    estimators=auto_estimators,
+                    **cv,
+                )[0]
+                if auto
+                else None,
+            )
+            repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
+            headings[source] = (
+                f"{source} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
+            )
+            protocol.update(kind="cross-validation", folds=args.folds, repeats=args.repeats)
+        evaluations.extend(results)
     from bnserve.trainer.evaluation.comparison import compare  # scipy.stats: 0.3 s, imported for evaluate only
     from bnserve.trainer.evaluation.report import render
 

@@ -27,8 +27,9 @@ from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
 from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.progress import reporting
 from tests.data_helpers import dataset_text, write
-from tests.trainer.conftest import run
+from tests.trainer.conftest import Recorder, run
 from tests.trainer.test_streaming import STREAMABLE, _mixed_csv, assert_same_model
 
 
@@ -68,6 +69,16 @@ def test_the_cluster_learns_the_single_process_model(cluster, tmp_path, monkeypa
     on_cluster = load_streamed(path, None, prep, None, 100, dask=cluster.scheduler_address)
     assert len(on_cluster.reader.parts) == 2 and all(p.byte_range for p in on_cluster.reader.parts)
     assert_same_model(fit(algo, on_cluster, **_params(algo)), fit(algo, load(path, preprocessing=prep), **_params(algo)))
+
+
+def test_parts_counted_on_the_cluster_are_reported_here(cluster, tmp_path, monkeypatch):
+    """Each pass's parts are reported as the workers finish them; the workers report nothing."""
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(5), rows=1200))
+    recorder = Recorder()
+    with reporting(recorder):
+        load_streamed(path, None, Preprocessing(), None, 100, dask=cluster.scheduler_address)
+    assert recorder.stages == [[f"reading {path}", 2, "part", 2, True], [f"counting pairs of {path}", 2, "part", 2, True]]
 
 
 @pytest.mark.parametrize("name", ["hepatitis", "dermatology", "ecoli", "wine"])

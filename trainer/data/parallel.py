@@ -12,11 +12,12 @@ anything is published.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
 from bnserve.store.errors import InvalidInput
+from bnserve.trainer.progress import Bar, stage
 
 T = TypeVar("T")
 
@@ -24,16 +25,32 @@ CONNECT_SECONDS = 30  # how long to wait for a Dask scheduler to answer
 
 
 def map_parts(
-    work: Callable[..., T], reader: Any, n_parts: int, *args: Any, jobs: int = 1, dask: str | None = None
+    work: Callable[..., T],
+    reader: Any,
+    n_parts: int,
+    *args: Any,
+    jobs: int = 1,
+    dask: str | None = None,
+    what: str = "counting",
 ) -> list[T]:
     """``[work(reader, i, *args) for i in range(n_parts)]``, computed on the Dask cluster at
-    ``dask``, else by ``jobs`` local processes, else here."""
+    ``dask``, else by ``jobs`` local processes, else here; each part done is reported as
+    progress of the stage ``what``."""
     calls = [(reader, i, *args) for i in range(n_parts)]
-    if dask:
-        return _on_cluster(dask, work, calls)
-    if jobs > 1 and n_parts > 1:
-        return list(_pool(jobs).map(work, *zip(*calls)))
-    return [work(*call) for call in calls]
+    with stage(what, n_parts, "part") as bar:
+        if dask:
+            return _on_cluster(dask, work, calls, bar)
+        if jobs > 1 and n_parts > 1:
+            return _counted(_pool(jobs).map(work, *zip(*calls)), bar)
+        return _counted((work(*call) for call in calls), bar)
+
+
+def _counted(results: Iterable[T], bar: Bar) -> list[T]:
+    done = []
+    for result in results:  # in part order, each as soon as it and those before it are done
+        done.append(result)
+        bar.update()
+    return done
 
 
 def cluster_threads(dask: str) -> int:
@@ -71,12 +88,14 @@ def _client(dask: str) -> Any:
     return _CLIENTS[dask]
 
 
-def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]]) -> list[T]:
-    from distributed import KilledWorker
+def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]], bar: Bar) -> list[T]:
+    from distributed import KilledWorker, as_completed
 
     client = _client(dask)
     futures = client.map(work, *zip(*calls), pure=False)
     try:
+        for _ in as_completed(futures, loop=client.loop):  # in the order they finish
+            bar.update()
         return list(client.gather(futures))
     except KilledWorker as exc:
         raise InvalidInput(

@@ -53,6 +53,7 @@ from bnserve.trainer.io import (
 )
 from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
 from bnserve.trainer.io.table import trimmed_header
+from bnserve.trainer.progress import stage
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 T = TypeVar("T")
@@ -186,24 +187,30 @@ class _Reader:
     variables: tuple[Variable, ...] = ()  # once pass 1 has learned them
 
     def tables(self, part: int | None = None) -> Iterator[RawTable]:
-        """The chunks of every part (or of ``part``), in order."""
+        """The chunks of every part (or of ``part``), in order; the rows read reported as the
+        stage of the part (in this process: a worker's report to no one)."""
         for p in self.parts if part is None else (self.parts[part],):
             if p.byte_range is not None:
                 delimiter = field_delimiter(self.fmt, self.preprocessing.delimiter)
                 tables = part_chunks(p.source, delimiter, self.header, p.byte_range, self.chunk_rows)
             else:
                 tables = iter_tables(p.source, self.fmt, self.chunk_rows, self.preprocessing.delimiter)
-            for table in tables:
-                if tuple(table.header) != self.header:
-                    raise InvalidInput(
-                        f"{p.source}: line 1: the columns are {', '.join(table.header)}, "
-                        f"not those of {self.parts[0].source}: {', '.join(self.header)}"
-                    )
-                yield self.preprocessing.cleaned(table)
+            with stage(p.source, unit="row") as bar:
+                for table in tables:
+                    if tuple(table.header) != self.header:
+                        raise InvalidInput(
+                            f"{p.source}: line 1: the columns are {', '.join(table.header)}, "
+                            f"not those of {self.parts[0].source}: {', '.join(self.header)}"
+                        )
+                    bar.update(table.n_rows)
+                    yield self.preprocessing.cleaned(table)
 
-    def map(self, work: Callable[..., T], *args: Any) -> list[T]:
-        """``work(self, part, *args)`` of every part, in part order, where ``jobs`` or ``dask`` say."""
-        return map_parts(work, self, len(self.parts), *args, jobs=self.jobs, dask=self.dask)
+    def map(self, what: str, work: Callable[..., T], *args: Any) -> list[T]:
+        """``work(self, part, *args)`` of every part, in part order, where ``jobs`` or ``dask``
+        say; its progress reported as the stage "``what`` SOURCE"."""
+        return map_parts(
+            work, self, len(self.parts), *args, jobs=self.jobs, dask=self.dask, what=f"{what} {self.source}"
+        )
 
     def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(X int32 (rows, n features), y int64) of each chunk's rows that have a class, in
@@ -250,7 +257,7 @@ class StreamedData(TrainingView):
         parts counted by ``--jobs`` processes)."""
         cards = [[self.n_classes if j < 0 else self.cards[j] for j in f] for f in families]
         totals = [np.zeros(c, dtype=np.int64) for c in cards]
-        for counts in self.reader.map(_family_counts, families, cards):
+        for counts in self.reader.map("counting families of", _family_counts, families, cards):
             for total, part in zip(totals, counts):
                 total += part
         return totals
@@ -288,7 +295,7 @@ def load_streamed(
     cards = tuple(v.cardinality for v in variables[:-1])
     n_classes = variables[-1].cardinality
     starts = [0, *itertools.accumulate(part_rows)][:-1]
-    counted = reader.map(_pass2, cards, n_classes, starts)
+    counted = reader.map("counting pairs of", _pass2, cards, n_classes, starts)
     statistics = PairStatistics.empty(cards, n_classes)
     totals = np.zeros(n_classes, dtype=np.int64)
     for part, part_totals, _ in counted:
@@ -333,10 +340,10 @@ def _learn_variables(
     parts = _parts(files, fmt, cluster_threads(dask) if dask else jobs) if fmt in DELIMITERS else whole_files
     reader = _Reader(source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask, preprocessing)
     try:
-        counted = reader.map(_pass1)
+        counted = reader.map("reading", _pass1)
     except PartUnreadable:  # read each file in order, where csv names what is wrong
         reader = replace(reader, parts=whole_files)
-        counted = reader.map(_pass1)
+        counted = reader.map("reading", _pass1)
     total = _Pass1()
     for part in counted:
         total.merge(part)

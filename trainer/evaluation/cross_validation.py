@@ -22,6 +22,7 @@ from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.fit import fit
+from bnserve.trainer.progress import stage
 
 
 @dataclass(frozen=True)
@@ -154,13 +155,12 @@ def cross_validate_many(
     folds: int = 10,
     repeats: int = 1,
     seed: int = 0,
-    progress: Callable[[str], None] | None = None,
 ) -> list[Evaluation]:
     """Stratified ``folds``-fold CV repeated ``repeats`` times (repeat r shuffles with seed + r);
     every candidate (algorithm, params) sees the same folds."""
     _check_folds(folds, repeats, data)
     runs = [_Run(algo, params, data) for algo, params in candidates]
-    return _cross_validate(runs, data, dataset, folds, repeats, seed, progress)
+    return _cross_validate(runs, data, dataset, folds, repeats, seed)
 
 
 def cross_validate_fitters(
@@ -171,7 +171,6 @@ def cross_validate_fitters(
     folds: int = 10,
     repeats: int = 1,
     seed: int = 0,
-    progress: Callable[[str], None] | None = None,
 ) -> list[Evaluation]:
     """``cross_validate_many``'s folds (the same for the same ``seed``) for procedures that are
     not one learner, e.g. ones that themselves choose by CV: each ``(algo, params, fitter)``'s
@@ -180,7 +179,7 @@ def cross_validate_fitters(
     name the result."""
     _check_folds(folds, repeats, data)
     runs = [_Run(algo, params, data, fitter) for algo, params, fitter in fitters]
-    return _cross_validate(runs, data, dataset, folds, repeats, seed, progress)
+    return _cross_validate(runs, data, dataset, folds, repeats, seed)
 
 
 def _cross_validate(
@@ -190,21 +189,19 @@ def _cross_validate(
     folds: int,
     repeats: int,
     seed: int,
-    progress: Callable[[str], None] | None,
 ) -> list[Evaluation]:
-    for r in range(repeats):
-        fold = stratified_folds(data.y, folds, seed + r)
-        pooled = [np.empty((data.n_rows, data.n_classes)) for _ in runs]
-        for f in range(folds):
-            train, test = data.split(fold != f, fold == f)  # cut points etc. learned on the training fold
+    with stage(f"cross-validating {dataset or data.source}", repeats * folds * len(runs), "fold") as bar:
+        for r in range(repeats):
+            fold = stratified_folds(data.y, folds, seed + r)
+            pooled = [np.empty((data.n_rows, data.n_classes)) for _ in runs]
+            for f in range(folds):
+                train, test = data.split(fold != f, fold == f)  # cut points etc. learned on the training fold
+                for run, proba in zip(runs, pooled):
+                    bar.note(describe(run.algo, run.params))
+                    proba[fold == f] = run.fold(train, test)
+                    bar.update()
             for run, proba in zip(runs, pooled):
-                if progress:
-                    progress(
-                        f"{dataset or data.source}: {describe(run.algo, run.params)} repeat {r + 1}/{repeats} fold {f + 1}/{folds}"
-                    )
-                proba[fold == f] = run.fold(train, test)
-        for run, proba in zip(runs, pooled):
-            run.aucs.append(metrics.auc(proba, data.y))
+                run.aucs.append(metrics.auc(proba, data.y))
     return [run.result(dataset or data.source) for run in runs]
 
 
@@ -235,12 +232,14 @@ def evaluate_on_splits(
     ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior."""
     run = _Run(algo, params, data)
     pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
-    for f, (test_rows, train, test) in enumerate(splits):
-        started = time.perf_counter()
-        pooled[test_rows] = run.fold(train, test)
-        now = time.perf_counter()
-        if f == 0 and deadline is not None and now + (len(splits) - 1) * (now - started) > deadline:
-            return None
+    with stage(describe(algo, params), len(splits), "fold") as bar:
+        for f, (test_rows, train, test) in enumerate(splits):
+            started = time.perf_counter()
+            pooled[test_rows] = run.fold(train, test)
+            bar.update()
+            now = time.perf_counter()
+            if f == 0 and deadline is not None and now + (len(splits) - 1) * (now - started) > deadline:
+                return None
     run.aucs.append(metrics.auc(pooled, data.y))
     return run.result(dataset or data.source)
 

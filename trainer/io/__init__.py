@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from bnserve.store.errors import InvalidInput
+from bnserve.trainer.io import sources
 from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
 from bnserve.trainer.io.parquet import arrow_table, parquet_chunks, parquet_header, read_parquet
 from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
+from bnserve.trainer.progress import stage
 
 __all__ = [
     "CHUNKED",
@@ -38,15 +40,17 @@ DELIMITERS = {"csv": ",", "tsv": "\t"}
 def read_table(source: str, fmt: str | None = None, delimiter: str | None = None) -> RawTable:
     """Parse ``source`` (a path, a URL or ``builtin:NAME``) as ``fmt``, by default the one its
     extension names (CSV when none does); ``.gz`` is read transparently. ``delimiter``: the
-    field separator of a CSV or TSV file, when not its format's."""
+    field separator of a CSV or TSV file, when not its format's. The bytes read are reported
+    as the stage "reading SOURCE"."""
     fmt = _format(source, fmt)
     if delimiter and fmt not in DELIMITERS:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
-    if fmt == "arff":
-        return read_arff(source)
-    if fmt == "parquet":
-        return read_parquet(source)
-    return read_delimited(source, field_delimiter(fmt, delimiter))
+    with stage(f"reading {source}", sources.size_of(source), "B") as bar:
+        if fmt == "arff":
+            return read_arff(source, bar.update)
+        if fmt == "parquet":
+            return read_parquet(source, bar.update)
+        return read_delimited(source, field_delimiter(fmt, delimiter), bar.update)
 
 
 def field_delimiter(fmt: str, delimiter: str | None) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
-from bnserve.trainer.io.sources import open_text
+from bnserve.trainer.io.sources import ByteCounter, open_text
 from bnserve.trainer.io.table import Declared, RawTable, cells_array, check_header, seconds_texts
 
 DEFAULT_DATE_FORMAT = "yyyy-MM-dd'T'HH:mm:ss"
@@ -46,9 +46,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def read_arff(source: str) -> RawTable:
-    """Parse an ARFF file (``.gz`` transparently) into a ``RawTable`` with ``declared`` filled."""
-    text = open_text(source)
+def read_arff(source: str, counted: ByteCounter | None = None) -> RawTable:
+    """Parse an ARFF file (``.gz`` transparently) into a ``RawTable`` with ``declared`` filled;
+    ``counted``: as ``open_binary``'s."""
+    text = open_text(source, counted)
     try:
         with text:
             return _parse(source, enumerate(text, start=1))

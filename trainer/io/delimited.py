@@ -26,14 +26,15 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.io.sources import BUILTIN_PREFIX, is_url, open_binary, open_text
+from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
 from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header, dictionary_encoded
 
 
-def read_delimited(source: str, delimiter: str) -> RawTable:
-    """CSV (or TSV with ``delimiter="\\t"``): a header row, standard quoting, blank lines skipped."""
+def read_delimited(source: str, delimiter: str, counted: ByteCounter | None = None) -> RawTable:
+    """CSV (or TSV with ``delimiter="\\t"``): a header row, standard quoting, blank lines skipped.
+    ``counted``: as ``open_binary``'s (pyarrow's reading, the one that reads almost every file)."""
     header = read_header(source, delimiter)
-    return _arrow_table(source, delimiter, header) or next(_csv_chunks(source, delimiter, None))
+    return _arrow_table(source, delimiter, header, counted) or next(_csv_chunks(source, delimiter, None))
 
 
 def delimited_chunks(source: str, delimiter: str, chunk_rows: int) -> Iterator[RawTable]:
@@ -113,11 +114,11 @@ def _table(source: str, header: list[str], rows: list[list[str]], lines: list[in
     return RawTable.of_cells(source, header, cells, line_numbers)
 
 
-def _arrow_table(source: str, delimiter: str, header: list[str]) -> RawTable | None:
+def _arrow_table(source: str, delimiter: str, header: list[str], counted: ByteCounter | None = None) -> RawTable | None:
     """The file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
     refuses it or reads another header than ``csv``'s (Python's ``csv`` then decides)."""
     try:
-        with open_binary(source) as raw:
+        with open_binary(source, counted) as raw:
             table = pa_csv.read_csv(raw, parse_options=_parse_options(delimiter), convert_options=_as_text(header))
     except (pa.ArrowException, OSError, EOFError):
         return None

@@ -17,16 +17,17 @@ import pyarrow.parquet as pq
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
-from bnserve.trainer.io.sources import open_binary
+from bnserve.trainer.io.sources import ByteCounter, open_binary
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn, check_header, dictionary_encoded, seconds_texts
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 
-def read_parquet(source: str) -> RawTable:
-    """Parse a Parquet file; ``lines`` are row numbers + 1, as if there were a header line."""
+def read_parquet(source: str, counted: ByteCounter | None = None) -> RawTable:
+    """Parse a Parquet file; ``lines`` are row numbers + 1, as if there were a header line.
+    ``counted``: as ``open_binary``'s."""
     try:
-        with open_binary(source) as raw:  # read whole: the same path for files, .gz and built-ins
+        with open_binary(source, counted) as raw:  # read whole: the same path for files, .gz and built-ins
             data = raw.read()
     except (OSError, EOFError) as exc:
         raise InvalidInput(f"{source}: cannot read: {exc}") from None

@@ -10,6 +10,7 @@ import gzip
 import io
 import os
 import re
+from collections.abc import Callable
 from importlib import resources
 from typing import IO, Any, cast
 
@@ -33,19 +34,70 @@ def format_of(source: str) -> str:
     return EXTENSIONS.get(name[dot:], "csv") if dot >= 0 else "csv"
 
 
-def open_binary(source: str) -> IO[bytes]:
-    """The bytes of a file or a built-in data set, gunzipped when the name ends in ``.gz``."""
+ByteCounter = Callable[[int], None]  # told the size of each read, in the file's bytes (before any gunzip)
+
+
+def open_binary(source: str, counted: ByteCounter | None = None) -> IO[bytes]:
+    """The bytes of a file or a built-in data set, gunzipped when the name ends in ``.gz``;
+    ``counted`` is told how many of the file's bytes each read took (for a progress bar)."""
+    if counted is not None:
+        return _gunzipped(source, io.BufferedReader(_Counted(_file_bytes(source), counted)))
+    return _gunzipped(source, _file_bytes(source))
+
+
+def _file_bytes(source: str) -> IO[bytes]:
+    """The file's own bytes (not gunzipped)."""
     if source.startswith(BUILTIN_PREFIX):
         name = source[len(BUILTIN_PREFIX) :]
         if name not in BUILTIN_DATASETS:
             raise InvalidInput(f"unknown built-in data set {source!r}; known: {', '.join(BUILTIN_DATASETS)}")
-        raw = resources.files("bnserve.trainer.io.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
-        return cast(IO[bytes], gzip.GzipFile(fileobj=raw))
+        return resources.files("bnserve.trainer.io.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
     try:
-        raw = _fsspec_open(source) if is_url(source) else open(source, "rb")
+        return _fsspec_open(source) if is_url(source) else open(source, "rb")
     except OSError as exc:
         raise InvalidInput(f"{source}: cannot open: {exc.strerror or exc}") from None
-    return cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if source.endswith(".gz") else raw
+
+
+def _gunzipped(source: str, raw: IO[bytes]) -> IO[bytes]:
+    gzipped = source.endswith(".gz") or source.startswith(BUILTIN_PREFIX)  # the built-ins are gzipped
+    return cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if gzipped else raw
+
+
+def size_of(source: str) -> int | None:
+    """The size in bytes of a local file; None for a URL, a built-in or a file that cannot be read."""
+    if source.startswith(BUILTIN_PREFIX) or is_url(source):
+        return None
+    try:
+        return os.path.getsize(source)
+    except OSError:
+        return None
+
+
+class _Counted(io.RawIOBase):
+    """A binary stream that tells ``counted`` the size of each read."""
+
+    def __init__(self, raw: IO[bytes], counted: ByteCounter):
+        self._raw, self._counted = raw, counted
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer)  # type: ignore[attr-defined]
+        if n:
+            self._counted(n)
+        return n
+
+    def readall(self) -> bytes:  # in blocks of a MiB, not RawIOBase's 8 KiB
+        blocks = []
+        while block := self._raw.read(1 << 20):
+            self._counted(len(block))
+            blocks.append(block)
+        return b"".join(blocks)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -96,6 +148,6 @@ def _fsspec_open(source: str) -> IO[bytes]:
         raise InvalidInput(f"{source}: cannot open: no such file") from None
 
 
-def open_text(source: str) -> io.TextIOBase:
+def open_text(source: str, counted: ByteCounter | None = None) -> io.TextIOBase:
     """UTF-8 text (a leading BOM dropped), line endings left to the parser."""
-    return io.TextIOWrapper(open_binary(source), encoding="utf-8-sig", newline="")
+    return io.TextIOWrapper(open_binary(source, counted), encoding="utf-8-sig", newline="")

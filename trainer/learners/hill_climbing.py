@@ -39,6 +39,7 @@ from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.base import Learned, Learner, Param, non_negative_int, one_of
 from bnserve.trainer.learners.kdb import K, fkdb_structure
 from bnserve.trainer.learners.structure import TIE_DECIMALS, Structure
+from bnserve.trainer.progress import stage
 
 SCORE_EPS = 1e-6  # nats: a BIC gain at or below this is rounding noise, not an improvement
 
@@ -246,29 +247,32 @@ def hill_climbing(data: EncodedData, k: int, start: str, tabu: int, tabu_steps: 
     moves: list[list] = []
     recent: list[Move] = []
     best_score, best_parents, stale = search.score.sum(), [list(p) for p in search.parents], 0
-    while stale <= tabu_steps:
-        move = search.best_move()
-        if move is None:
-            if not tabu:
-                break
-            move = search.best_move(-np.inf, frozenset(pair for m in recent for pair in m.pairs()))
+    with stage("hill climbing", unit="move") as bar:
+        while stale <= tabu_steps:
+            move = search.best_move()
             if move is None:
-                break
-        search.apply(move)
-        moves.append(
-            [
-                move.kind,
-                names[move.parent],
-                names[move.child],
-                names[move.dropped] if move.dropped != NONE else None,
-                round(move.gain, 6),
-            ]
-        )
-        recent = (recent + [move])[-tabu:] if tabu else []
-        if search.score.sum() > best_score + SCORE_EPS:
-            best_score, best_parents, stale = search.score.sum(), [list(p) for p in search.parents], 0
-        else:
-            stale += 1
+                if not tabu:
+                    break
+                move = search.best_move(-np.inf, frozenset(pair for m in recent for pair in m.pairs()))
+                if move is None:
+                    break
+            search.apply(move)
+            moves.append(
+                [
+                    move.kind,
+                    names[move.parent],
+                    names[move.child],
+                    names[move.dropped] if move.dropped != NONE else None,
+                    round(move.gain, 6),
+                ]
+            )
+            recent = (recent + [move])[-tabu:] if tabu else []
+            if search.score.sum() > best_score + SCORE_EPS:
+                best_score, best_parents, stale = search.score.sum(), [list(p) for p in search.parents], 0
+            else:
+                stale += 1
+            bar.note(f"BIC {best_score:.1f}")
+            bar.update()
     for i in range(search.n):
         if search.parents[i] != best_parents[i]:
             search.parents[i] = best_parents[i]

@@ -57,6 +57,7 @@ from bnserve.trainer.learners.base import (
 )
 from bnserve.trainer.learners.kdb import kdb_structure
 from bnserve.trainer.learners.structure import Structure, ranked
+from bnserve.trainer.progress import stage
 
 RMSE, ZERO_ONE = "rmse", "zero-one"
 LOSS_UNIT = 2.0**32  # a row's squared error is counted in units of 2^-32 (int64 sums, exact)
@@ -123,11 +124,13 @@ def select(data: TrainingView, orderings: Sequence[Ordering], k: int, loss: str)
     tables = {f: _Family(t) for f, t in zip(families, data.family_counts(families))}
     class_counts = data.class_totals()
     totals = [np.zeros((k + 1, len(o.order) + 1), dtype=np.int64) for o in orderings]
-    for X, y in data.blocks():
-        for start in range(0, y.shape[0], ROWS_PER_STEP):
-            rows = slice(start, start + ROWS_PER_STEP)
-            for total, o in zip(totals, orderings):
-                total += _block_losses(X[rows], y[rows], o, tables, data.cards, class_counts, k, loss)
+    with stage("skdb: leave-one-out", data.n_rows, "row") as bar:
+        for X, y in data.blocks():
+            for start in range(0, y.shape[0], ROWS_PER_STEP):
+                rows = slice(start, start + ROWS_PER_STEP)
+                for total, o in zip(totals, orderings):
+                    total += _block_losses(X[rows], y[rows], o, tables, data.cards, class_counts, k, loss)
+                bar.update(y[rows].shape[0])
     return [_choose(total, data.n_rows, loss) for total in totals]
 
 

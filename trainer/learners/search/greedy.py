@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from bnserve.trainer.progress import stage
+
 State = TypeVar("State")
 
 
@@ -36,18 +38,21 @@ def greedy_search(
 
     O(steps · candidates per step · cost of ``score``).
     """
-    current, best = init, score(init)
-    trace: list[dict[str, Any]] = [{"op": "start", "score": best}]
-    evaluated = 1
-    while best < 1.0:
-        winner: tuple[float, Mapping[str, Any], State] | None = None
-        for move, candidate in step(current):
-            value = score(candidate)
-            evaluated += 1
-            if winner is None or value > winner[0]:
-                winner = (value, move, candidate)
-        if winner is None or not winner[0] > best:
-            break
-        best, move, current = winner
-        trace.append({**move, "score": best})
+    with stage("greedy search", unit="candidate") as bar:
+        current, best = init, score(init)
+        trace: list[dict[str, Any]] = [{"op": "start", "score": best}]
+        evaluated = 1
+        while best < 1.0:
+            winner: tuple[float, Mapping[str, Any], State] | None = None
+            for move, candidate in step(current):
+                value = score(candidate)
+                evaluated += 1
+                bar.update()
+                if winner is None or value > winner[0]:
+                    winner = (value, move, candidate)
+            if winner is None or not winner[0] > best:
+                break
+            best, move, current = winner
+            trace.append({**move, "score": best})
+            bar.note(f"step {len(trace) - 1}, score {best:.4f}")
     return SearchResult(current, best, tuple(trace), evaluated)

@@ -23,6 +23,7 @@ import numpy as np
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners.structure import ranked
+from bnserve.trainer.progress import stage
 
 SCORE_EPS = 1e-9  # nats: a log-score gain at or below this is rounding noise, not an increase
 
@@ -126,6 +127,8 @@ def k2_search(v: SearchData, order: Sequence[int], max_parents: int | None) -> t
     predecessors. Returns parents and log family score per node. O(n² · p · m·r²)."""
     parents: Parents = {}
     scores: dict[int, float] = {}
-    for pos, node in enumerate(order):
-        parents[node], scores[node] = k2_family(v, node, order[:pos], max_parents)
+    with stage("k2: parents", len(order), "node") as bar:
+        for pos, node in enumerate(order):
+            parents[node], scores[node] = k2_family(v, node, order[:pos], max_parents)
+            bar.update()
     return parents, scores
