@@ -157,12 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Petitjean et al. 2018), alr or alr:LAMBDA (discriminative CPTs fitted to P(class | x), "
             "Zaidi et al. 2017; not with --chunk-rows); recorded in the model's metadata",
         )
-        p.add_argument(
-            "--quiet",
-            "-q",
-            action="store_true",
-            help="no progress bars or notes on stderr (bars show only when stderr is a terminal)",
-        )
+        _quiet_flag(p)
         p.add_argument(
             "--missing",
             choices=MISSING_POLICIES,
@@ -269,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"read, score and write N rows at a time (default {DEFAULT_CHUNK_ROWS:,})",
     )
     _reading_flags(p, as_trained=True)
+    _quiet_flag(p)
     _store_flag(p)
     p.set_defaults(run=_predict)
 
@@ -387,6 +383,15 @@ def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None
         action="store_true",
         help="keep the spaces around a value (by default ' Male' is read as 'Male'"
         + ("; default: as the model was trained)" if as_trained else ")"),
+    )
+
+
+def _quiet_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no progress bars or notes on stderr (bars show only when stderr is a terminal)",
     )
 
 

@@ -30,6 +30,7 @@ from bnserve.store.predictor import compile_model
 from bnserve.trainer.data.encoded import encode_table
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES, Preprocessing
 from bnserve.trainer.io import CHUNKED, RawTable, TextColumn, delimiter_of, format_of, iter_tables, read_table
+from bnserve.trainer.progress import stage
 
 PREDICTED = "predicted"  # the column of each row's most probable class
 PROBABILITY_PREFIX = "p_"  # then a class label: the column of that class's probability
@@ -103,7 +104,7 @@ def score_file(
     )
     missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
     scored = Scored()
-    with _writer(out, out_fmt, schema) as write:
+    with _writer(out, out_fmt, schema) as write, stage("scoring", unit="rows") as bar:
         for table in _tables(source, fmt, preprocessing, chunk_rows):
             absent = [name for name in keep if name not in table.header]
             if absent:
@@ -115,6 +116,7 @@ def score_file(
             kept = [_strings(table.columns[table.header.index(name)]) for name in keep]
             predicted = _strings(TextColumn(np.array(compiled.classes, dtype=object), winners))
             write(pa.record_batch([*kept, predicted, *np.ascontiguousarray(proba.T)], schema=schema))
+            bar.update(table.n_rows)
     return scored
 
 

@@ -233,3 +233,22 @@ def test_cross_validation_reports_every_fold_of_every_learner():
     with reporting(recorder):
         cross_validate_many([("nb", {}), ("tan", {})], data, dataset="car", folds=4, repeats=2)
     assert [s[:5] for s in recorder.named("cross-validating")] == [["cross-validating car", 16, "fold", 16, True]]
+
+
+def test_batch_scoring_reports_the_rows_of_each_chunk(tmp_path):
+    from bnserve.trainer.scoring import score_file
+
+    model = fit("nb", load(CAR))
+    recorder = Recorder()
+    with reporting(recorder):
+        scored = score_file(model, CAR, str(tmp_path / "out.csv"), chunk_rows=500)
+    assert recorder.named("scoring") == [["scoring", None, "rows", 1728, True]]
+    assert scored.rows == 1728
+
+
+def test_predict_quiet_silences_its_bars(tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert _trainer(["fit", "--algo", "nb", "--data", CAR, "--name", "car", "--store", url, "-q"], tmp_path, False)[0] == 0
+    code, out, err = _trainer(["predict", "car", "--data", CAR, "--out", str(tmp_path / "o.csv"), "--store", url,
+                               "--quiet"], tmp_path, True)
+    assert code == 0 and b"scoring" not in err and b"%|" not in err
