@@ -33,6 +33,15 @@ UNKNOWN = -2  # what ``Variable.code_of`` gives a value that is neither missing 
 MISSING_LABEL = "(missing)"  # the label of the state a missing value is, with ``missing_state``
 
 
+def whole_number(label: str) -> int | None:
+    """The integer ``label`` is written as Python writes it ("14", "-3"; not "014", "+3",
+    "14.0"), else None. States that are all such labels are codes, ordered by number."""
+    digits = label[1:] if label[:1] == "-" else label
+    if not (digits.isascii() and digits.isdigit()) or str(int(label)) != label:
+        return None
+    return int(label)
+
+
 @dataclass(frozen=True)
 class Variable:
     """A column of the data: its ordered states and how a raw value becomes a state.

@@ -1,7 +1,8 @@
 """Typing the columns of a data file: declared by the file, forced by the user, or inferred
 (a column whose values are all numbers is numeric, unless they are whole numbers with at
 most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a nominal column). The
-nominal columns are coded against their states; numeric ones keep their raw numbers until
+nominal columns are coded against their states (``state_order``: whole-number codes by
+number, other labels as text); numeric ones keep their raw numbers until
 cut points are learned (``encoded.prepare``). The class is nominal; rows without a class
 are dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
 """
@@ -9,7 +10,7 @@ are dropped and counted. Errors are ``InvalidInput`` naming the file, line and c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import number_of
+from bnserve.store.model.variable import whole_number
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
 
@@ -62,7 +64,7 @@ class Columns:
 
 def columns_of(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> Columns:
     """Type every column and code the nominal ones (states: the declared domain, else the
-    sorted distinct labels). The class is nominal; rows without a class are dropped.
+    distinct labels in ``state_order``). The class is nominal; rows without a class are dropped.
     Column by column, on each column's distinct texts (``TextColumn``), not cell by cell."""
     src = table.source
     class_index, feature_indices = check_columns(src, table.header, class_column, preprocessing)
@@ -199,13 +201,26 @@ def _numbers(labels: np.ndarray) -> np.ndarray | None:
 
 
 def _nominal_codes(name: str, column: TextColumn, declared) -> tuple[tuple[str, ...], np.ndarray]:
-    """States (declared, else sorted distinct non-empty labels) and each row's code
-    (``Variable.codes_of``: UNKNOWN for a label outside a declared domain)."""
+    """States (declared, else the distinct non-empty labels in ``state_order``) and each
+    row's code (``Variable.codes_of``: UNKNOWN for a label outside a declared domain)."""
     if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
         states = tuple(declared.labels)
     else:
-        states = tuple(sorted(set(column.labels.tolist()) - {""}))
+        states = state_order(column.labels.tolist())
     return states, column.coded(Variable(name, states).codes_of)
+
+
+def state_order(labels: Iterable[str]) -> tuple[str, ...]:
+    """The distinct non-empty labels as a nominal column's states: by number when every one
+    is a whole number (``whole_number``: 5, 7, 10, 12, not 10, 12, 5, 7), else as text."""
+    distinct = sorted(set(labels) - {""})
+    numbers = []
+    for label in distinct:
+        number = whole_number(label)
+        if number is None:
+            return tuple(distinct)
+        numbers.append(number)
+    return tuple(s for _, s in sorted(zip(numbers, distinct)))
 
 
 def _unknown_label(table: RawTable, j: int, codes: np.ndarray, states: Sequence[str], rows: np.ndarray) -> None:
