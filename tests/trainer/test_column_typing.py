@@ -1,15 +1,23 @@
 """Whole-number codes (issue 15): a nominal column of codes 5, 7, 10, 12 has its states in
-that order, in memory and in chunks alike."""
+that order, in memory and in chunks alike, and takes "14.0" for "14" at predict time, in
+the trainer's test-file path as in the server."""
 
 from __future__ import annotations
 
+import grpc
 import numpy as np
+import pytest
 
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from bnserve.store.errors import InvalidInput
 from bnserve.trainer.data import Preprocessing, load
 from bnserve.trainer.data.columns import state_order
+from bnserve.trainer.data.encoded import load_with
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
 from tests.data_helpers import write
+from tests.in_process_server import running_app
 from tests.trainer.test_streaming import assert_same_model
 
 
@@ -42,3 +50,32 @@ def test_whole_number_states_in_numeric_order_in_memory_and_in_chunks(tmp_path):
     assert [code.states[c] for c in data.X[:, 0]] == [r[0] for r in rows]  # each row keeps its label
     for algo in ("nb", "tan"):
         assert_same_model(fit(algo, load_streamed(path, None, Preprocessing(), None, 37)), fit(algo, load(path)))
+
+
+def test_a_number_equal_to_a_whole_number_state_is_that_state_in_a_test_file(tmp_path):
+    train = load(write(tmp_path, _codes_csv(), "train.csv"))
+    test = load_with(write(tmp_path, "code,grade,class\n14.0,a,2\n1.4e1,b,10.0\n14,,10\n7.00,a,2\n", "test.csv"),
+                     train.variables)
+    assert test.X[:, 0].tolist() == [3, 3, 3, 1] and test.y.tolist() == [0, 1, 1, 0]
+    with pytest.raises(InvalidInput, match=r"test2.csv: line 2: column 'code': unknown value '14.5'"):
+        load_with(write(tmp_path, "code,grade,class\n14.5,a,2\n", "test2.csv"), train.variables)
+    with pytest.raises(InvalidInput, match=r"column 'grade': unknown value 'b.0'"):
+        load_with(write(tmp_path, "code,grade,class\n14,b.0,2\n", "test3.csv"), train.variables)
+
+
+def test_the_server_takes_14_0_for_14_and_refuses_14_5(tmp_path):
+    model = fit("nb", load(write(tmp_path, _codes_csv())))
+    with running_app(tmp_path, {"codes": model}) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+
+            def predict(*codes):
+                instances = [pb.Instance(values={"code": c, "grade": "a"}) for c in codes]
+                return [list(p.probabilities) for p in stub.Predict(pb.PredictRequest(model="codes", instances=instances)).predictions]
+
+            as_labels = predict("14", "7", "10")
+            assert predict("14.0", "7.00", "1e1") == as_labels
+            assert as_labels[0] != as_labels[1]  # the code matters, so the test can tell
+            with pytest.raises(grpc.RpcError) as refused:
+                predict("14.5")
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'14.5'" in refused.value.details()
