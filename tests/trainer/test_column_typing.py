@@ -52,6 +52,20 @@ def test_whole_number_states_in_numeric_order_in_memory_and_in_chunks(tmp_path):
         assert_same_model(fit(algo, load_streamed(path, None, Preprocessing(), None, 37)), fit(algo, load(path)))
 
 
+def test_parts_that_see_the_codes_in_another_order_merge_to_the_same_states(tmp_path):
+    """A glob's files are tallied apart and merged: the first sees only 10 and 14, the second 5 and 7."""
+    lines = _codes_csv().splitlines()
+    late = [line for line in lines[1:] if line.split(",")[0] in ("10", "14")]
+    early = [line for line in lines[1:] if line.split(",")[0] in ("5", "7")]
+    (tmp_path / "p").mkdir()
+    write(tmp_path, "\n".join([lines[0], *late]) + "\n", "p/0.csv")
+    write(tmp_path, "\n".join([lines[0], *early]) + "\n", "p/1.csv")
+    whole = load(write(tmp_path, "\n".join([lines[0], *late, *early]) + "\n", "whole.csv"))
+    in_parts = load_streamed(str(tmp_path / "p" / "*.csv"), None, Preprocessing(), None, 50)
+    assert in_parts.variables[0].states == ("5", "7", "10", "14")
+    assert_same_model(fit("nb", in_parts), fit("nb", whole), same_source=False)
+
+
 def test_a_number_equal_to_a_whole_number_state_is_that_state_in_a_test_file(tmp_path):
     train = load(write(tmp_path, _codes_csv(), "train.csv"))
     test = load_with(write(tmp_path, "code,grade,class\n14.0,a,2\n1.4e1,b,10.0\n14,,10\n7.00,a,2\n", "test.csv"),
