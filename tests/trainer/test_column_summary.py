@@ -82,6 +82,16 @@ def test_many_columns_fit_one_screen_but_a_warned_one_shows(tmp_path):
     assert len(text.splitlines()) == 2 + MAX_LINES + 2 + 1 and len(warnings) == 1
 
 
+def test_a_declared_domain_is_judged_by_the_values_seen(tmp_path):
+    """An ARFF domain of 100 values of which the rows use 2 is no identifier."""
+    domain = ",".join(f"v{i}" for i in range(100))
+    rows = "".join(f"v{i % 2},{'ab'[i % 3 == 0]}\n" for i in range(40))
+    path = tmp_path / "d.arff"
+    path.write_text(f"@relation d\n@attribute x {{{domain}}}\n@attribute class {{a,b}}\n@data\n{rows}")
+    data = load(str(path))
+    assert data.variables[0].cardinality == 100 and summary_text(data)[1] == []
+
+
 def _clean_sets() -> list[Path]:
     return sorted(SHIPPED.glob("*.csv.gz"))
 

@@ -94,10 +94,17 @@ def _labels_and_counts(f: ColumnFacts) -> tuple[tuple[str, ...], np.ndarray]:
     return f.variable.states, f.counts
 
 
+def _seen(f: ColumnFacts) -> tuple[list[str], np.ndarray]:
+    """``_labels_and_counts`` of the values some row has (not a declared domain's others)."""
+    labels, counts = _labels_and_counts(f)
+    seen = np.flatnonzero(counts)
+    return [labels[i] for i in seen.tolist()], counts[seen]
+
+
 def _numeric_but_for(f: ColumnFacts, na_values: tuple[str, ...]) -> str | None:
     """A nominal column whose values are numbers but for a few texts (or texts in few rows);
     the --na-values to pass keep those given (which replace the default)."""
-    labels, counts = _labels_and_counts(f)
+    labels, counts = _seen(f)
     numbers = np.array([number_of(s) for s in labels], dtype=np.float64)
     tokens = np.isnan(numbers)
     if not tokens.any() or tokens.all():
@@ -119,7 +126,7 @@ def _numeric_but_for(f: ColumnFacts, na_values: tuple[str, ...]) -> str | None:
 
 def _identifier(f: ColumnFacts) -> str | None:
     """A nominal feature with (about) a state per row: an identifier, useless to a classifier."""
-    labels, counts = _labels_and_counts(f)
+    labels, counts = _seen(f)
     rows = int(counts.sum())
     if rows <= ID_MIN_ROWS or len(labels) < ID_SHARE * rows:
         return None
@@ -132,7 +139,7 @@ def _identifier(f: ColumnFacts) -> str | None:
 def _lookalikes(f: ColumnFacts) -> str | None:
     """A nominal column with states that are one value written two ways ("Male", "male";
     "1", "1.0"): most likely one value split in two by the way the file was written."""
-    labels, _ = _labels_and_counts(f)
+    labels, _ = _seen(f)
     groups: dict[object, list[str]] = {}
     for label in labels:
         number = number_of(label)
