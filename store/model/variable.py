@@ -103,8 +103,7 @@ class Variable:
                     (number_of(texts[r]) for r in unknown.tolist()), dtype=np.float64, count=unknown.size
                 )
                 codes[unknown] = np.where(np.isnan(numbers), UNKNOWN, interval_codes(self.cuts, numbers))
-        elif self._number_index():
-            by_number = self._number_index()
+        elif by_number := self._number_index():
             for r in np.flatnonzero(codes == UNKNOWN).tolist():
                 codes[r] = by_number.get(number_of(texts[r]), UNKNOWN)
         return codes
