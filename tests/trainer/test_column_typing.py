@@ -52,6 +52,29 @@ def test_whole_number_states_in_numeric_order_in_memory_and_in_chunks(tmp_path):
         assert_same_model(fit(algo, load_streamed(path, None, Preprocessing(), None, 37)), fit(algo, load(path)))
 
 
+def test_codes_written_as_floats_are_the_same_codes(tmp_path):
+    """A feature of codes as pandas writes them with a missing value ("1.0", "10.0"), and the
+    same codes written "1" and "010" elsewhere in the file, are the states "1", "2", "10"
+    (a class is taken as written: its labels are what a prediction answers)."""
+    rng = np.random.default_rng(3)
+    written = {1: ["1.0", "1"], 2: ["2.0", "2.00"], 10: ["10.0", "010", "1e1"]}
+    lines = ["code,class"]
+    for i in range(120):
+        c = int(rng.integers(0, 2))
+        code = [1, 2, 10][int(rng.integers(0, 2)) + c]
+        lines.append(f"{'' if i % 9 == 0 else written[code][i % len(written[code])]},{['2.0', '1'][c]}")
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    data = load(path)
+    assert data.variables[0].states == ("1", "2", "10") and data.variables[-1].states == ("1", "2.0")
+    assert_same_model(fit("nb", load_streamed(path, None, Preprocessing(), None, 23)), fit("nb", data))
+    test = load_with(write(tmp_path, "code,class\n010,1\n2,2.0\n", "test.csv"), data.variables)
+    assert test.X[:, 0].tolist() == [2, 1]
+    as_text = load(path, preprocessing=Preprocessing(nominal=("code", "class")))  # forced: taken as written
+    assert as_text.variables[0].states == ("010", "1", "1.0", "10.0", "1e1", "2.0", "2.00")
+    streamed = load_streamed(path, None, Preprocessing(nominal=("code", "class")), None, 23)
+    assert streamed.variables == as_text.variables
+
+
 def test_parts_that_see_the_codes_in_another_order_merge_to_the_same_states(tmp_path):
     """A glob's files are tallied apart and merged: the first sees only 10 and 14, the second 5 and 7."""
     lines = _codes_csv().splitlines()

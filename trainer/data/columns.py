@@ -18,7 +18,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import number_of
-from bnserve.store.model.variable import whole_number
+from bnserve.store.model.variable import MAX_EXACT_INTEGER, whole_number
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
 
@@ -72,7 +72,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     if table.n_rows == 0:
         raise InvalidInput(f"{src}: line 2: the file has a header but no data rows")
     declared = table.declared or (None,) * len(table.header)
-    class_states, y = _nominal_codes(class_column, table.columns[class_index], declared[class_index])
+    class_states, y = _nominal_codes(class_column, table.columns[class_index], declared[class_index], None)
     if np.any(y == UNKNOWN):
         _unknown_label(table, class_index, y, class_states, np.arange(y.size))
     keep = y >= 0
@@ -101,7 +101,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
             numbers.append(label_numbers[column.index])
             states.append(None)
             continue
-        column_states, column_codes = _nominal_codes(name, column, declared[j])
+        column_states, column_codes = _nominal_codes(name, column, declared[j], present)
         if np.any(column_codes == UNKNOWN):
             _unknown_label(table, j, column_codes, column_states, kept)
         if not column_states:
@@ -200,14 +200,29 @@ def _numbers(labels: np.ndarray) -> np.ndarray | None:
     return values
 
 
-def _nominal_codes(name: str, column: TextColumn, declared) -> tuple[tuple[str, ...], np.ndarray]:
-    """States (declared, else the distinct non-empty labels in ``state_order``) and each
-    row's code (``Variable.codes_of``: UNKNOWN for a label outside a declared domain)."""
+def _nominal_codes(
+    name: str, column: TextColumn, declared, numbers: np.ndarray | None
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """States (declared; else whole-number codes, ``code_states`` of the distinct labels'
+    ``numbers`` when not forced nominal; else the distinct labels in ``state_order``) and
+    each row's code (``Variable.codes_of``: "1.0" is code "1"; UNKNOWN for a label outside
+    a declared domain)."""
     if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
         states = tuple(declared.labels)
     else:
-        states = state_order(column.labels.tolist())
+        coded = code_states(numbers) if numbers is not None and declared is None else None
+        states = coded or state_order(column.labels.tolist())
     return states, column.coded(Variable(name, states).codes_of)
+
+
+def code_states(numbers: np.ndarray) -> tuple[str, ...] | None:
+    """The states of a column of whole-number codes: its distinct numbers (NaN: missing) as
+    ``whole_number`` reads them, in order ("1.0" and "01" are "1", as when typed numeric);
+    None when one is not whole, or past what a float tells apart."""
+    present = numbers[~np.isnan(numbers)]
+    if not present.size or not np.all(np.abs(present) <= MAX_EXACT_INTEGER) or np.any(present != np.round(present)):
+        return None
+    return tuple(str(int(v)) for v in np.unique(present))
 
 
 def state_order(labels: Iterable[str]) -> tuple[str, ...]:
