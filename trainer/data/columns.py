@@ -1,9 +1,9 @@
 """Typing the columns of a data file: declared by the file, forced by the user, or inferred
 (a column whose values are all numbers is numeric, unless they are whole numbers with at
-most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a nominal column). The
-nominal columns are coded against their states (``state_order``: whole-number codes by
-number, other labels as text); numeric ones keep their raw numbers until
-cut points are learned (``encoded.prepare``). The class is nominal; rows without a class
+most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a nominal column, one
+state per number: ``code_states``). The nominal columns are coded against their states
+(``state_order``: whole numbers by number, other labels as text); numeric ones keep their
+raw numbers until cut points are learned (``encoded.prepare``). The class is nominal; rows without a class
 are dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
 """
 
