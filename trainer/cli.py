@@ -37,6 +37,7 @@ from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS, DEFAULT_MEMORY_BUDGE
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed
+from bnserve.trainer.data.summary import summary_text
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.fit import fit
 from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
@@ -597,15 +598,28 @@ def _fit(args: argparse.Namespace) -> int:
         streamed = load_streamed(
             args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows, args.jobs, args.dask
         )
+        _summarize(args, streamed)
         model = fit(args.algo, streamed, args.estimator, **params)
     else:
         data = data_io.load(args.data, args.class_column, _preprocessing(args), args.fmt)
+        _summarize(args, data)
         if args.algo == AUTO:
             estimators = [str(args.estimator)] if args.estimator else DEFAULT_ESTIMATORS
             model = fit_auto(_as_auto_reads(args, data), candidates, ks, estimators=estimators, budget=args.time_budget)
         else:
             model = fit(args.algo, data, args.estimator, **params)
     return _publish(args, with_table_precision(model, args.precision))
+
+
+def _summarize(args: argparse.Namespace, data: data_io.TrainingView) -> None:
+    """The typed columns on stderr (``summary``) when it is a terminal and not --quiet, as the
+    progress bars; then the warnings, always: a scripted fit's log keeps them, and only them."""
+    text, warnings = summary_text(data)
+    shown = sys.stderr.isatty() and not getattr(args, "quiet", False)
+    for line in text.splitlines() if shown else []:
+        print(f"trainer: {line}" if not line.startswith(" ") else line, file=sys.stderr)
+    for warning in warnings:
+        print(f"trainer: warning: {warning}", file=sys.stderr)
 
 
 def _chunk_rows_within_budget(args: argparse.Namespace, streams: bool) -> int | None:

@@ -2,7 +2,9 @@
 
 Every reader of raw values codes them here: the trainer its data files, the server its
 requests. A raw value is text: ``""`` is missing; a state label is that state; for a
-numeric variable a number (or the label of its interval) is the interval it falls in.
+numeric variable a number (or the label of its interval) is the interval it falls in; for a
+nominal variable whose states are whole numbers (codes such as 5, 7, 10, 12), a number equal
+to one of them is that state ("14.0" and "1.4e1" are "14"; "14.5" is unknown).
 A feature trained with ``--missing state`` has one more state, its last, labelled
 ``MISSING_LABEL``: there a missing value (``""``, or code -1 in a coded array) is that state.
 """
@@ -31,6 +33,16 @@ KINDS = (NOMINAL, NUMERIC)
 MISSING = -1  # the state code of a missing value, in every coded array
 UNKNOWN = -2  # what ``Variable.code_of`` gives a value that is neither missing nor a state
 MISSING_LABEL = "(missing)"  # the label of the state a missing value is, with ``missing_state``
+MAX_EXACT_INTEGER = 2**53  # past it, a float no longer tells whole numbers apart
+
+
+def whole_number(label: str) -> int | None:
+    """The integer ``label`` is written as Python writes it ("14", "-3"; not "014", "+3",
+    "14.0"), else None. States that are all such labels are codes, ordered and matched by number."""
+    digits = label[1:] if label[:1] == "-" else label
+    if not (digits.isascii() and digits.isdigit()) or str(int(label)) != label:
+        return None
+    return int(label)
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,8 @@ class Variable:
 
     def code_of(self, text: str) -> int:
         """The state code of one raw value: MISSING for ``""``, a state label's index, for
-        a numeric variable a number's interval (NaN is no number); UNKNOWN otherwise."""
+        a numeric variable a number's interval (NaN is no number), for a whole-number-coded
+        one a number equal to a state; UNKNOWN otherwise."""
         code = self._index().get(text)
         if code is not None:
             return code
@@ -76,7 +89,8 @@ class Variable:
             number = number_of(text)
             if not math.isnan(number):
                 return interval_code(self.cuts, number)
-        return UNKNOWN
+        by_number = self._number_index()
+        return by_number.get(number_of(text), UNKNOWN) if by_number else UNKNOWN
 
     def codes_of(self, texts: Sequence[str]) -> np.ndarray:
         """int32 ``code_of`` of every text, the common case in C: one dict lookup per text,
@@ -89,6 +103,9 @@ class Variable:
                     (number_of(texts[r]) for r in unknown.tolist()), dtype=np.float64, count=unknown.size
                 )
                 codes[unknown] = np.where(np.isnan(numbers), UNKNOWN, interval_codes(self.cuts, numbers))
+        elif by_number := self._number_index():
+            for r in np.flatnonzero(codes == UNKNOWN).tolist():
+                codes[r] = by_number.get(number_of(texts[r]), UNKNOWN)
         return codes
 
     def _index(self) -> dict[str, int]:
@@ -97,6 +114,18 @@ class Variable:
             cached = {s: i for i, s in enumerate(self.states)}
             cached[""] = self.missing_code
             object.__setattr__(self, "_label_index", cached)
+        return cached
+
+    def _number_index(self) -> dict[float, int]:
+        """Number -> code of a nominal variable whose states (but a missing state) are all
+        ``whole_number`` labels; empty for any other variable."""
+        cached = self.__dict__.get("_number_index_cache")
+        if cached is None:
+            labels = self.states[:-1] if self.missing_state else self.states
+            numbers = [whole_number(s) for s in labels] if self.kind == NOMINAL else [None]
+            whole = all(n is not None and abs(n) <= MAX_EXACT_INTEGER for n in numbers)
+            cached = {float(n): i for i, n in enumerate(numbers) if n is not None} if whole and labels else {}
+            object.__setattr__(self, "_number_index_cache", cached)
         return cached
 
     def to_dict(self) -> dict[str, Any]:

@@ -39,9 +39,10 @@ def test_code_of_takes_a_label_or_a_number_and_codes_of_agrees_with_it():
         assert v.code_of(bad) == UNKNOWN
     nominal = Variable("n", ("1", "2"))
     assert nominal.code_of("2") == 1
-    assert nominal.code_of("2.0") == UNKNOWN
+    assert nominal.code_of("2.0") == 1  # whole-number codes: a number equal to one is that state
+    assert nominal.code_of("2.5") == UNKNOWN and Variable("t", ("1", "b")).code_of("1.0") == UNKNOWN
     for variable in (v, nominal):
-        texts = ["(2.45-4.75]", "3", "2.45", " 1e3 ", "-inf", "", "nan", "three", "1", "2", "2.0"]
+        texts = ["(2.45-4.75]", "3", "2.45", " 1e3 ", "-inf", "", "nan", "three", "1", "2", "2.0", "2.5"]
         assert variable.codes_of(texts).tolist() == [variable.code_of(t) for t in texts]
 
 

@@ -1,15 +1,16 @@
 """Typing the columns of a data file: declared by the file, forced by the user, or inferred
 (a column whose values are all numbers is numeric, unless they are whole numbers with at
-most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a nominal column). The
-nominal columns are coded against their states; numeric ones keep their raw numbers until
-cut points are learned (``encoded.prepare``). The class is nominal; rows without a class
+most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a nominal column, one
+state per number: ``code_states``). The nominal columns are coded against their states
+(``state_order``: whole numbers by number, other labels as text); numeric ones keep their
+raw numbers until cut points are learned (``encoded.prepare``). The class is nominal; rows without a class
 are dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import number_of
+from bnserve.store.model.variable import MAX_EXACT_INTEGER, whole_number
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
 
@@ -62,7 +64,7 @@ class Columns:
 
 def columns_of(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> Columns:
     """Type every column and code the nominal ones (states: the declared domain, else the
-    sorted distinct labels). The class is nominal; rows without a class are dropped.
+    distinct labels in ``state_order``). The class is nominal; rows without a class are dropped.
     Column by column, on each column's distinct texts (``TextColumn``), not cell by cell."""
     src = table.source
     class_index, feature_indices = check_columns(src, table.header, class_column, preprocessing)
@@ -70,7 +72,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     if table.n_rows == 0:
         raise InvalidInput(f"{src}: line 2: the file has a header but no data rows")
     declared = table.declared or (None,) * len(table.header)
-    class_states, y = _nominal_codes(class_column, table.columns[class_index], declared[class_index])
+    class_states, y = _nominal_codes(class_column, table.columns[class_index], declared[class_index], None)
     if np.any(y == UNKNOWN):
         _unknown_label(table, class_index, y, class_states, np.arange(y.size))
     keep = y >= 0
@@ -99,7 +101,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
             numbers.append(label_numbers[column.index])
             states.append(None)
             continue
-        column_states, column_codes = _nominal_codes(name, column, declared[j])
+        column_states, column_codes = _nominal_codes(name, column, declared[j], present)
         if np.any(column_codes == UNKNOWN):
             _unknown_label(table, j, column_codes, column_states, kept)
         if not column_states:
@@ -198,14 +200,42 @@ def _numbers(labels: np.ndarray) -> np.ndarray | None:
     return values
 
 
-def _nominal_codes(name: str, column: TextColumn, declared) -> tuple[tuple[str, ...], np.ndarray]:
-    """States (declared, else sorted distinct non-empty labels) and each row's code
-    (``Variable.codes_of``: UNKNOWN for a label outside a declared domain)."""
+def _nominal_codes(
+    name: str, column: TextColumn, declared, numbers: np.ndarray | None
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """States (declared; else whole-number codes, ``code_states`` of the distinct labels'
+    ``numbers`` when not forced nominal; else the distinct labels in ``state_order``) and
+    each row's code (``Variable.codes_of``: "1.0" is code "1"; UNKNOWN for a label outside
+    a declared domain)."""
     if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
         states = tuple(declared.labels)
     else:
-        states = tuple(sorted(set(column.labels.tolist()) - {""}))
+        coded = code_states(numbers) if numbers is not None and declared is None else None
+        states = coded or state_order(column.labels.tolist())
     return states, column.coded(Variable(name, states).codes_of)
+
+
+def code_states(numbers: np.ndarray) -> tuple[str, ...] | None:
+    """The states of a column of whole-number codes: its distinct numbers (NaN: missing) as
+    ``whole_number`` reads them, in order ("1.0" and "01" are "1", as when typed numeric);
+    None when one is not whole, or past what a float tells apart."""
+    present = numbers[~np.isnan(numbers)]
+    if not present.size or not np.all(np.abs(present) <= MAX_EXACT_INTEGER) or np.any(present != np.round(present)):
+        return None
+    return tuple(str(int(v)) for v in np.unique(present))
+
+
+def state_order(labels: Iterable[str]) -> tuple[str, ...]:
+    """The distinct non-empty labels as a nominal column's states: by number when every one
+    is a whole number (``whole_number``: 5, 7, 10, 12, not 10, 12, 5, 7), else as text."""
+    distinct = sorted(set(labels) - {""})
+    numbers = []
+    for label in distinct:
+        number = whole_number(label)
+        if number is None:
+            return tuple(distinct)
+        numbers.append(number)
+    return tuple(s for _, s in sorted(zip(numbers, distinct)))
 
 
 def _unknown_label(table: RawTable, j: int, codes: np.ndarray, states: Sequence[str], rows: np.ndarray) -> None:
