@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Engine, delete, insert, make_url, select, update
+from sqlalchemy import CursorResult, Engine, delete, func, insert, make_url, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -539,9 +539,13 @@ def _resolve(session: Session, name: str, version: int | None, alias: str | None
 
 def _take_next_version(session: Session, model_id: int) -> int:
     """The next version number of a model whose row this transaction has locked: one above
-    the highest ever published (``models.last_version``), so a deleted number is never reused."""
+    the highest ever published (``models.last_version``), so a deleted number is never reused,
+    and above every version the table holds: a version written by a writer that does not keep
+    ``last_version`` (a trainer of the release before schema 0004, during a rolling upgrade)
+    is not taken twice."""
     last = session.scalar(select(SqlModel.last_version).where(SqlModel.id == model_id))
-    version = (last or 0) + 1
+    highest = session.scalar(select(func.max(SqlModelVersion.version)).where(SqlModelVersion.model_id == model_id))
+    version = max(last or 0, highest or 0) + 1
     session.execute(update(SqlModel).where(SqlModel.id == model_id).values(last_version=version))
     return version
 

@@ -63,6 +63,19 @@ def test_a_deleted_number_is_never_given_again(three_versions, rng):
     assert store.publish("m", random_model(rng)) == 5
 
 
+def test_a_version_written_without_the_high_water_mark_is_not_taken_again(three_versions, store_url, rng):
+    """A writer that does not keep models.last_version (a trainer of the release before
+    schema 0004 during a rolling upgrade, or rows written by hand) leaves the mark behind
+    the table: the next publish still takes the number above every version there is."""
+    store = three_versions
+    engine = create_store_engine(store_url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE models SET last_version = 1 WHERE name = 'm'"))
+    engine.dispose()
+    assert store.publish("m", random_model(rng)) == 4
+    assert store.publish("m", random_model(rng)) == 5
+
+
 def test_a_version_an_alias_names_is_deleted_only_by_force(three_versions, store_url):
     store = three_versions
     store.set_alias("m", "production", 2)
