@@ -50,7 +50,7 @@ def test_delete_a_version_then_the_model(capsys, store):
 @pytest.mark.parametrize(("ref", "piece"), [
     ("chess@production", "not an alias"),
     ("chess:0", "bad version '0'"),
-    ("bad name", "NAME: model name 'bad name' is invalid"),
+    ("bad name", "NAME[:VERSION|@ALIAS] 'bad name': model name 'bad name' is invalid"),
 ])
 def test_delete_usage_errors_exit_2_and_delete_nothing(capsys, store, ref, piece):
     fit(capsys, store, "--alias", "production")
