@@ -171,6 +171,22 @@ class Server:
             self._log.close()
 
 
+@contextlib.contextmanager
+def bare_echo() -> Iterator[str]:
+    """``bench/bare_echo.py`` in its own process (the floor of a call, none of our code on
+    its path); yields its target, host:port."""
+    port = free_port()
+    script = pathlib.Path(__file__).with_name("bare_echo.py")
+    process = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        if process.stdout is None or process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"bench/bare_echo.py did not start (exit {process.poll()})")
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.kill()
+        process.wait()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a live process so far (Linux /proc)."""
     fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
