@@ -195,11 +195,8 @@ class Client:
     ) -> dict[str, Any]:
         """What the version is: name, version, aliases, algorithm, parameters, variables (name,
         role, kind, states, cuts), arcs, metadata; with ``include_parameters``, its CPTs."""
-        request = pb.GetModelMetadataRequest(model=model, include_parameters=include_parameters)
-        if version is not None:
-            request.version = version
-        elif alias is not None:
-            request.alias = alias
+        request = _metadata_request(model, version, alias)
+        request.include_parameters = include_parameters
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         reply = self._call(self._stub.GetModelMetadata, request, deadline)
         return _metadata_dict(reply)

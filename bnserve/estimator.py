@@ -233,22 +233,13 @@ def from_model(model: Model) -> BayesNetClassifier:
     estimator = BayesNetClassifier(str(model.algorithm) if model.algorithm in LEARNERS else AUTO)
     labels = model.metadata.get(CLASS_LABELS)
     states = model.class_variable.states
-    estimator.classes_ = (
-        np.asarray(labels)
-        if labels is not None and [str(v) for v in labels] == sorted_texts(labels, states)
-        else np.asarray(states, dtype=object)
-    )
+    kept = labels is not None and sorted(map(str, labels)) == sorted(states)  # the labels of these states
+    estimator.classes_ = np.asarray(labels) if kept else np.asarray(states, dtype=object)
     estimator._adopt(model)
     names = [v.name for v in model.features]
     if names != [f"x{j}" for j in range(len(names))]:  # fitted on a DataFrame (or from a file): by name
         estimator.feature_names_in_ = np.asarray(names, dtype=object)
     return estimator
-
-
-def sorted_texts(labels: list, states: Sequence[str]) -> list[str]:
-    """The texts of ``labels`` if they name exactly ``states`` (any order), else []."""
-    texts = [str(v) for v in labels]
-    return texts if sorted(texts) == sorted(states) else []
 
 
 def _with_class_labels(model: Model, classes: np.ndarray) -> Model:
