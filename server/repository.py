@@ -242,17 +242,35 @@ class ModelRepository:
             raise NotFound(f"model {name!r} not found")
         return entry
 
-    def get(self, name: str, version: int | None = None, alias: str | None = None) -> tuple[ServedModel, ModelEntry]:
-        """The compiled model for a selector: version, alias, or neither for the default
-        (``resolve_version``: the production alias, else the newest version not refused)."""
+    def _resolve(self, name: str, version: int | None, alias: str | None) -> tuple[ModelEntry, int]:
+        """The entry and the version a selector names (``resolve_version``: the production
+        alias, else the newest version not refused); a refused version is an error."""
         entry = self.entry(name)
         version = resolve_version(name, entry.versions, entry.aliases, version or None, alias or None, entry.refused)
         if version in entry.refused:
             raise InvalidModel(f"model {name!r} version {version} was refused at load: {entry.refused[version]}")
-        served = entry.loaded.get(version)
-        if served is None:
-            served = self._get_on_demand(name, version)
+        return entry, version
+
+    def get(self, name: str, version: int | None = None, alias: str | None = None) -> tuple[ServedModel, ModelEntry]:
+        """The compiled model for a selector: version, alias, or neither for the default."""
+        entry, version = self._resolve(name, version, alias)
+        served = entry.loaded.get(version) or self._get_on_demand(name, version)
         return served, entry
+
+    def get_resident(
+        self, name: str, version: int | None = None, alias: str | None = None
+    ) -> tuple[ServedModel, ModelEntry] | None:
+        """``get`` from memory alone: None where answering needs a store read (a version not
+        loaded yet). It never calls the store nor waits for a lock, so the event loop may call it."""
+        entry, version = self._resolve(name, version, alias)
+        served = entry.loaded.get(version) or self._on_demand_hit(name, version)
+        return None if served is None else (served, entry)
+
+    def _on_demand_hit(self, name: str, version: int) -> ServedModel | None:
+        for key, served in list(self._on_demand.items()):
+            if key[:2] == (name, version):
+                return served
+        return None
 
     def _get_on_demand(self, name: str, version: int) -> ServedModel:
         """A version outside the snapshot (neither latest nor aliased): load once, keep a few."""
