@@ -103,6 +103,7 @@ class Server:
     threads: int | None = None
     metrics: bool = False
     extra: tuple[str, ...] = ()
+    pythonpath: pathlib.Path | None = None  # another commit's code (bench.baseline) instead of ours
     port: int = 0
     metrics_port: int = -1
     process: subprocess.Popen | None = field(default=None, repr=False)
@@ -115,8 +116,10 @@ class Server:
     def start(self, timeout: float = 120.0) -> Server:
         self.port = free_port()
         self.metrics_port = free_port() if self.metrics else -1
+        program = [str(BIN / "server")] if self.pythonpath is None else [sys.executable, "-m", "bnserve.server.cli"]
+        env = None if self.pythonpath is None else {**os.environ, "PYTHONPATH": str(self.pythonpath)}
         command = [
-            str(BIN / "server"),
+            *program,
             "serve",
             "--store",
             self.store_url,
@@ -134,7 +137,9 @@ class Server:
         if self.threads is not None:
             command += ["--threads", str(self.threads)]
         self._log = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(command + list(self.extra), stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            command + list(self.extra), stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.pythonpath
+        )
         try:
             wait_serving(self.target, timeout, self.process)
         except RuntimeError as exc:

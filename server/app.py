@@ -1,5 +1,12 @@
 """Wiring: store -> repository -> gRPC server with health, reflection and metrics.
 
+The gRPC server is ``grpc.aio``: one asyncio event loop, on a thread of its own, receives
+every call and answers the small ones itself; a large request and any store read go to the
+work pool (``--threads``; see ``bnserve.server.dataplane``). A call waiting for its body or a
+held stream (Health.Watch) costs a coroutine, not a thread, so no number of idle or slow
+clients can take the threads the work needs. ``App``'s own methods are synchronous, called
+from any thread; they run what the server needs on its loop.
+
 One port serves bnserve.v1.Predictor, bnserve.v1.Diagnostics (Echo, the no-work floor)
 and the Open Inference Protocol's inference.GRPCInferenceService, whose readiness is
 the health status.
@@ -21,19 +28,22 @@ bad file fails the start. The metrics port stays plain HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent import futures
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import FileDescriptor, ServiceDescriptor
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from bnserve.server import metrics
@@ -56,6 +66,8 @@ from bnserve.server.servicers.predictor import PredictorServicer
 from bnserve.store.db import ModelStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+KEEPALIVE_SECONDS = 60
 
 PREDICTOR = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"]
 DIAGNOSTICS = diagnostics_pb2.DESCRIPTOR.services_by_name["Diagnostics"]
@@ -86,21 +98,48 @@ class App:
         self.tls, self.tokens = load_security(config)
         self.store = ModelStore(config.store_url)
         self.repository = ModelRepository(self.store)
-        self.health = health.HealthServicer(experimental_non_blocking=True)
         self.serving = threading.Event()  # what health reports for our services
-        self._executor = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
-        self.grpc_server = grpc.server(
-            self._executor,
-            interceptors=[ServerInterceptor(self.tokens)],
+        self._pool = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self._loop.run_forever, name="grpc-loop", daemon=True)
+        self._loop_thread.start()
+        self.port = config.port
+        try:
+            self._run(self._build())
+        except BaseException:
+            self._close_loop()
+            raise
+        self.poller = Poller(self.repository, config.poll_seconds)
+        self.metrics_port = config.metrics_port
+        self._stopped = threading.Event()
+        self._lifecycle = threading.Lock()  # a worker's late start vs stop
+        self.failure: BaseException | None = None  # why a worker could not start listening
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the server's event loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    async def _build(self) -> None:
+        """The grpc.aio server, its services and (but for a worker) its port: on the loop,
+        which grpc.aio binds the server to."""
+        config = self.config
+        self.health = HealthServicer()
+        self.grpc_server = grpc.aio.server(
+            interceptors=[ServerInterceptor(self.tokens, config.max_message_bytes)],
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
                 # grpc sets SO_REUSEPORT by default on Linux: a lone server turns it off so
                 # that a port another process holds is an error, not a silent share.
                 ("grpc.so_reuseport", 1 if config.worker else 0),
+                # What one client connection may hold: its open calls, and how long it stays
+                # without any; a ping every KEEPALIVE_SECONDS finds a peer that is gone.
+                ("grpc.max_concurrent_streams", config.max_streams_per_connection),
+                ("grpc.max_connection_idle_ms", round(config.idle_seconds * 1000)),
+                ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),
             ],
         )
-        dataplane = DataPlane(self.repository, config.max_rows, ready=self.serving.is_set)
+        dataplane = DataPlane(self.repository, config.max_rows, ready=self.serving.is_set, pool=self._pool)
         predictor_pb2_grpc.add_PredictorServicer_to_server(PredictorServicer(dataplane), self.grpc_server)
         diagnostics_pb2_grpc.add_DiagnosticsServicer_to_server(DiagnosticsServicer(), self.grpc_server)
         grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(dataplane), self.grpc_server)
@@ -110,15 +149,9 @@ class App:
         reflection.enable_server_reflection(
             [s.full_name for s in services], self.grpc_server, pool=reflection_pool(services)
         )
-        self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.port = config.port
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         if not config.worker:
             self._bind()
-        self.poller = Poller(self.repository, config.poll_seconds)
-        self.metrics_port = config.metrics_port
-        self._stopped = threading.Event()
-        self._lifecycle = threading.Lock()  # a worker's late start vs stop
-        self.failure: BaseException | None = None  # why a worker could not start listening
 
     def _bind(self) -> None:
         address = f"{self.config.host}:{self.config.port}"
@@ -146,9 +179,9 @@ class App:
             )
         return ", ".join(parts)
 
-    def _set_health(self, status: int) -> None:
+    async def _set_health(self, status: int) -> None:
         for service in ("", PREDICTOR.full_name, DIAGNOSTICS.full_name, INFERENCE.full_name):
-            self.health.set(service, status)
+            await self.health.set(service, status)
         if status == health_pb2.HealthCheckResponse.SERVING:
             self.serving.set()
         else:
@@ -164,7 +197,7 @@ class App:
         if self.config.worker:
             threading.Thread(target=self._listen_when_ready, args=(on_failure,), name="first-load", daemon=True).start()
             return self
-        self.grpc_server.start()
+        self._run(self.grpc_server.start())
         log.info(
             "gRPC on %s:%d (%s), metrics on :%d",
             self.config.host,
@@ -185,10 +218,18 @@ class App:
         """Poll until the store is read once, then go SERVING; the poller keeps it fresh."""
         if not self._read_store_once():
             return
-        self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        with self._lifecycle:
+            if self._stopped.is_set():
+                return
+            self._run(self._set_health(health_pb2.HealthCheckResponse.SERVING))
         n = len(self.repository.snapshot.models)
         log.info("store read: %d model(s); serving", n)
         self.poller.start()
+
+    async def _listen(self) -> None:
+        await self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        self._bind()
+        await self.grpc_server.start()
 
     def _listen_when_ready(self, on_failure: Callable[[], None] | None) -> None:
         """A worker: read the store, go SERVING, and only then bind the shared port and start."""
@@ -197,10 +238,8 @@ class App:
         with self._lifecycle:
             if self._stopped.is_set():
                 return
-            self._set_health(health_pb2.HealthCheckResponse.SERVING)
             try:
-                self._bind()
-                self.grpc_server.start()
+                self._run(self._listen())
             except Exception as exc:  # e.g. the port is held by a process that does not share it
                 self.failure = exc
                 log.error("cannot serve: %s", exc)
@@ -217,24 +256,30 @@ class App:
             self.security_summary(),
         )
 
+    async def _drain(self) -> None:
+        self.serving.clear()
+        await self.health.enter_graceful_shutdown()
+        await self.grpc_server.stop(self.config.grace_seconds)
+
     def stop(self) -> None:
         """Graceful: NOT_SERVING, refuse new calls, let in-flight ones finish within the grace."""
         with self._lifecycle:
             if self._stopped.is_set():
                 return
             self._stopped.set()
-        self.serving.clear()
-        self.health.enter_graceful_shutdown()
-        self.grpc_server.stop(self.config.grace_seconds).wait()
-        self._executor.shutdown(wait=False, cancel_futures=True)  # idle RPC threads end now
+        self._run(self._drain())
+        self._pool.shutdown(wait=False, cancel_futures=True)  # idle pool threads end now
         self.poller.stop()
         if hasattr(self, "_http_server"):
             self._http_server.shutdown()
+        self._close_loop()
         self.store.dispose()
         log.info("stopped")
 
-    def wait(self) -> None:
-        self.grpc_server.wait_for_termination()
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join()
+        self._loop.close()
 
 
 def reflection_pool(services: tuple[ServiceDescriptor, ...]) -> descriptor_pool.DescriptorPool:

@@ -113,7 +113,7 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         "--threads",
         type=int,
         default=DEFAULTS["threads"],
-        help="RPC worker threads (default %(default)s; per worker process)",
+        help="work-pool threads, for requests over 32 rows and store reads (default %(default)s; per worker process)",
     )
     serve.add_argument(
         "--workers",
@@ -138,6 +138,18 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         default=DEFAULTS["max_message_bytes"],
         help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
         f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)",
+    )
+    serve.add_argument(
+        "--max-streams-per-connection",
+        type=_positive_int,
+        default=DEFAULTS["max_streams_per_connection"],
+        help="calls one client connection may have open at once; more wait for one to end (default %(default)s)",
+    )
+    serve.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=DEFAULTS["idle_seconds"],
+        help="close a client connection that has had no call open this long (default %(default)s)",
     )
     serve.add_argument(
         "--tls-cert",

@@ -19,6 +19,8 @@ class ServeConfig:
     threads: int = 16
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_rows: int = DEFAULT_MAX_ROWS
+    max_streams_per_connection: int = 100  # calls one client connection may have open at once
+    idle_seconds: float = 300.0  # a connection with no call open for this long is closed
     worker: bool = False  # one of several processes on the port, started by a parent (bnserve.server.app)
     tls_cert: str | None = None  # PEM certificate chain; with tls_key, the port speaks TLS only
     tls_key: str | None = None  # PEM private key (unencrypted) of tls_cert

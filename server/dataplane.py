@@ -1,43 +1,68 @@
 """What both prediction APIs do with a request, written once: the row limit, the version the
 request names, decoding its rows, the caller's deadline, the prediction, the metrics. The
 servicers (bnserve.v1.Predictor and the Open Inference Protocol) only translate their wire
-forms into a ``decode`` and an ``encode`` and call ``predict``."""
+forms into a ``decode`` and an ``encode`` and call ``predict``.
+
+Where the work runs: the server is one asyncio event loop (``bnserve.server.app``), which
+receives every call, so a call waiting for its body or a client holding a stream costs no
+thread. A request of at most ``INLINE_ROWS`` rows for a model in memory is answered on the
+loop itself: its work (tens of microseconds) costs less than handing it to a thread. A
+larger request, and any that needs the store (a version loaded on demand), runs on the
+work pool (``--threads``), so the loop keeps answering other calls, health among them,
+while it runs or waits.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-import grpc
 import numpy as np
 
 from bnserve.server.limits import check_rows, check_still_wanted
 from bnserve.server.repository import ModelEntry, ModelRepository, ServedModel
 
 Response = TypeVar("Response")
+Result = TypeVar("Result")
+
+INLINE_ROWS = 32  # requests up to this many rows are answered on the event loop
 
 
 class DataPlane:
     """The served models, as the servicers reach them."""
 
-    def __init__(self, repository: ModelRepository, max_rows: int, ready: Callable[[], bool]):
-        """``max_rows``: the most rows a request may hold; ``ready``: what health reports."""
+    def __init__(self, repository: ModelRepository, max_rows: int, ready: Callable[[], bool], pool: Executor):
+        """``max_rows``: the most rows a request may hold; ``ready``: what health reports;
+        ``pool``: the threads for work too long for the event loop, and for store reads."""
         self.repository = repository
         self.max_rows = max_rows
         self.ready = ready
+        self._pool = pool
 
-    def model(self, name: str, version: int | None = None, alias: str | None = None) -> tuple[ServedModel, ModelEntry]:
-        """The compiled version a selector names (the repository's ``get``)."""
-        return self.repository.get(name, version, alias)
+    async def offload(self, work: Callable[..., Result], *args: Any) -> Result:
+        """``work(*args)`` on the work pool, awaited."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
 
-    def predict(
+    async def model(
+        self, name: str, version: int | None = None, alias: str | None = None
+    ) -> tuple[ServedModel, ModelEntry]:
+        """The compiled version a selector names (the repository's ``get``; on the pool when
+        it must read the store)."""
+        found = self.repository.get_resident(name, version, alias)
+        if found is None:
+            found = await self.offload(self.repository.get, name, version, alias)
+        return found
+
+    async def predict(
         self,
         name: str,
         rows: int,
         decode: Callable[[ServedModel], np.ndarray],
         encode: Callable[[ServedModel, np.ndarray, np.ndarray], Response],
-        context: grpc.ServicerContext | Any,
+        context: Any,
         version: int | None = None,
         alias: str | None = None,
     ) -> Response:
@@ -49,11 +74,28 @@ class DataPlane:
         """
         started = time.perf_counter()
         check_rows(rows, self.max_rows)
-        served, _ = self.repository.get(name, version, alias)
-        codes = decode(served)
-        check_still_wanted(context)
-        proba = served.compiled.predict_proba(codes)
-        winners = np.argmax(proba, axis=1)
-        response = encode(served, proba, winners)
-        served.record(winners, started)
-        return response
+        found = self.repository.get_resident(name, version, alias)
+        if found is not None and rows <= INLINE_ROWS:
+            return _answer(found[0], decode, encode, context, started)
+
+        def on_pool() -> Response:
+            served = found[0] if found is not None else self.repository.get(name, version, alias)[0]
+            return _answer(served, decode, encode, context, started)
+
+        return await self.offload(on_pool)
+
+
+def _answer(
+    served: ServedModel,
+    decode: Callable[[ServedModel], np.ndarray],
+    encode: Callable[[ServedModel, np.ndarray, np.ndarray], Response],
+    context: Any,
+    started: float,
+) -> Response:
+    codes = decode(served)
+    check_still_wanted(context)
+    proba = served.compiled.predict_proba(codes)
+    winners = np.argmax(proba, axis=1)
+    response = encode(served, proba, winners)
+    served.record(winners, started)
+    return response

@@ -1,5 +1,5 @@
-"""One interceptor for every RPC: check its bearer token, parse it, count it, time it, and
-map our errors to status codes.
+"""One interceptor for every RPC of the asyncio server: check its bearer token, parse it,
+count it, time it, and map our errors to status codes.
 
 Servicers raise ``bnserve.store.errors.BnServeError`` subclasses; this is the one place that
 turns them into gRPC status codes. Anything else becomes INTERNAL with a fixed
@@ -14,6 +14,8 @@ decoding the request.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from typing import Any
 import grpc
 
 from bnserve.server import metrics
+from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, check_reply_size
 from bnserve.server.security import UNAUTHENTICATED_MESSAGE, TokenFile, is_protected
 from bnserve.store.errors import BnServeError, InvalidInput
 
@@ -42,8 +45,8 @@ def _split(method: str) -> tuple[str, str]:
     return service, name
 
 
-def _context_code(context: grpc.ServicerContext) -> str:
-    code = context.code() if hasattr(context, "code") else None
+def _context_code(context: grpc.aio.ServicerContext) -> str:
+    code = context.code()
     return code.name if isinstance(code, grpc.StatusCode) else "OK"
 
 
@@ -64,13 +67,14 @@ def _method_metrics(labels: tuple[str, str, str]) -> tuple[Any, Any, _HandledCou
     return metrics.GRPC_STARTED.labels(*labels), metrics.GRPC_HANDLING_SECONDS.labels(*labels), _HandledCounters(labels)
 
 
-def _deny_unary(request: Any, context: grpc.ServicerContext) -> Any:
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+class Unauthenticated(BnServeError):
+    """A call to a protected method without a valid bearer token."""
+
+    code = "UNAUTHENTICATED"
 
 
-def _deny_stream(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
-    yield  # a generator, as a streaming behaviour is
+async def _deny(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> Any:
+    raise Unauthenticated(UNAUTHENTICATED_MESSAGE)
 
 
 _UNDECODED = object()
@@ -84,12 +88,12 @@ def _denying(handler: Any) -> Any:
     """A handler of the same kind as ``handler`` that fails every call with
     UNAUTHENTICATED, and leaves the request undecoded."""
     if handler.unary_unary:
-        return handler._replace(unary_unary=_deny_unary, request_deserializer=_skip)
+        return handler._replace(unary_unary=_deny, request_deserializer=_skip)
     if handler.unary_stream:
-        return handler._replace(unary_stream=_deny_stream, request_deserializer=_skip)
+        return handler._replace(unary_stream=_deny, request_deserializer=_skip)
     if handler.stream_unary:
-        return handler._replace(stream_unary=_deny_unary, request_deserializer=_skip)
-    return handler._replace(stream_stream=_deny_stream, request_deserializer=_skip)
+        return handler._replace(stream_unary=_deny, request_deserializer=_skip)
+    return handler._replace(stream_stream=_deny, request_deserializer=_skip)
 
 
 _MALFORMED = object()  # what a request that is not a valid message is parsed to
@@ -112,7 +116,7 @@ def _parsing(deserialize: Callable | None, behavior: Callable) -> tuple[Callable
         except Exception:
             return _MALFORMED
 
-    def checked(request: Any, context: grpc.ServicerContext) -> Any:
+    def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request is _MALFORMED:
             raise InvalidInput(f"the request is not {what}")
         return behavior(request, context)
@@ -120,7 +124,7 @@ def _parsing(deserialize: Callable | None, behavior: Callable) -> tuple[Callable
     return tolerant, checked
 
 
-class ServerInterceptor(grpc.ServerInterceptor):
+class ServerInterceptor(grpc.aio.ServerInterceptor):
     """Bearer-token check, Prometheus grpc_server_* metrics and error-to-status mapping.
 
     grpc calls ``intercept_service`` for every RPC; the wrapped handler of a method (with
@@ -128,13 +132,14 @@ class ServerInterceptor(grpc.ServerInterceptor):
     token, are built once and reused while grpc hands out the same handler for that method.
     """
 
-    def __init__(self, tokens: TokenFile | None = None) -> None:
+    def __init__(self, tokens: TokenFile | None = None, max_reply_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self._tokens = tokens
+        self._max_reply_bytes = max_reply_bytes
         # method -> (grpc's handler, ours, ours denying the call or None when it is open)
         self._wrapped: dict[str, tuple[Any, Any, Any]] = {}
 
-    def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
-        handler = continuation(handler_call_details)
+    async def intercept_service(self, continuation: Callable, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(handler_call_details)
         if handler is None:
             return None
         method = handler_call_details.method
@@ -157,7 +162,8 @@ class ServerInterceptor(grpc.ServerInterceptor):
         if handler.unary_unary:
             labels = ("UNARY", service, method)
             deserialize, behavior = _parsing(handler.request_deserializer, handler.unary_unary)
-            return handler._replace(request_deserializer=deserialize, unary_unary=self._wrap_unary(behavior, labels))
+            wrapped = self._wrap_unary(behavior, labels, self._max_reply_bytes)
+            return handler._replace(request_deserializer=deserialize, unary_unary=wrapped)
         if handler.unary_stream:
             labels = ("SERVER_STREAM", service, method)
             deserialize, behavior = _parsing(handler.request_deserializer, handler.unary_stream)
@@ -168,53 +174,75 @@ class ServerInterceptor(grpc.ServerInterceptor):
         return handler
 
     @staticmethod
-    def _wrap_unary(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
+    def _wrap_unary(behavior: Callable, labels: tuple[str, str, str], max_reply_bytes: int) -> Callable:
         started, seconds, handled = _method_metrics(labels)
 
-        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+        def done(t0: float, code: str) -> None:
+            seconds.observe(time.perf_counter() - t0)
+            handled[code].inc()
+
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            # An error is counted before its status is sent (aio's abort sends it at once):
+            # a caller that has its answer may read the metrics next.
             started.inc()
             t0 = time.perf_counter()
-            code = "OK"
             try:
                 response = behavior(request, context)
-                code = _context_code(context)
-                return response
+                if inspect.isawaitable(response):
+                    response = await response
+                check_reply_size(response, max_reply_bytes)
             except BnServeError as exc:
-                status = status_of(exc)
-                code = status.name
-                context.abort(status, exc.message)
-            except Exception:  # abort() raises too: keep the code it set
-                if _context_code(context) != "OK":
-                    code = _context_code(context)
+                status, message = status_of(exc), exc.message
+            except asyncio.CancelledError:  # the caller cancelled, or its deadline passed
+                done(t0, "CANCELLED")
+                raise
+            except Exception:
+                if _context_code(context) != "OK":  # the behaviour's own abort, sent already
+                    done(t0, _context_code(context))
                     raise
-                code = "INTERNAL"
                 log.exception("unhandled error in %s/%s", labels[1], labels[2])
-                context.abort(grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE)
-            finally:
-                seconds.observe(time.perf_counter() - t0)
-                handled[code].inc()
+                status, message = grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE
+            else:
+                done(t0, _context_code(context))
+                return response
+            done(t0, status.name)
+            await context.abort(status, message)
 
         return wrapped
 
     @staticmethod
     def _wrap_stream(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
+        """A streaming behaviour, whether it yields its messages (an async generator) or
+        writes them (a coroutine calling ``context.write``), as one that writes them."""
         started, seconds, handled = _method_metrics(labels)
 
-        def wrapped(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
+        def done(t0: float, code: str) -> None:
+            seconds.observe(time.perf_counter() - t0)
+            handled[code].inc()
+
+        async def wrapped(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> None:
             started.inc()
             t0 = time.perf_counter()
-            code = "OK"
             try:
-                yield from behavior(request_or_iterator, context)
-                code = _context_code(context)
-            except GeneratorExit:  # the client went away mid-stream
-                code = "CANCELLED"
+                result = behavior(request_or_iterator, context)
+                if inspect.isasyncgen(result):
+                    async for message in result:
+                        await context.write(message)
+                else:
+                    await result
+            except BnServeError as exc:
+                status, message = status_of(exc), exc.message
+            except asyncio.CancelledError:  # the client went away mid-stream
+                done(t0, "CANCELLED")
                 raise
             except Exception:
-                code = _context_code(context) if _context_code(context) != "OK" else "UNKNOWN"
+                code = _context_code(context)
+                done(t0, code if code != "OK" else "UNKNOWN")
                 raise
-            finally:
-                seconds.observe(time.perf_counter() - t0)
-                handled[code].inc()
+            else:
+                done(t0, _context_code(context))
+                return
+            done(t0, status.name)
+            await context.abort(status, message)
 
         return wrapped

@@ -36,6 +36,16 @@ def check_rows(rows: int, limit: int) -> None:
         )
 
 
+def check_reply_size(reply: Any, limit: int) -> None:
+    """Refuse a reply over ``limit`` bytes with RESOURCE_EXHAUSTED here, where it is counted
+    as refused: grpc would refuse it only after the handler returned, and the metrics count it OK."""
+    if reply is not None and reply.ByteSize() > limit:
+        raise TooLarge(
+            f"the reply is {reply.ByteSize()} bytes, over this server's limit of {limit} bytes "
+            "(--max-message-bytes): ask for less"
+        )
+
+
 def predict_rows(request: Any) -> int:
     """Rows of a PredictRequest from its field lengths alone."""
     if request.HasField("dense"):
@@ -52,5 +62,6 @@ def infer_rows(request: Any) -> int:
 def check_still_wanted(context: Any) -> None:
     """Stop before predicting when the caller's deadline has passed or it cancelled: grpc has
     already answered it DEADLINE_EXCEEDED (or CANCELLED), so the work would be wasted."""
-    if not context.is_active():
+    remaining = context.time_remaining()
+    if context.cancelled() or (remaining is not None and remaining <= 0):
         raise DeadlineExceeded("the call's deadline passed (or it was cancelled) before the prediction")

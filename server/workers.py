@@ -131,6 +131,10 @@ class Supervisor:
             str(c.max_rows),
             "--max-message-bytes",
             str(c.max_message_bytes),
+            "--max-streams-per-connection",
+            str(c.max_streams_per_connection),
+            "--idle-seconds",
+            repr(c.idle_seconds),
         ]
         for flag, path in (
             ("--tls-cert", c.tls_cert),

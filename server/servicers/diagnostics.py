@@ -13,5 +13,5 @@ from bnserve.server.api import diagnostics_pb2_grpc
 
 
 class DiagnosticsServicer(diagnostics_pb2_grpc.DiagnosticsServicer):
-    def Echo(self, request: pb.EchoRequest, context: grpc.ServicerContext) -> pb.EchoReply:
+    async def Echo(self, request: pb.EchoRequest, context: grpc.aio.ServicerContext) -> pb.EchoReply:
         return pb.EchoReply(payload=request.payload)

@@ -47,32 +47,38 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
     def __init__(self, dataplane: DataPlane):
         self._dataplane = dataplane
 
-    def ServerLive(self, request: pb.ServerLiveRequest, context: grpc.ServicerContext) -> pb.ServerLiveResponse:
+    async def ServerLive(
+        self, request: pb.ServerLiveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerLiveResponse:
         return pb.ServerLiveResponse(live=True)
 
-    def ServerReady(self, request: pb.ServerReadyRequest, context: grpc.ServicerContext) -> pb.ServerReadyResponse:
+    async def ServerReady(
+        self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerReadyResponse:
         return pb.ServerReadyResponse(ready=self._dataplane.ready())
 
-    def ModelReady(self, request: pb.ModelReadyRequest, context: grpc.ServicerContext) -> pb.ModelReadyResponse:
+    async def ModelReady(
+        self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelReadyResponse:
         """Readiness is an answer, not an error: an unknown or unloadable model is not ready."""
         version = parse_version(request.version)
         if not self._dataplane.ready():
             return pb.ModelReadyResponse(ready=False)
         try:
-            self._dataplane.model(request.name, version=version)
+            await self._dataplane.model(request.name, version=version)
         except (NotFound, InvalidModel, StoreUnavailable):
             return pb.ModelReadyResponse(ready=False)
         return pb.ModelReadyResponse(ready=True)
 
-    def ServerMetadata(
-        self, request: pb.ServerMetadataRequest, context: grpc.ServicerContext
+    async def ServerMetadata(
+        self, request: pb.ServerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> pb.ServerMetadataResponse:
         return pb.ServerMetadataResponse(name=SERVER_NAME, version=code_version(), extensions=[])
 
-    def ModelMetadata(
-        self, request: pb.ModelMetadataRequest, context: grpc.ServicerContext
+    async def ModelMetadata(
+        self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext
     ) -> pb.ModelMetadataResponse:
-        served, entry = self._dataplane.model(request.name, version=parse_version(request.version))
+        served, entry = await self._dataplane.model(request.name, version=parse_version(request.version))
         tensor = pb.ModelMetadataResponse.TensorMetadata
         return pb.ModelMetadataResponse(
             name=served.name,
@@ -82,7 +88,9 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
             outputs=[tensor(name=n, datatype=d, shape=s) for n, d, s in output_metadata(served.compiled)],
         )
 
-    def ModelInfer(self, request: pb.ModelInferRequest, context: grpc.ServicerContext) -> pb.ModelInferResponse:
+    async def ModelInfer(
+        self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelInferResponse:
         outputs = requested_outputs(request)  # a check of the request alone: before any lookup
 
         def decode(served: ServedModel) -> np.ndarray:
@@ -93,7 +101,7 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
             write_outputs(response, outputs, served.compiled.classes, proba, winners)
             return response
 
-        return self._dataplane.predict(
+        return await self._dataplane.predict(
             request.model_name,
             infer_rows(request),
             decode,

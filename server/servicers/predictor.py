@@ -35,7 +35,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
     def __init__(self, dataplane: DataPlane):
         self._dataplane = dataplane
 
-    def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
+    async def Predict(self, request: pb.PredictRequest, context: grpc.aio.ServicerContext) -> pb.PredictResponse:
         if request.instances and request.HasField("dense"):
             raise InvalidInput("set either instances or dense, not both")
 
@@ -62,15 +62,22 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
                     add(label=classes[w], probabilities=row)
             return response
 
-        return self._dataplane.predict(
+        return await self._dataplane.predict(
             request.model, predict_rows(request), decode, encode, context, **_selector(request)
         )
 
-    def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: grpc.ServicerContext) -> pb.ModelMetadata:
-        served, entry = self._dataplane.model(request.model, **_selector(request))
-        return model_metadata(served, entry.aliases_of(served.version), request.include_parameters)
+    async def GetModelMetadata(
+        self, request: pb.GetModelMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelMetadata:
+        served, entry = await self._dataplane.model(request.model, **_selector(request))
+        aliases = entry.aliases_of(served.version)
+        if request.include_parameters:  # every CPT as a list: work for the pool, not the event loop
+            return await self._dataplane.offload(model_metadata, served, aliases, True)
+        return model_metadata(served, aliases, False)
 
-    def ListModels(self, request: pb.ListModelsRequest, context: grpc.ServicerContext) -> pb.ListModelsResponse:
+    async def ListModels(
+        self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListModelsResponse:
         models = self._dataplane.repository.snapshot.models
         return pb.ListModelsResponse(
             models=[

@@ -1,0 +1,128 @@
+"""Clients that hold the server's capacity without a token, and replies over the size limit,
+on the real server in this process.
+
+- Open Health.Watch streams (health is open by design) and calls that send their headers
+  but never a body take no thread: the event loop holds them as coroutines, so
+  authorised Predicts and Health Checks keep being answered, whatever ``--threads`` is.
+- A reply over ``--max-message-bytes`` is refused with RESOURCE_EXHAUSTED by the server
+  itself, and counted so in /metrics (grpc would refuse it after the handler returned,
+  counted OK).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import REGISTRY
+
+from bench.serving import OWN_CONNECTION
+from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
+from tests.in_process_server import running_app
+from tests.model_factory import random_model
+
+MODEL = random_model(np.random.default_rng(5), n_features=3)
+TOKEN = "hostile-test-token"
+HELD_WATCHES = 64
+HELD_BODILESS = 64
+
+
+def test_held_streams_without_a_token_do_not_starve_authorised_calls(tmp_path):
+    token_file = tmp_path / "tokens"
+    token_file.write_text(TOKEN + "\n")
+    # Two pool threads: the held calls outnumber them 64 to 1.
+    with running_app(tmp_path, {"m": MODEL}, threads=2, auth_token_file=str(token_file)) as app:
+        target = f"127.0.0.1:{app.port}"
+        # Each channel its own TCP connection (grpc would share one): 32 held calls each.
+        attackers = [grpc.insecure_channel(target, options=OWN_CONNECTION) for _ in range(4)]
+        release = threading.Event()
+
+        def never_a_body():
+            release.wait()
+            yield from ()
+
+        watches = [
+            health_pb2_grpc.HealthStub(attackers[i % 4]).Watch(health_pb2.HealthCheckRequest(service=""))
+            for i in range(HELD_WATCHES)
+        ]
+        bodiless = [
+            attackers[i % 4]
+            .stream_unary("/bnserve.v1.Predictor/Predict", request_serializer=None, response_deserializer=None)
+            .future(never_a_body())
+            for i in range(HELD_BODILESS)
+        ]
+        try:
+            for watch in watches:  # each stream is open: its first status has arrived
+                assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+            with grpc.insecure_channel(target, options=OWN_CONNECTION) as channel:
+                stub = predictor_pb2_grpc.PredictorStub(channel)
+                health = health_pb2_grpc.HealthStub(channel)
+                request = pb.PredictRequest(model="m", instances=[pb.Instance()])
+                for _ in range(20):
+                    reply = stub.Predict(request, timeout=5, metadata=[("authorization", f"Bearer {TOKEN}")])
+                    assert len(reply.predictions) == 1
+                    status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
+                    assert status == health_pb2.HealthCheckResponse.SERVING
+            assert not any(call.done() for call in bodiless)  # still held, all the while
+        finally:
+            release.set()
+            for watch in watches:
+                watch.cancel()
+            for call in bodiless:
+                call.cancel()
+            for channel in attackers:
+                channel.close()
+
+
+def test_a_reply_over_the_size_limit_is_refused_and_counted_so(tmp_path):
+    big = random_model(np.random.default_rng(6), n_features=12, cardinalities=(6, 8), max_parents=3)
+    with running_app(tmp_path, {"big": big}, max_message_bytes=4096) as app:
+        labels = dict(grpc_type="UNARY", grpc_service="bnserve.v1.Predictor", grpc_method="GetModelMetadata")
+
+        def handled(code: str) -> float:  # the server's metrics: this process's registry
+            return REGISTRY.get_sample_value("grpc_server_handled_total", labels | {"grpc_code": code}) or 0.0
+
+        before = handled("RESOURCE_EXHAUSTED"), handled("OK")
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            assert stub.GetModelMetadata(pb.GetModelMetadataRequest(model="big"), timeout=10).name == "big"
+            try:
+                stub.GetModelMetadata(pb.GetModelMetadataRequest(model="big", include_parameters=True), timeout=10)
+                raise AssertionError("a reply over --max-message-bytes was sent")
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "--max-message-bytes" in error.details()
+        assert handled("RESOURCE_EXHAUSTED") == before[0] + 1
+        assert handled("OK") == before[1] + 1
+
+
+def test_one_connection_holds_at_most_its_streams(tmp_path):
+    with running_app(tmp_path, {"m": MODEL}, max_streams_per_connection=8) as app:
+        target = f"127.0.0.1:{app.port}"
+        release = threading.Event()
+
+        def never_a_body():
+            release.wait()
+            yield from ()
+
+        request = pb.PredictRequest(model="m", instances=[pb.Instance()])
+        with (
+            grpc.insecure_channel(target, options=OWN_CONNECTION) as greedy,
+            grpc.insecure_channel(target, options=OWN_CONNECTION) as other,
+        ):
+            predictor_pb2_grpc.PredictorStub(greedy).Predict(request, timeout=5)  # connected
+            held = [greedy.stream_unary("/bnserve.v1.Predictor/Predict").future(never_a_body()) for _ in range(8)]
+            try:
+                try:  # a ninth call on that connection waits for a stream: past its deadline
+                    predictor_pb2_grpc.PredictorStub(greedy).Predict(request, timeout=1)
+                    raise AssertionError("a connection opened more streams than --max-streams-per-connection")
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                assert len(predictor_pb2_grpc.PredictorStub(other).Predict(request, timeout=5).predictions) == 1
+            finally:
+                release.set()
+                for call in held:
+                    call.cancel()
