@@ -8,14 +8,18 @@ columns and codes (``bnserve.server.tensors`` decodes its tensors first).
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import repeat
 from typing import NoReturn
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
-from bnserve.store.model.discretization import interval_codes
+from bnserve.store.model.discretization import interval_code, interval_codes
 from bnserve.store.predictor import CompiledModel, check_codes
 
 _NO_CODES = np.empty(0, dtype=np.int64)
@@ -38,6 +42,38 @@ def _feature_column(compiled: CompiledModel, name: str, class_name: str) -> int:
     return column
 
 
+@dataclass(frozen=True)
+class FeatureTables:
+    """What decoding a request looks up, built once per compiled model (``tables_of``) so a
+    value costs a dict lookup or two: ``column``, feature name -> column; per column
+    ``labels``, text -> code of every state label and "" (``Variable.label_codes``, shared
+    with the variable), and ``cuts``, a numeric feature's cut points (None: nominal).
+    A text not in ``labels`` (a number, "14.0", an unseen label) takes ``Variable.code_of``."""
+
+    column: Mapping[str, int]
+    labels: tuple[Mapping[str, int], ...]
+    cuts: tuple[tuple[float, ...] | None, ...]
+
+    @staticmethod
+    def of(compiled: CompiledModel) -> FeatureTables:
+        return FeatureTables(
+            compiled.feature_index,
+            tuple(v.label_codes() for v in compiled.features),
+            tuple(v.cuts if v.kind == NUMERIC else None for v in compiled.features),
+        )
+
+
+_TABLES: weakref.WeakKeyDictionary[CompiledModel, FeatureTables] = weakref.WeakKeyDictionary()
+
+
+def tables_of(compiled: CompiledModel) -> FeatureTables:
+    """The model's ``FeatureTables``, built on its first request and dropped with it."""
+    tables = _TABLES.get(compiled)
+    if tables is None:
+        tables = _TABLES[compiled] = FeatureTables.of(compiled)
+    return tables
+
+
 def codes_from_instances(
     compiled: CompiledModel,
     class_name: str,
@@ -49,19 +85,30 @@ def codes_from_instances(
     A text value is a state label or, for a numeric feature, a number; an empty text, an
     absent feature or a NaN number is missing. With ``unseen_as_missing`` a text that is
     not a state of a nominal feature counts as missing instead of being refused.
+    Values are looked up in the model's ``FeatureTables``; what they miss is coded, or
+    refused, one value at a time in the same order, so the first error is the same.
     """
-    rows = list(instances)
-    codes = np.full((len(rows), len(compiled.features)), MISSING, dtype=np.int64)
-    for r, (values, numbers) in enumerate(rows):
-        for name, label in values.items():
-            column = _feature_column(compiled, name, class_name)
-            codes[r, column] = _code_of_text(compiled.features[column], label, f"instance {r}", unseen_as_missing)
+    tables = tables_of(compiled)
+    column_of, labels, cuts_of = tables.column.get, tables.labels, tables.cuts
+    blank = [MISSING] * len(labels)
+    flat: list[int] = []
+    r = -1
+    for r, (values, numbers) in enumerate(instances):
+        row = blank.copy()
+        for name, text in values.items():
+            j = column_of(name)
+            if j is None or (code := labels[j].get(text)) is None:
+                j = _feature_column(compiled, name, class_name)
+                code = _code_of_text(compiled.features[j], text, r, unseen_as_missing)
+            row[j] = code
         for name, number in numbers.items():
-            variable = _numeric_feature(compiled, name, class_name, f"instance {r}")
-            if name in values:
+            j = column_of(name)
+            if j is None or (cuts := cuts_of[j]) is None or name in values:
+                _numeric_feature(compiled, name, class_name, f"instance {r}")
                 raise InvalidInput(f"instance {r}: feature {name!r} is in both values and numbers")
-            codes[r, compiled.feature_index[name]] = interval_codes(variable.cuts, np.array([number]))[0]
-    return codes
+            row[j] = MISSING if math.isnan(number) else interval_code(cuts, number)
+        flat += row
+    return np.array(flat, dtype=np.int64).reshape(r + 1, len(blank))
 
 
 def codes_from_columns(
@@ -75,17 +122,26 @@ def codes_from_columns(
 
     ``texts`` columns hold what an instance's text values hold (a state label, or for a
     numeric feature a number; "" is missing); ``numbers`` columns hold raw numbers of
-    numeric features (NaN is missing). Unlisted features are missing.
+    numeric features (NaN is missing). Unlisted features are missing. The text columns
+    are looked up in the model's ``FeatureTables`` into one array; if a name or a text
+    misses them, they are coded (or refused) again column by column with
+    ``Variable.codes_of``, in order, so the first error is the same.
     """
-    codes = np.full((rows, len(compiled.features)), MISSING, dtype=np.int64)
+    tables = tables_of(compiled)
+    column_of, labels = tables.column.get, tables.labels
+    columns: list[int] = []
+    flat: list[int] = []
     for name, column in texts.items():
-        j = _feature_column(compiled, name, class_name)
-        variable = compiled.features[j]
-        coded = variable.codes_of(column)
-        unknown = np.flatnonzero(coded == UNKNOWN)
-        if unknown.size:
-            _refuse(variable, column[int(unknown[0])], f"row {int(unknown[0])}")
-        codes[:, j] = coded
+        j = column_of(name)
+        if j is None:
+            break
+        columns.append(j)
+        flat += map(labels[j].get, column, repeat(UNKNOWN))
+    given = np.fromiter(flat, dtype=np.int64, count=len(flat)).reshape(len(columns), rows)
+    if len(columns) < len(texts) or (given == UNKNOWN).any():
+        columns, given = _text_columns(compiled, class_name, rows, texts)
+    codes = np.full((rows, len(labels)), MISSING, dtype=np.int64)
+    codes[:, columns] = given.T
     for name, numeric in numbers.items():
         variable = _numeric_feature(compiled, name, class_name)
         if name in texts:
@@ -94,15 +150,34 @@ def codes_from_columns(
     return codes
 
 
-def _code_of_text(variable: Variable, text: str, where: str, unseen_as_missing: bool = False) -> int:
-    """The state code of one raw text value (``Variable.code_of``); an unseen label of a
-    nominal feature is missing when ``unseen_as_missing``; anything else unknown is refused."""
+def _text_columns(
+    compiled: CompiledModel, class_name: str, rows: int, texts: Mapping[str, Sequence[str]]
+) -> tuple[list[int], np.ndarray]:
+    """(columns, codes (len(columns), rows)) of text columns, one ``Variable.codes_of`` each:
+    numbers as text, whole numbers such as "14.0", and the first unknown name or text refused."""
+    columns: list[int] = []
+    given = np.empty((len(texts), rows), dtype=np.int64)
+    for k, (name, column) in enumerate(texts.items()):
+        j = _feature_column(compiled, name, class_name)
+        variable = compiled.features[j]
+        given[k] = coded = variable.codes_of(column)
+        unknown = np.flatnonzero(coded == UNKNOWN)
+        if unknown.size:
+            _refuse(variable, column[int(unknown[0])], f"row {int(unknown[0])}")
+        columns.append(j)
+    return columns, given
+
+
+def _code_of_text(variable: Variable, text: str, row: int, unseen_as_missing: bool) -> int:
+    """The state code of one raw text value of instance ``row`` (``Variable.code_of``); an
+    unseen label of a nominal feature is missing when ``unseen_as_missing``; anything else
+    unknown is refused."""
     code = variable.code_of(text)
     if code != UNKNOWN:
         return code
     if unseen_as_missing and variable.kind == NOMINAL:
         return MISSING
-    _refuse(variable, text, where)
+    _refuse(variable, text, f"instance {row}")
 
 
 def _refuse(variable: Variable, text: str, where: str) -> NoReturn:

@@ -42,7 +42,7 @@ LAYERS = {
     ],
     "bnserve.server": [
         ["api", "limits", "metrics", "security"],
-        ["config", "requests"],
+        ["config", "requests", "responses"],
         ["tensors", "repository"],
         ["dataplane"],
         ["servicers", "interceptors"],

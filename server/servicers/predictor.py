@@ -17,6 +17,7 @@ from bnserve.server.dataplane import DataPlane
 from bnserve.server.limits import predict_rows
 from bnserve.server.repository import ServedModel
 from bnserve.server.requests import codes_from_dense, codes_from_instances
+from bnserve.server.responses import predict_response
 from bnserve.store.errors import InvalidInput
 
 
@@ -51,16 +52,8 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
             )
 
         def encode(served: ServedModel, proba: np.ndarray, winners: np.ndarray) -> pb.PredictResponse:
-            classes = served.compiled.classes
-            response = pb.PredictResponse(model=served.name, version=served.version, classes=classes)
-            if request.dense_response:  # two flat arrays: no message per row
-                response.dense.labels.extend(winners.tolist())
-                response.dense.probabilities.extend(proba.ravel().tolist())
-            else:
-                add = response.predictions.add  # adding in place: no temporary message per row
-                for w, row in zip(winners.tolist(), proba.tolist()):
-                    add(label=classes[w], probabilities=row)
-            return response
+            classes = served.compiled.classes  # one Prediction per row, or two flat arrays; no message per row
+            return predict_response(served.name, served.version, classes, proba, winners, request.dense_response)
 
         return await self._dataplane.predict(
             request.model, predict_rows(request), decode, encode, context, **_selector(request)

@@ -82,7 +82,7 @@ class Variable:
         """The state code of one raw value: MISSING for ``""``, a state label's index, for
         a numeric variable a number's interval (NaN is no number), for a whole-number-coded
         one a number equal to a state; UNKNOWN otherwise."""
-        code = self._index().get(text)
+        code = self.label_codes().get(text)
         if code is not None:
             return code
         if self.kind == NUMERIC:
@@ -95,7 +95,7 @@ class Variable:
     def codes_of(self, texts: Sequence[str]) -> np.ndarray:
         """int32 ``code_of`` of every text, the common case in C: one dict lookup per text,
         then the numbers of a numeric variable through one ``interval_codes``."""
-        codes = np.fromiter(map(self._index().get, texts, repeat(UNKNOWN)), dtype=np.int32, count=len(texts))
+        codes = np.fromiter(map(self.label_codes().get, texts, repeat(UNKNOWN)), dtype=np.int32, count=len(texts))
         if self.kind == NUMERIC:
             unknown = np.flatnonzero(codes == UNKNOWN)
             if unknown.size:
@@ -108,7 +108,10 @@ class Variable:
                 codes[r] = by_number.get(number_of(texts[r]), UNKNOWN)
         return codes
 
-    def _index(self) -> dict[str, int]:
+    def label_codes(self) -> dict[str, int]:
+        """Text -> code for every state label and ``""`` (missing): ``code_of``'s first and
+        common case, one dict built once per variable; the server's request tables share it.
+        Read only."""
         cached = self.__dict__.get("_label_index")
         if cached is None:
             cached = {s: i for i, s in enumerate(self.states)}

@@ -73,3 +73,12 @@ def test_batch_scoring_quick_run_reports_every_figure():
     assert len(results) == 5 and all(set(r) == KEYS for r in results)
     assert all(r["ours"] > 0 and r["peer"] > 0 for r in results)
     assert results[-1]["met"] is True, "trainer predict's probabilities differ from predict_proba's"
+
+
+def test_wire_codec_quick_run_reports_every_figure():
+    """bench/wire_codec.py in process: one figure per request size, each with its floor."""
+    from bench import wire_codec
+
+    results = wire_codec.run(quick=True)
+    assert len(results) == len(wire_codec.SIZES) and all(set(r) == KEYS for r in results)
+    assert all(r["ours"] > 0 and r["peer"] > 0 and r["met"] is None for r in results)
