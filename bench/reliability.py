@@ -39,7 +39,9 @@ FAULT_TESTS = (
     "tests/e2e/test_alias_under_load.py",
     "tests/e2e/test_drain_under_load.py",
     "tests/bench/test_load.py",
+    "tests/server/test_hostile_clients.py",
 )
+HOSTILE = "hostile: "  # the prefix of the hostile section's records
 WHAT = {  # what each test injects and proves, by the name it records under
     "store outage while serving (PostgreSQL behind a cut TCP proxy)": "the proxy between server and PostgreSQL closes every connection and refuses new ones while 2 threads "
     "call Predict; version 2 is published meanwhile; then restored. No call fails, polls fail and are "
@@ -62,6 +64,10 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "the others are answered, exit 0 within the grace + 2 s (handlers that linger are not waited for)",
     "SIGTERM under load, grace 0.1 s run out (--workers 2, 8 threads of 100,000-row batches)": "the same with 2 worker processes",
     "load, CI size (8 streams x 10 s)": "the CI-sized load test: no error, RSS growth under the bound",
+    "hostile: 64 Health.Watch streams and 64 bodiless calls without a token": "a server with a token file and "
+    "--threads 2; 4 connections hold 64 open Health.Watch streams and 64 Predict calls that sent headers and "
+    "never a body; meanwhile 200 authorised Predicts and 200 Health Checks are each answered within a 5 s "
+    "deadline (the thread-pool server before grpc.aio froze at --threads held calls)",
 }
 
 
@@ -74,6 +80,20 @@ def run_fault_tests(json_path: pathlib.Path) -> tuple[int, float, str]:
     if done.returncode != 0:
         print(done.stdout[-5000:], done.stderr[-2000:], file=sys.stderr)
     return done.returncode, time.monotonic() - t0, summary
+
+
+def rows(tests: list[dict]) -> list[str]:
+    """One table row per recorded test: its counts, then its other figures."""
+    common = {"test", "backend", "at", "faults", "requests", "errors", "versions", "lost"}
+    out = []
+    for t in tests:
+        other = "; ".join(f"{k}: {cell(v)}" for k, v in sorted(t.items()) if k not in common)
+        out.append(
+            f"| {t['test']} | {t['backend']} | {WHAT.get(t['test'], '')} | {cell(t.get('faults'))} | "
+            f"{cell(t.get('requests'))} | {cell(t.get('errors'))} | {cell(t.get('versions'))} | "
+            f"{cell(t.get('lost'))} | {other} |"
+        )
+    return out
 
 
 def cell(value) -> str:
@@ -123,14 +143,17 @@ def render(
         "| test | backend | what is injected and asserted | faults | requests | errors | versions | lost | other figures |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    common = {"test", "backend", "at", "faults", "requests", "errors", "versions", "lost"}
-    for t in tests:
-        other = "; ".join(f"{k}: {cell(v)}" for k, v in sorted(t.items()) if k not in common)
-        out.append(
-            f"| {t['test']} | {t['backend']} | {WHAT.get(t['test'], '')} | {cell(t.get('faults'))} | "
-            f"{cell(t.get('requests'))} | {cell(t.get('errors'))} | {cell(t.get('versions'))} | "
-            f"{cell(t.get('lost'))} | {other} |"
-        )
+    out += rows([t for t in tests if not t["test"].startswith(HOSTILE)])
+    out += [
+        "",
+        "## Hostile clients, models and files",
+        "",
+        "Each attack of issue 17, bounded and on loopback, from the same run: the row names it and its figure.",
+        "",
+        "| test | backend | what is injected and asserted | faults | requests | errors | versions | lost | other figures |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    out += rows([t for t in tests if t["test"].startswith(HOSTILE)])
     phases = result["phases"]
     out += [
         "",

@@ -82,3 +82,29 @@ def test_wire_codec_quick_run_reports_every_figure():
     results = wire_codec.run(quick=True)
     assert len(results) == len(wire_codec.SIZES) and all(set(r) == KEYS for r in results)
     assert all(r["ours"] > 0 and r["peer"] > 0 and r["met"] is None for r in results)
+
+
+def test_the_baseline_server_runs_the_code_of_its_commit():
+    """bench/baseline.py: a folder on PYTHONPATH imports bnserve as SYNC_SERVER_COMMIT had it
+    (the thread-pool server), not the installed code (the asyncio server)."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    from bench.baseline import SYNC_SERVER_COMMIT, available, baseline_code
+
+    if not available(SYNC_SERVER_COMMIT):
+        pytest.skip("this clone does not hold the baseline commit")
+    probe = "import bnserve.server.app as app; print(app.__file__); print('grpc.aio' in open(app.__file__).read())"
+    with baseline_code(SYNC_SERVER_COMMIT) as path:
+        out = subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**os.environ, "PYTHONPATH": str(path)},
+            cwd=path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert out == [str(path / "bnserve" / "server" / "app.py"), "False"]
