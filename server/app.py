@@ -85,7 +85,7 @@ class App:
         self.config = config
         self.tls, self.tokens = load_security(config)
         self.store = ModelStore(config.store_url)
-        self.repository = ModelRepository(self.store)
+        self.repository = ModelRepository(self.store, config.plan_cache_bytes)
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self.serving = threading.Event()  # what health reports for our services
         self._executor = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")

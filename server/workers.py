@@ -131,6 +131,8 @@ class Supervisor:
             str(c.max_rows),
             "--max-message-bytes",
             str(c.max_message_bytes),
+            "--plan-cache-bytes",
+            str(c.plan_cache_bytes),
         ]
         for flag, path in (
             ("--tls-cert", c.tls_cert),
