@@ -37,7 +37,7 @@ from bnserve.trainer.io import source_name
 QUIET_TOLERANCE = 1e-6  # off by less: rounding in the file, renormalised without a note
 MAX_TOLERANCE = 1e-3  # off by more: the file is wrong, not rounded
 
-NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 PROPERTY_PREFIX = "bnserve."
 KIND_PROPERTY = "bnserve.kind"
 CUTS_PROPERTY = "bnserve.cuts"
