@@ -33,6 +33,7 @@ BATCH = 0  # einsum label of the row axis
 MAX_CHUNK_CELLS = 1 << 22  # rows x working cells per row, per chunk: bounds the working memory (32 MiB)
 MAX_ROW_CELLS = 1 << 22  # working cells of one row beyond which variables are conditioned on (32 MiB)
 MAX_ROW_WORK = 1 << 28  # cells one row's elimination may work through, conditioning included; more is refused
+KEPT_TAIL_CELLS = 1024  # a group keeps its factors' cell offsets up to this many (8 KiB)
 OBJECT_BYTES = 1024  # Python objects beside the arrays, per group and step of a plan (measured with tracemalloc)
 RESCALE_EVERY = 4  # products of factors <= 1 between rescales: no underflow unless entries < 1e-75
 
@@ -172,7 +173,9 @@ class _Group:
     members (padded with stride 0); ``free``, the stride of each free variable in its
     CPT (every factor of a group has them all in its family); ``own``, the input column of a
     node outside the component that may be missing and barren in a row (-1 for the others),
-    or None when there is none.
+    or None when there is none. Where each free cell sits in each factor's CPT (``_tails``)
+    is kept when small (``KEPT_TAIL_CELLS``), else worked out per call: kept, it would be
+    as large as the CPT slices it indexes.
     """
 
     def __init__(
@@ -204,21 +207,28 @@ class _Group:
             dtype=np.intp,
         )
         self.own = own if (own >= 0).any() else None
+        self._kept_tails = self._tails() if len(nodes) * self.size <= KEPT_TAIL_CELLS else None
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.cols, self.strides, self.offsets, self.free, self.own)
+        arrays = (self.cols, self.strides, self.offsets, self.free, self.own, self._kept_tails)
         return sum(a.nbytes for a in arrays if a is not None)
+
+    def _tails(self) -> np.ndarray:
+        """(factors, size): where each cell of the free variables sits in each factor's CPT."""
+        nodes, ndim = self.offsets.size, len(self.shape)
+        tail = np.zeros((nodes,) + (1,) * ndim, dtype=np.intp)
+        for j, card in enumerate(self.shape):
+            axis = np.arange(card, dtype=np.intp).reshape((1,) * (j + 1) + (card,) + (1,) * (ndim - j - 1))
+            tail = tail + axis * self.free[:, j].reshape((nodes,) + (1,) * ndim)
+        return tail.reshape(nodes, -1)
 
     def __call__(self, table: np.ndarray, codes: np.ndarray, clipped: np.ndarray) -> np.ndarray:
         """(rows, *shape) sum of the factors' log entries; a barren factor counts as log 1 = 0."""
-        rows, nodes = codes.shape[0], self.offsets.size
+        rows = codes.shape[0]
         base = self.offsets + (clipped[:, self.cols] * self.strides).sum(axis=-1)  # (rows, nodes)
-        tail = np.zeros((nodes,) + (1,) * len(self.shape), dtype=np.intp)  # each free cell's place, per factor
-        for j, card in enumerate(self.shape):
-            axis = np.arange(card, dtype=np.intp).reshape((1,) * (j + 1) + (card,) + (1,) * (len(self.shape) - j - 1))
-            tail = tail + axis * self.free[:, j].reshape((nodes,) + (1,) * len(self.shape))
-        values = table[base[:, :, None] + tail.reshape(nodes, -1)]  # (rows, nodes, size)
+        tails = self._kept_tails if self._kept_tails is not None else self._tails()
+        values = table[base[:, :, None] + tails]  # (rows, nodes, size)
         if self.own is not None:
             values[(codes[:, self.own] < 0) & (self.own >= 0)] = 0.0
         return values.sum(axis=1).reshape(rows, *self.shape)
