@@ -97,7 +97,7 @@ class App:
         self.config = config
         self.tls, self.tokens = load_security(config)
         self.store = ModelStore(config.store_url)
-        self.repository = ModelRepository(self.store)
+        self.repository = ModelRepository(self.store, config.plan_cache_bytes)
         self.serving = threading.Event()  # what health reports for our services
         self._pool = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
         self._loop = asyncio.new_event_loop()

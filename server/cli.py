@@ -44,6 +44,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _byte_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _file_path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a file path, got an empty string")
@@ -150,6 +160,13 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         type=float,
         default=DEFAULTS["idle_seconds"],
         help="close a client connection that has had no call open this long (default %(default)s)",
+    )
+    serve.add_argument(
+        "--plan-cache-bytes",
+        type=_byte_count,
+        default=DEFAULTS["plan_cache_bytes"],
+        help=f"bytes of missing-value plans kept for reuse, all models together; a plan that does not fit "
+        f"is built for its call alone (default {DEFAULTS['plan_cache_bytes']:,}, 64 MiB; per worker process)",
     )
     serve.add_argument(
         "--tls-cert",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
+from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class ServeConfig:
     max_rows: int = DEFAULT_MAX_ROWS
     max_streams_per_connection: int = 100  # calls one client connection may have open at once
     idle_seconds: float = 300.0  # a connection with no call open for this long is closed
+    plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES  # missing-value plans kept, all models together
     worker: bool = False  # one of several processes on the port, started by a parent (bnserve.server.app)
     tls_cert: str | None = None  # PEM certificate chain; with tls_key, the port speaks TLS only
     tls_key: str | None = None  # PEM private key (unencrypted) of tls_cert

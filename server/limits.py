@@ -3,11 +3,12 @@ checked before any work, so an oversized request is refused cheaply with RESOURC
 and the caller's deadline, checked again before the prediction itself.
 
 grpc itself refuses a message over the byte limit before it reaches a handler; the row
-limit is counted from the request's field lengths and tensor shapes, without decoding.
+limit is counted from the request's field lengths and tensors' whole shapes, without decoding.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bnserve.store.errors import BnServeError
@@ -55,8 +56,19 @@ def predict_rows(request: Any) -> int:
 
 
 def infer_rows(request: Any) -> int:
-    """Rows of a ModelInferRequest: the largest first dimension of its inputs' shapes."""
-    return max((t.shape[0] for t in request.inputs if t.shape), default=0)
+    """Rows of a ModelInferRequest, the most any input holds, counted from its whole shape:
+    a 2-D tensor of numbers (the ``codes`` form, one row of state codes per line) holds
+    ``shape[0]``; any other tensor one row per element, as a feature's ``[batch]`` or
+    ``[batch, 1]`` does. So a BYTES tensor of shape [1, N], which decoding would turn into N
+    strings, counts N rows. A shape with a negative dimension counts none: it is refused
+    before its data is read."""
+    rows = 0
+    for tensor in request.inputs:
+        shape = tuple(tensor.shape)
+        if any(d < 0 for d in shape):
+            continue
+        rows = max(rows, shape[0] if len(shape) == 2 and tensor.datatype != "BYTES" else math.prod(shape))
+    return rows
 
 
 def check_still_wanted(context: Any) -> None:

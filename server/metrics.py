@@ -16,6 +16,8 @@ single process):
   which also counts the files of dead workers, so a version a dead worker held would
   read 1 for ever. A multiprocess gauge cannot drop a series, so a version no longer
   held reads 0 there instead of disappearing.
+- ``bnserve_plan_cache_bytes``: ``livesum``, the bytes every live worker's cache holds
+  together, what the pod's memory sees.
 - ``bnserve_store_last_success_timestamp_seconds``: ``livemin``, the stalest live
   worker's last successful poll (every worker polls the store itself), which is what a
   staleness alert must see.
@@ -95,6 +97,11 @@ MODEL_LOAD_FAILURES = Counter(
     "bnserve_model_load_failures_total",
     "Model versions refused at load (checksum or validation failure).",
     ("model",),
+)
+PLAN_CACHE_BYTES = Gauge(
+    "bnserve_plan_cache_bytes",
+    "Bytes held by the cache of missing-value plans (at most --plan-cache-bytes per process).",
+    multiprocess_mode="livesum",
 )
 STORE_POLL_ERRORS = Counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
 STORE_LAST_SUCCESS = Gauge(

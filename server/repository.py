@@ -24,7 +24,7 @@ from bnserve.store.db import ModelStore, ModelSummary
 from bnserve.store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
 from bnserve.store.model import Model
 from bnserve.store.model.names import resolve_version
-from bnserve.store.predictor import CompiledModel, compile_model
+from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES, CompiledModel, PlanCache, compile_model
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,9 @@ class Snapshot:
 class ModelRepository:
     """Name/version/alias -> compiled model, refreshed from a ``ModelStore``."""
 
-    def __init__(self, store: ModelStore):
+    def __init__(self, store: ModelStore, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES):
         self._store = store
+        self.plans = PlanCache(plan_cache_bytes, on_change=metrics.PLAN_CACHE_BYTES.set)  # shared by every version
         self._snapshot = Snapshot({})
         self._ready = threading.Event()
         self._refresh_lock = threading.Lock()
@@ -209,7 +210,9 @@ class ModelRepository:
         t0 = time.perf_counter()
         try:
             mv = self._store.load(name, version=version)
-            served = ServedModel(mv.name, mv.version, mv.created_at_ms, mv.checksum, mv.model, compile_model(mv.model))
+            served = ServedModel(
+                mv.name, mv.version, mv.created_at_ms, mv.checksum, mv.model, compile_model(mv.model, plans=self.plans)
+            )
         except (IntegrityError, InvalidModel) as exc:
             metrics.MODEL_LOAD_FAILURES.labels(name).inc()
             log.error("refused %s version %d at load: %s", name, version, exc.message)

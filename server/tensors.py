@@ -67,26 +67,24 @@ def output_metadata(compiled: CompiledModel) -> list[tuple[str, str, list[int]]]
 
 
 def read_inputs(request: Any) -> list[Tensor]:
-    """Every input tensor of a ModelInferRequest, its data decoded and matched to its shape."""
+    """Every input tensor of a ModelInferRequest, its data decoded and matched to its shape.
+
+    Every input's name, datatype and shape are checked before any data is decoded."""
     raw = request.raw_input_contents
     if raw and len(raw) != len(request.inputs):
         raise InvalidInput(
             f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs; "
             "send one per input, in the order of inputs"
         )
-    tensors: list[Tensor] = []
     seen: set[str] = set()
+    for tensor in request.inputs:
+        if tensor.name in seen:
+            raise InvalidInput(f"input {tensor.name!r} is sent twice")
+        seen.add(tensor.name)
+        _check_form(tensor.name, tensor.datatype, tuple(tensor.shape))
+    tensors: list[Tensor] = []
     for i, tensor in enumerate(request.inputs):
         name, datatype, shape = tensor.name, tensor.datatype, tuple(tensor.shape)
-        if name in seen:
-            raise InvalidInput(f"input {name!r} is sent twice")
-        seen.add(name)
-        if datatype not in CONTENTS_FIELD:
-            raise InvalidInput(
-                f"input {name!r} has datatype {datatype!r}; bnserve takes BYTES, FP32, FP64, INT32 or INT64"
-            )
-        if any(d < 0 for d in shape):
-            raise InvalidInput(f"input {name!r} has shape {list(shape)}; a dimension cannot be negative")
         count = math.prod(shape)
         if raw:
             if tensor.contents.ListFields():
@@ -102,6 +100,22 @@ def read_inputs(request: Any) -> list[Tensor]:
         else:
             tensors.append(Tensor(name, datatype, shape, texts=[_text(name, k, item) for k, item in enumerate(data)]))
     return tensors
+
+
+def _check_form(name: str, datatype: str, shape: tuple[int, ...]) -> None:
+    """Refuse, before its data is read, an input no model takes: a datatype we do not read, a
+    negative dimension, or a shape that is neither a feature's ([batch] or [batch, 1]) nor
+    the ``codes`` tensor's ([batch, features] of INT32 or INT64)."""
+    if datatype not in CONTENTS_FIELD:
+        raise InvalidInput(f"input {name!r} has datatype {datatype!r}; bnserve takes BYTES, FP32, FP64, INT32 or INT64")
+    if any(d < 0 for d in shape):
+        raise InvalidInput(f"input {name!r} has shape {list(shape)}; a dimension cannot be negative")
+    if len(shape) == 1 or (len(shape) == 2 and (shape[1] == 1 or (name == CODES and datatype in CODE_TYPES))):
+        return
+    raise InvalidInput(
+        f"input {name!r} has shape {list(shape)}; a feature takes [batch] or [batch, 1], "
+        f"and {CODES!r} [batch, features] of INT32 or INT64"
+    )
 
 
 def _from_contents(name: str, datatype: str, contents: Any, count: int) -> list[bytes] | np.ndarray:

@@ -135,6 +135,8 @@ class Supervisor:
             str(c.max_streams_per_connection),
             "--idle-seconds",
             repr(c.idle_seconds),
+            "--plan-cache-bytes",
+            str(c.plan_cache_bytes),
         ]
         for flag, path in (
             ("--tls-cert", c.tls_cert),

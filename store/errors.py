@@ -69,3 +69,10 @@ class Conflict(BnServeError):
     """A write lost a race it could not win by retrying."""
 
     code = "ABORTED"
+
+
+class TooComplex(BnServeError):
+    """Work that would need more memory than a fixed bound allows (exact marginalisation of
+    many linked missing values): refused before it starts."""
+
+    code = "RESOURCE_EXHAUSTED"

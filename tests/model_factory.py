@@ -66,6 +66,22 @@ def random_model(
     ).validate()
 
 
+def kdb_model(
+    rng: np.random.Generator, *, n_features: int = 20, states: int = 12, n_classes: int = 3, k: int = 3
+) -> Model:
+    """A k-dependence classifier shaped like ``trainer fit kdb``'s: every feature has ``states``
+    states and as parents the class and ``min(i, k)`` features drawn among ``f0..f{i-1}``."""
+    class_variable = Variable(CLASS_NAME, _states(CLASS_NAME, n_classes), CLASS)
+    features = [Variable(f"f{i}", _states(f"f{i}", states), FEATURE) for i in range(n_features)]
+    nodes = [Node(CLASS_NAME, (), random_cpt(rng, n_classes, ()))]
+    for i, feature in enumerate(features):
+        parents = tuple(f"f{int(j)}" for j in rng.choice(i, size=min(i, k), replace=False))
+        nodes.append(
+            Node(feature.name, (CLASS_NAME, *parents), random_cpt(rng, states, (n_classes,) + (states,) * len(parents)))
+        )
+    return Model((class_variable, *features), (Network(tuple(nodes)),), "kdb", params={"k": k}).validate()
+
+
 def random_cpt(rng: np.random.Generator, card: int, parent_cards: tuple[int, ...], alpha: float = 1.0,
                dtype: np.dtype | type = np.float64) -> np.ndarray:
     """A CPT of shape (card, *parent_cards) whose every column is a Dirichlet(alpha) draw."""

@@ -10,6 +10,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NUMERIC, Model, Network
 from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData, TrainingView
+from bnserve.trainer.io import source_name
 from bnserve.trainer.learners.parameters import LAPLACE_ESTIMATOR, Estimator, estimate
 from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.stats import feature_columns
@@ -31,7 +32,7 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
     networks = tuple(estimate(m.structure, m.data, estimator) for m in learned.members)
     metadata: dict[str, Any] = {
         "training": {
-            "source": data.source,
+            "source": source_name(data.source),  # the file name: the metadata is shown to every client
             "rows": data.n_rows,
             "rows_dropped": data.n_rows_dropped,
             "features": len(data.features),

@@ -38,8 +38,12 @@ def interval_labels(cuts: Sequence[float]) -> tuple[str, ...]:
 
 
 def number_of(text: str) -> float:
-    """The number a raw text value stands for; NaN when it stands for none (an empty or
-    non-numeric text, and "nan" itself: NaN is no value here)."""
+    """The number a raw text value stands for: ASCII decimal notation ("12", "-3.5", "1e3",
+    blanks around it) or an infinity. NaN when it stands for none: an empty or non-numeric
+    text, "nan" itself (NaN is no value here), and what Python's float reads beyond ASCII
+    decimals, such as other scripts' digits ("١٣", "１２") and digit groups ("1_000")."""
+    if not text.isascii() or "_" in text:
+        return math.nan
     try:
         return float(text)
     except ValueError:

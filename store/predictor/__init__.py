@@ -1,9 +1,11 @@
 """The compiled predictor: a model turned once into flat log-probability tables, then
 P(class | observed features) per batch in O(n·c·k) per row (``compiled``), one fused
 gather for the observed factors (``gather``) and exact elimination of missing ones
-(``elimination``); float32 tables where they suffice (``precision``). One implementation
-for the trainer's evaluation and the server."""
+(``elimination``), whose plans a cache bounded in bytes keeps (``plans``); float32 tables
+where they suffice (``precision``). One implementation for the trainer's evaluation and
+the server."""
 
 from bnserve.store.predictor.compiled import CompiledModel, check_codes, compile_model
+from bnserve.store.predictor.plans import DEFAULT_PLAN_CACHE_BYTES, PlanCache
 
-__all__ = ["CompiledModel", "check_codes", "compile_model"]
+__all__ = ["DEFAULT_PLAN_CACHE_BYTES", "CompiledModel", "PlanCache", "check_codes", "compile_model"]

@@ -22,22 +22,34 @@ network, for ``mean_joint`` for the mean joint.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 
 import numpy as np
 
-from bnserve.store.errors import InvalidInput
+from bnserve.store.errors import InvalidInput, TooComplex
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Variable
-from bnserve.store.predictor.elimination import Elimination, FamilyGraph, component_factors, descendants, unique_rows
+from bnserve.store.predictor.elimination import (
+    Elimination,
+    FamilyGraph,
+    LogTables,
+    component_factors,
+    descendants,
+    table_layout,
+    unique_rows,
+)
 from bnserve.store.predictor.gather import LogGather
+from bnserve.store.predictor.plans import PlanCache
 
-PLAN_CACHE_SIZE = 1024  # missing-component plans remembered per network
+_NETWORK_KEYS = itertools.count()  # a compiled network's key in a PlanCache that many models share
 
 
 class ComponentPlan:
-    """Sum over one missing component of the CPTs that meet it: (rows, n_classes) log factor."""
+    """Sum over one missing component of the CPTs that meet it: (rows, n_classes) log factor.
+
+    Holds index arrays only; the log CPTs are the network's ``LogTables``, passed per call.
+    """
 
     def __init__(
         self,
@@ -46,16 +58,21 @@ class ComponentPlan:
         cards: Mapping[str, int],
         feature_index: Mapping[str, int],
         component: frozenset[str],
+        layout: Mapping[str, tuple[int, tuple[int, ...]]],
     ):
         nodes = component_factors(network.nodes, component)
         order = {n.name: i for i, n in enumerate(network.nodes)}
         self.component = component
         self.eliminated_nodes = tuple(n.name for n in nodes)
-        self._elimination = Elimination(nodes, class_name, cards, feature_index, component, order)
+        self._elimination = Elimination(nodes, class_name, cards, feature_index, component, order, layout)
 
-    def __call__(self, codes: np.ndarray) -> np.ndarray:
-        """(rows, n_classes) log factor; codes (rows, n_features), -1 = missing."""
-        return self._elimination(codes)
+    @property
+    def nbytes(self) -> int:
+        return self._elimination.nbytes
+
+    def __call__(self, codes: np.ndarray, table: np.ndarray) -> np.ndarray:
+        """(rows, n_classes) log factor; codes (rows, n_features), -1 = missing; table: ``LogTables.table``."""
+        return self._elimination(codes, table)
 
 
 class CompiledNetwork:
@@ -66,13 +83,23 @@ class CompiledNetwork:
     all when ``exact``). A row with missing values still takes the fast-path entries of
     the nodes whose family is observed; each component of its non-barren missing
     variables that holds a relevant feature adds an eliminated factor (``ComponentPlan``,
-    cached per component); the other components are constant in the class.
+    kept per component in ``plans``, as is the ``LogTables`` they all read); the other
+    components are constant in the class.
     """
 
     def __init__(
-        self, network: Network, class_name: str, cards: Mapping[str, int], feature_index: Mapping[str, int], exact: bool
+        self,
+        network: Network,
+        class_name: str,
+        cards: Mapping[str, int],
+        feature_index: Mapping[str, int],
+        exact: bool,
+        plans: PlanCache,
     ):
         self.network = network
+        self.plans = plans
+        self._key = next(_NETWORK_KEYS)
+        self._layout = table_layout(network.nodes)
         self.exact = exact
         self._class_name = class_name
         self._cards = cards
@@ -102,17 +129,20 @@ class CompiledNetwork:
                 if a != b and class_name not in (a, b)
             ],
         )
-        self.plan = lru_cache(maxsize=PLAN_CACHE_SIZE)(self._build_plan)
 
     @property
     def nbytes(self) -> int:
         arrays = (self.feature_cols, self.relevant, self._below_t, self._above_class)
         return sum(a.nbytes for a in arrays) + self.graph.nbytes
 
+    def plan(self, component: bytes) -> ComponentPlan:
+        """The plan of one component (a bool mask over ``feature_names``, as bytes), from ``plans``."""
+        return self.plans.get((self._key, component), lambda: self._build_plan(component))
+
     def _build_plan(self, component: bytes) -> ComponentPlan:
         flags = np.frombuffer(component, dtype=bool)
         members = frozenset(v for v, m in zip(self.feature_names, flags) if m)
-        return ComponentPlan(self.network, self._class_name, self._cards, self._feature_index, members)
+        return ComponentPlan(self.network, self._class_name, self._cards, self._feature_index, members, self._layout)
 
     def add_missing(self, log: np.ndarray, codes: np.ndarray, missing: np.ndarray) -> None:
         """Add every relevant missing component's log factor to ``log`` (rows, n_classes) in place.
@@ -125,8 +155,13 @@ class CompiledNetwork:
         rows = np.flatnonzero(live[:, self.relevant].any(axis=1))
         if rows.size == 0:
             return
+        table = self.plans.get((self._key, None), lambda: LogTables(self.network.nodes)).table
         for component, these in self._row_components(live[rows], rows):
-            log[these] += self.plan(component.tobytes())(codes[these])
+            try:
+                plan = self.plan(component.tobytes())
+            except TooComplex as exc:
+                raise TooComplex(f"row {int(these[0])}: {exc.message}") from None
+            log[these] += plan(codes[these], table)
 
     def _row_components(self, live: np.ndarray, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(component as a bool mask over the network's features, the rows that have it), for
@@ -165,12 +200,13 @@ class CompiledModel:
     """A model ready to predict: flat tables per network plus the combination rule.
 
     ``classes`` is the output column order; ``features`` (and ``feature_index``) the input
-    column order, ``model.features``. ``nbytes`` counts the compiled arrays; missing-value
-    plans are built lazily per missing component and cached (``PLAN_CACHE_SIZE`` per network).
-    ``dtype`` is the fast-path table's (``compile_model``).
+    column order, ``model.features``. ``nbytes`` counts the compiled arrays; what the
+    missing-value path builds lazily (per missing component) is kept in ``plans``, a
+    ``PlanCache`` bounded in bytes, its own or one shared with other models. ``dtype`` is
+    the fast-path table's (``compile_model``).
     """
 
-    def __init__(self, model: Model, dtype: np.dtype | type = np.float64):
+    def __init__(self, model: Model, dtype: np.dtype | type = np.float64, plans: PlanCache | None = None):
         class_var = model.class_variable
         self.classes: tuple[str, ...] = class_var.states
         self.features: tuple[Variable, ...] = tuple(model.features)
@@ -182,8 +218,9 @@ class CompiledModel:
         self.combination = model.combination
         cards = {v.name: v.cardinality for v in model.variables}
         exact = model.combination == MEAN_JOINT
+        self.plans = PlanCache() if plans is None else plans
         self.networks = tuple(
-            CompiledNetwork(net, class_var.name, cards, self.feature_index, exact) for net in model.networks
+            CompiledNetwork(net, class_var.name, cards, self.feature_index, exact, self.plans) for net in model.networks
         )
         self.dtype = np.dtype(dtype)
         self._gather = LogGather(
@@ -232,8 +269,13 @@ TABLE_PRECISION = "table_precision"  # the metadata key: {"dtype": ..., and the 
 TABLE_DTYPES: dict[str, np.dtype] = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32)}
 
 
-def compile_model(model: Model, *, dtype: np.dtype | type | str | None = None) -> CompiledModel:
-    """Compile a (validated) model once; the result is immutable apart from its plan caches.
+def compile_model(
+    model: Model, *, dtype: np.dtype | type | str | None = None, plans: PlanCache | None = None
+) -> CompiledModel:
+    """Compile a (validated) model once; the result is immutable apart from its plan cache.
+
+    ``plans``: where its missing-value plans are kept (``PlanCache``); None gives it its own,
+    of the default budget.
 
     ``dtype``: the fast-path log table's; None takes the model's own choice, its metadata's
     ``table_precision.dtype`` (``trainer fit --precision``), float64 when it makes none.
@@ -251,7 +293,7 @@ def compile_model(model: Model, *, dtype: np.dtype | type | str | None = None) -
     table_dtype = np.dtype(dtype)
     if table_dtype not in TABLE_DTYPES.values():
         raise InvalidInput(f"compiled tables are float64 or float32, not {table_dtype}")
-    return CompiledModel(model, table_dtype)
+    return CompiledModel(model, table_dtype, plans)
 
 
 def check_codes(compiled: CompiledModel, codes: np.ndarray) -> np.ndarray:

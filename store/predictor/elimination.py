@@ -8,22 +8,33 @@ variables of a row fall into *components* (linked when they share a CPT's family
 missing variable are plain lookups. So a plan is built (and cached) per component, not
 per row pattern, and rows with different patterns share it. Works for any DAG, not
 only when the missing variables are leaves.
+
+A plan holds no CPT data: it indexes one flat table of the network's log CPTs
+(``LogTables``), which every plan of the network shares. Its working memory is bounded: rows
+go in chunks (``MAX_CHUNK_CELLS``), and a component whose single row would need more than
+``MAX_ROW_CELLS`` sums over some of its variables' states in turn (``conditioning``); one
+whose work would still pass ``MAX_ROW_WORK`` is refused (``TooComplex``) before any work.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from bnserve.store.errors import TooComplex
 from bnserve.store.model import Node
-from bnserve.store.predictor.gather import LogGather
 
 einsum: Any = np.einsum  # called in its sublist form, which numpy's type stubs do not describe
 BATCH = 0  # einsum label of the row axis
-MAX_CHUNK_CELLS = 1 << 22  # rows x largest factor per row, per chunk: bounds the working memory
+MAX_CHUNK_CELLS = 1 << 22  # rows x working cells per row, per chunk: bounds the working memory (32 MiB)
+MAX_ROW_CELLS = 1 << 22  # working cells of one row beyond which variables are conditioned on (32 MiB)
+MAX_ROW_WORK = 1 << 28  # cells one row's elimination may work through, conditioning included; more is refused
+KEPT_TAIL_CELLS = 1024  # a group keeps its factors' cell offsets up to this many (8 KiB)
+OBJECT_BYTES = 1024  # Python objects beside the arrays, per group and step of a plan (measured with tracemalloc)
 RESCALE_EVERY = 4  # products of factors <= 1 between rescales: no underflow unless entries < 1e-75
 
 
@@ -126,19 +137,234 @@ class FamilyGraph:
             labels = new
 
 
+class LogTables:
+    """Every node's log CPT in its own axis order (node, *parents), in one flat float64 array.
+
+    One per network, shared by all its plans (which index it through ``table_layout``), so
+    a plan copies no CPT data. Built when a row first needs elimination.
+    """
+
+    def __init__(self, nodes: Sequence[Node]):
+        cpts = [np.asarray(n.cpt, dtype=np.float64).reshape(-1) for n in nodes]
+        with np.errstate(divide="ignore"):
+            self.table = np.log(np.concatenate(cpts)) if cpts else np.zeros(0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.table.nbytes
+
+
+def table_layout(nodes: Sequence[Node]) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """Node name -> (where its CPT starts in ``LogTables.table``, the stride of each family axis)."""
+    out: dict[str, tuple[int, tuple[int, ...]]] = {}
+    offset = 0
+    for n in nodes:
+        shape = np.shape(n.cpt)
+        out[n.name] = offset, tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+        offset += math.prod(shape)
+    return out
+
+
+class _Group:
+    """The factors of one elimination whose free variables are the same: how a batch of rows
+    picks each factor's slice from ``LogTables.table`` and sums them into one log factor.
+
+    Per factor (row): ``offsets`` of its CPT; ``cols``/``strides`` of its observed family
+    members (padded with stride 0); ``free``, the stride of each free variable in its
+    CPT (every factor of a group has them all in its family); ``own``, the input column of a
+    node outside the component that may be missing and barren in a row (-1 for the others),
+    or None when there is none. Where each free cell sits in each factor's CPT (``_tails``)
+    is kept when small (``KEPT_TAIL_CELLS``), else worked out per call: kept, it would be
+    as large as the CPT slices it indexes.
+    """
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        scope: Sequence[str],
+        cards: Mapping[str, int],
+        feature_index: Mapping[str, int],
+        component: frozenset[str],
+        class_name: str,
+        layout: Mapping[str, tuple[int, tuple[int, ...]]],
+    ):
+        self.shape = tuple(cards[v] for v in scope)
+        self.size = math.prod(self.shape)
+        families = [(n.name, *n.parents) for n in nodes]
+        observed = [[i for i, v in enumerate(f) if v not in scope] for f in families]
+        width = max(map(len, observed), default=0)
+        self.cols = np.zeros((len(nodes), width), dtype=np.intp)
+        self.strides = np.zeros((len(nodes), width), dtype=np.intp)
+        self.offsets = np.array([layout[n.name][0] for n in nodes], dtype=np.intp)
+        self.free = np.array(
+            [[layout[n.name][1][f.index(v)] for v in scope] for n, f in zip(nodes, families)], dtype=np.intp
+        ).reshape(len(nodes), len(scope))
+        for k, (n, family, axes) in enumerate(zip(nodes, families, observed)):
+            self.cols[k, : len(axes)] = [feature_index[family[i]] for i in axes]
+            self.strides[k, : len(axes)] = [layout[n.name][1][i] for i in axes]
+        own = np.array(
+            [feature_index[n.name] if n.name not in component and n.name != class_name else -1 for n in nodes],
+            dtype=np.intp,
+        )
+        self.own = own if (own >= 0).any() else None
+        self._kept_tails = self._tails() if len(nodes) * self.size <= KEPT_TAIL_CELLS else None
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.cols, self.strides, self.offsets, self.free, self.own, self._kept_tails)
+        return sum(a.nbytes for a in arrays if a is not None)
+
+    def _tails(self) -> np.ndarray:
+        """(factors, size): where each cell of the free variables sits in each factor's CPT."""
+        nodes, ndim = self.offsets.size, len(self.shape)
+        tail = np.zeros((nodes,) + (1,) * ndim, dtype=np.intp)
+        for j, card in enumerate(self.shape):
+            axis = np.arange(card, dtype=np.intp).reshape((1,) * (j + 1) + (card,) + (1,) * (ndim - j - 1))
+            tail = tail + axis * self.free[:, j].reshape((nodes,) + (1,) * ndim)
+        return tail.reshape(nodes, -1)
+
+    def __call__(self, table: np.ndarray, codes: np.ndarray, clipped: np.ndarray) -> np.ndarray:
+        """(rows, *shape) sum of the factors' log entries; a barren factor counts as log 1 = 0."""
+        rows = codes.shape[0]
+        base = self.offsets + (clipped[:, self.cols] * self.strides).sum(axis=-1)  # (rows, nodes)
+        tails = self._kept_tails if self._kept_tails is not None else self._tails()
+        values = table[base[:, :, None] + tails]  # (rows, nodes, size)
+        if self.own is not None:
+            values[(codes[:, self.own] < 0) & (self.own >= 0)] = 0.0
+        return values.sum(axis=1).reshape(rows, *self.shape)
+
+
+def _groups(
+    nodes: Sequence[Node], class_name: str, component: frozenset[str], order: Mapping[str, int]
+) -> dict[tuple[str, ...], list[Node]]:
+    """The factors grouped by their free variables (the component's and the class), in ``order``."""
+    groups: dict[tuple[str, ...], list[Node]] = {}
+    for n in nodes:
+        free = sorted((v for v in (n.name, *n.parents) if v in component or v == class_name), key=order.__getitem__)
+        groups.setdefault(tuple(free), []).append(n)
+    return groups
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """An elimination order as pairwise einsums: per step (input slots, their sublists, each
+    product's sublist); ``final_slots``, whose scopes are () or (class,); ``row_cells``, an
+    upper bound on the cells one row keeps at once (every group's gather, factor and step
+    result, and two products of the largest size), which sizes the chunks."""
+
+    steps: list[tuple[tuple[int, ...], list[list[int]], list[list[int]]]]
+    n_slots: int
+    final_slots: tuple[int, ...]
+    row_cells: int
+
+
+def _plan_steps(
+    groups: Mapping[tuple[str, ...], Sequence[Node]],
+    class_name: str,
+    cards: Mapping[str, int],
+    order: Mapping[str, int],
+) -> _Steps:
+    """Fix the elimination order (greedy min-size, ties by ``order``) and, per step, the
+    pairwise einsums that multiply the factors holding the variable (pairwise: no einsum
+    operand limit, and room to rescale) and sum it out with the last one."""
+    scopes = list(groups)
+    live = dict(enumerate(scopes))  # slot -> scope of the factor in it
+    holders: dict[str, set[int]] = {}  # variable -> live slots whose scope holds it
+    for k, scope in live.items():
+        for v in scope:
+            holders.setdefault(v, set()).add(k)
+    next_slot = len(scopes)
+    steps: list[tuple[tuple[int, ...], list[list[int]], list[list[int]]]] = []
+    sizes = [math.prod(cards[v] for v in s) for s in scopes]
+    largest = max(sizes, default=1)
+    cells = sum(sizes) + max((2 * size * len(groups[s]) for s, size in zip(scopes, sizes)), default=0)
+
+    def cost(v: str) -> tuple[int, int]:  # size of the product that eliminating v builds
+        return math.prod(cards[u] for u in {u for k in holders[v] for u in live[k]}), order[v]
+
+    costs = {v: cost(v) for v in holders if v != class_name}
+    while costs:
+        var = min(costs, key=costs.__getitem__)
+        del costs[var]
+        slots = tuple(sorted(holders.pop(var)))
+        union = sorted({u for k in slots for u in live[k]}, key=order.__getitem__)
+        largest = max(largest, math.prod(cards[u] for u in union))
+        label = {u: i + 1 for i, u in enumerate(union)}
+        subs = [[BATCH, *(label[u] for u in live[k])] for k in slots]
+        outs: list[list[int]] = []
+        acc: set[str] = set(live[slots[0]])
+        for k in slots[1:]:
+            acc |= set(live[k])
+            outs.append([BATCH, *(label[u] for u in union if u in acc)])
+        result = tuple(u for u in union if u != var)
+        if outs:
+            outs[-1] = [BATCH, *(label[u] for u in result)]
+        else:
+            outs.append([BATCH, *(label[u] for u in result)])
+        steps.append((slots, subs, outs))
+        cells += math.prod(cards[u] for u in result)
+        for k in slots:
+            for u in live.pop(k):
+                if u != var:
+                    holders[u].discard(k)
+        live[next_slot] = result
+        for u in result:
+            holders[u].add(next_slot)
+            if u in costs:
+                costs[u] = cost(u)
+        next_slot += 1
+    return _Steps(steps, next_slot, tuple(live), cells + 2 * largest)
+
+
+def conditioning(
+    nodes: Sequence[Node],
+    class_name: str,
+    cards: Mapping[str, int],
+    component: frozenset[str],
+    order: Mapping[str, int],
+) -> tuple[str, ...]:
+    """The component's variables to sum over one state at a time, so that eliminating the
+    rest needs at most ``MAX_ROW_CELLS`` per row: none when it already does, else chosen
+    greedily, each the one that leaves the smallest elimination. Memory is traded for
+    repeated work; ``TooComplex`` when one row's work would pass ``MAX_ROW_WORK``."""
+
+    def row_cells(rest: frozenset[str]) -> int:
+        return _plan_steps(_groups(nodes, class_name, rest, order), class_name, cards, order).row_cells
+
+    chosen: list[str] = []
+    rest = component
+    cells = row_cells(rest)
+    while rest and cells > MAX_ROW_CELLS and math.prod(cards[v] for v in chosen) * cells <= MAX_ROW_WORK:
+        best = min(sorted(rest, key=order.__getitem__), key=lambda v: row_cells(rest - {v}))
+        chosen.append(best)
+        rest = rest - {best}
+        cells = row_cells(rest)
+    work = math.prod(cards[v] for v in chosen) * cells
+    if work > MAX_ROW_WORK:
+        raise TooComplex(
+            f"the missing values of {', '.join(sorted(component, key=order.__getitem__))} are linked through "
+            f"their CPTs: summing them out exactly would work through about {work:.1e} table cells for one row, more "
+            f"than the {MAX_ROW_WORK:.1e} allowed; send values for some of them"
+        )
+    return tuple(chosen)
+
+
 class Elimination:
     """Sums the missing variables out of a product of CPTs, for a batch of rows at once.
 
     Built once per missing component. Factors are grouped by their free variables (the
-    component's and the class); each group is one ``LogGather`` whose trailing axes are
-    those variables, so a row's observed codes pick every factor's slice in one gather and
-    the group's product is a sum of logs. A factor whose own node is outside the
-    component but missing in a row is barren there (any missing family member outside the
-    component makes it so) and counts as 1 for that row. The elimination order (greedy
-    min-size, ties by ``order``) and every einsum's sublists are fixed here. Factors are
-    rescaled per row to a maximum of 1 (each group as it leaves log space, then after
-    each step and every ``RESCALE_EVERY`` products within one) and the log of the scale
-    is carried, so long products do not underflow.
+    component's and the class); each group (``_Group``) picks every factor's slice for a
+    row's observed codes from the shared log table, so the group's product is a sum of
+    logs. A factor whose own node is outside the component but missing in a row is barren
+    there (any missing family member outside the component makes it so) and counts as 1
+    for that row. The elimination order and every einsum's sublists are fixed here
+    (``_plan_steps``). Factors are rescaled per row to a maximum of 1 (each group as it
+    leaves log space, then after each step and every ``RESCALE_EVERY`` products within
+    one) and the log of the scale is carried, so long products do not underflow.
+
+    When one row would need more than ``MAX_ROW_CELLS``, the ``conditioning`` variables
+    are set to each joint state in turn, the rest eliminated, and the results summed
+    (log-sum-exp): the same exact sum in less memory and more time.
     """
 
     def __init__(
@@ -149,99 +375,58 @@ class Elimination:
         feature_index: Mapping[str, int],
         component: frozenset[str],
         order: Mapping[str, int],
+        layout: Mapping[str, tuple[int, tuple[int, ...]]],
     ):
         self.n_classes = cards[class_name]
-        groups: dict[tuple[str, ...], list[Node]] = {}
-        for n in nodes:
-            free = sorted((v for v in (n.name, *n.parents) if v in component or v == class_name), key=order.__getitem__)
-            groups.setdefault(tuple(free), []).append(n)
-        scopes = list(groups)
-        self._gathers = [LogGather([groups[s]], s, cards, feature_index) for s in scopes]
-        self._shapes = [tuple(cards[v] for v in s) for s in scopes]
-        own = [
-            np.array(
-                [feature_index[n.name] if n.name not in component and n.name != class_name else -1 for n in groups[s]],
-                dtype=np.intp,
-            )
-            for s in scopes
-        ]
-        self._own = [o if (o >= 0).any() else None for o in own]  # column of a node that may be barren
-        self._plan_steps(scopes, class_name, cards, order)
+        condition = conditioning(nodes, class_name, cards, component, order)
+        self._condition_cols = np.array([feature_index[v] for v in condition], dtype=np.intp)
+        states = np.indices([cards[v] for v in condition], dtype=np.intp)  # (conditioned, *their cards)
+        self._condition_states = states.reshape(len(condition), -1).T if condition else states.reshape(1, 0)
+        rest = component.difference(condition)
+        groups = _groups(nodes, class_name, rest, order)
+        self._groups = [_Group(g, s, cards, feature_index, rest, class_name, layout) for s, g in groups.items()]
+        self._steps = _plan_steps(groups, class_name, cards, order)
+        self.row_cells = self._steps.row_cells
+        self._chunk = max(1, MAX_CHUNK_CELLS // self.row_cells)
 
-    def _plan_steps(
-        self, scopes: list[tuple[str, ...]], class_name: str, cards: Mapping[str, int], order: Mapping[str, int]
-    ) -> None:
-        """Fix the elimination order and, per step, the pairwise einsums that multiply the
-        factors holding the variable (pairwise: no einsum operand limit, and room to
-        rescale) and sum it out with the last one."""
-        live = dict(enumerate(scopes))  # slot -> scope of the factor in it
-        holders: dict[str, set[int]] = {}  # variable -> live slots whose scope holds it
-        for k, scope in live.items():
-            for v in scope:
-                holders.setdefault(v, set()).add(k)
-        next_slot = len(scopes)
-        self._steps: list[tuple[tuple[int, ...], list[list[int]], list[list[int]]]] = []
-        largest = max((math.prod(cards[v] for v in s) for s in scopes), default=1)
+    @property
+    def nbytes(self) -> int:
+        """Its arrays, plus ``OBJECT_BYTES`` for the Python objects of itself, each group and each step."""
+        arrays = sum(g.nbytes for g in self._groups) + self._condition_cols.nbytes + self._condition_states.nbytes
+        return arrays + OBJECT_BYTES * (1 + len(self._groups) + len(self._steps.steps))
 
-        def cost(v: str) -> tuple[int, int]:  # size of the product that eliminating v builds
-            return math.prod(cards[u] for u in {u for k in holders[v] for u in live[k]}), order[v]
+    def __call__(self, codes: np.ndarray, table: np.ndarray) -> np.ndarray:
+        """log of the summed product, (rows, n_classes), for int codes (rows, n_features), -1 = missing,
+        rows >= 1; ``table``: the network's ``LogTables.table``."""
+        if self._condition_cols.size == 0:
+            return self._chunks(codes, table)
+        log = np.full((codes.shape[0], self.n_classes), -np.inf)
+        codes = codes.copy()
+        for states in self._condition_states:
+            codes[:, self._condition_cols] = states
+            log = np.logaddexp(log, self._chunks(codes, table))
+        return log
 
-        costs = {v: cost(v) for v in holders if v != class_name}
-        while costs:
-            var = min(costs, key=costs.__getitem__)
-            del costs[var]
-            slots = tuple(sorted(holders.pop(var)))
-            union = sorted({u for k in slots for u in live[k]}, key=order.__getitem__)
-            largest = max(largest, math.prod(cards[u] for u in union))
-            label = {u: i + 1 for i, u in enumerate(union)}
-            subs = [[BATCH, *(label[u] for u in live[k])] for k in slots]
-            outs: list[list[int]] = []
-            acc: set[str] = set(live[slots[0]])
-            for k in slots[1:]:
-                acc |= set(live[k])
-                outs.append([BATCH, *(label[u] for u in union if u in acc)])
-            result = tuple(u for u in union if u != var)
-            if outs:
-                outs[-1] = [BATCH, *(label[u] for u in result)]
-            else:
-                outs.append([BATCH, *(label[u] for u in result)])
-            self._steps.append((slots, subs, outs))
-            for k in slots:
-                for u in live.pop(k):
-                    if u != var:
-                        holders[u].discard(k)
-            live[next_slot] = result
-            for u in result:
-                holders[u].add(next_slot)
-                if u in costs:
-                    costs[u] = cost(u)
-            next_slot += 1
-        self._n_slots = next_slot
-        self._final_slots = tuple(live)  # each scope is () or (class,)
-        self._chunk = max(1, MAX_CHUNK_CELLS // largest)
-
-    def __call__(self, codes: np.ndarray) -> np.ndarray:
-        """log of the summed product, (rows, n_classes), for int codes (rows, n_features), -1 = missing, rows >= 1."""
+    def _chunks(self, codes: np.ndarray, table: np.ndarray) -> np.ndarray:
         if codes.shape[0] <= self._chunk:
-            return self._log_sum(codes)
+            return self._log_sum(codes, table)
         return np.concatenate(
-            [self._log_sum(codes[i : i + self._chunk]) for i in range(0, codes.shape[0], self._chunk)]
+            [self._log_sum(codes[i : i + self._chunk], table) for i in range(0, codes.shape[0], self._chunk)]
         )
 
-    def _log_sum(self, codes: np.ndarray) -> np.ndarray:
+    def _log_sum(self, codes: np.ndarray, table: np.ndarray) -> np.ndarray:
         rows = codes.shape[0]
         log_scale = np.zeros(rows)
-        slots: list[Any] = [None] * self._n_slots  # a factor per slot while it is live (einsum's sublists: ints)
+        slots: list[Any] = [None] * self._steps.n_slots  # a factor per slot while it is live (einsum's sublists: ints)
         clipped = np.maximum(codes, 0)
-        for k, (gather, shape, own) in enumerate(zip(self._gathers, self._shapes, self._own)):
-            skip = None if own is None else (codes[:, own] < 0) & (own >= 0)
-            log = gather(clipped, skip)[:, 0]  # (rows, prod(shape))
+        for k, group in enumerate(self._groups):
+            log = group(table, codes, clipped).reshape(rows, -1)  # (rows, group size)
             peak = log.max(axis=1)
             peak = np.where(np.isfinite(peak), peak, 0.0)
             log_scale += peak
-            slots[k] = np.exp(log - peak[:, None]).reshape(rows, *shape)
-        k = len(self._gathers)
-        for inputs, subs, outs in self._steps:
+            slots[k] = np.exp(log - peak[:, None]).reshape(rows, *group.shape)
+        k = len(self._groups)
+        for inputs, subs, outs in self._steps.steps:
             acc, acc_sub = slots[inputs[0]], subs[0]
             if len(inputs) == 1:
                 acc = einsum(acc, acc_sub, outs[0])
@@ -257,7 +442,7 @@ class Elimination:
             k += 1
         log = np.broadcast_to(log_scale[:, None], (rows, self.n_classes)).copy()
         with np.errstate(divide="ignore"):
-            for slot in self._final_slots:
+            for slot in self._steps.final_slots:
                 log += np.log(slots[slot]).reshape(rows, -1)
         return log
 

@@ -19,11 +19,20 @@ def test_environment_sets_serve_flags_and_a_flag_wins():
 @pytest.mark.parametrize("name, value, message", [
     ("BNSERVE_PORT", "abc", "BNSERVE_PORT='abc'"),
     ("BNSERVE_WORKERS", "0", "BNSERVE_WORKERS='0': must be at least 1"),
+    ("BNSERVE_PLAN_CACHE_BYTES", "-1", "BNSERVE_PLAN_CACHE_BYTES='-1': must be 0 or more"),
+    ("BNSERVE_PLAN_CACHE_BYTES", "64MiB", "expected a whole number of bytes"),
 ])
 def test_a_bad_environment_value_is_a_usage_error_naming_the_variable(capsys, name, value, message):
     with pytest.raises(SystemExit) as exit_:
         build_parser({name: value})
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_plan_cache_budget_from_a_flag_or_the_environment():
+    assert build_parser({}).parse_args(["serve"]).plan_cache_bytes == 64 * 1024 * 1024
+    assert build_parser({"BNSERVE_PLAN_CACHE_BYTES": "0"}).parse_args(["serve"]).plan_cache_bytes == 0
+    args = build_parser({"BNSERVE_PLAN_CACHE_BYTES": "0"}).parse_args(["serve", "--plan-cache-bytes", "1000"])
+    assert args.plan_cache_bytes == 1000
 
 
 def test_tls_and_token_files_from_the_environment():

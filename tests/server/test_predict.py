@@ -181,6 +181,10 @@ def test_numeric_features_take_numbers_and_unseen_labels_can_count_as_missing(se
     assert proba(values={x.name: x.states[last]}) == pytest.approx(edge, abs=1e-12)
     code, details = _status(lambda: proba(values={x.name: "nan"}))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "or a number" in details
+    for text in ("١٣", "1_000", "１２", "\xa012"):  # Python's float reads each; only ASCII decimals are numbers
+        code, details = _status(lambda: proba(values={x.name: text}))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and repr(text) in details, (text, details)
+    assert proba(values={x.name: " 1e308 "}) == pytest.approx(edge, abs=1e-12)
 
     nominal = next((v for m in MODELS.values() for v in m.features if v.kind != NUMERIC), None)
     owner = next(n for n, m in MODELS.items() if nominal in m.features)

@@ -9,7 +9,7 @@ import pytest
 
 from bnserve.store.errors import InvalidModel
 from bnserve.store.model import CLASS, MISSING, NUMERIC, UNKNOWN, Model, Network, Node, Variable
-from bnserve.store.model.discretization import interval_code, interval_codes, interval_labels
+from bnserve.store.model.discretization import interval_code, interval_codes, interval_labels, number_of
 
 CUTS = (-1.5, 2.45, 4.75)
 
@@ -41,8 +41,11 @@ def test_code_of_takes_a_label_or_a_number_and_codes_of_agrees_with_it():
     assert nominal.code_of("2") == 1
     assert nominal.code_of("2.0") == 1  # whole-number codes: a number equal to one is that state
     assert nominal.code_of("2.5") == UNKNOWN and Variable("t", ("1", "b")).code_of("1.0") == UNKNOWN
+    for text in ("١٣", "1_000", "１２", "\xa012", "1_2.5"):  # float() reads them; they are not ASCII decimals
+        assert v.code_of(text) == UNKNOWN and number_of(text) != number_of(text)
+    assert Variable("n", ("12", "13")).code_of("١٣") == UNKNOWN and Variable("n", ("12", "13")).code_of("1_3") == UNKNOWN
     for variable in (v, nominal):
-        texts = ["(2.45-4.75]", "3", "2.45", " 1e3 ", "-inf", "", "nan", "three", "1", "2", "2.0", "2.5"]
+        texts = ["(2.45-4.75]", "3", "2.45", " 1e3 ", "-inf", "", "nan", "three", "1", "2", "2.0", "2.5", "١", "1_0"]
         assert variable.codes_of(texts).tolist() == [variable.code_of(t) for t in texts]
 
 

@@ -105,6 +105,24 @@ def test_types_can_be_forced_and_columns_ignored(tmp_path):
     assert load(path, preprocessing=per_column).features[0].cuts == (49.0,)
 
 
+def test_only_ascii_decimals_make_a_column_numeric(tmp_path):
+    """Python's float reads "١٣" and "1_000"; a column holding them is nominal, and forced or
+    declared numeric it is refused naming the value (issue 17)."""
+    rows = "".join(f"{x},{'yn'[i % 2]}\n" for i, x in enumerate(["1_000", "2000", "١٣", "3500", "4100", "52"] * 3))
+    path = write(tmp_path, "x,c\n" + rows)
+    x = load(path).features[0]
+    assert x.kind == "nominal" and {"1_000", "١٣"} <= set(x.states)
+    with pytest.raises(InvalidInput, match=r"line 2: column 'x' is numeric, but has the value '1_000'"):
+        load(path, preprocessing=Preprocessing(numeric=("x",)))
+    arff = write(tmp_path, "@relation r\n@attribute x numeric\n@attribute c {y,n}\n@data\n12,y\n١٣,n\n",
+                 "data.arff")
+    with pytest.raises(InvalidInput, match=r"column 'x' is numeric, but has the value '١٣'"):
+        load(arff)
+    assert Method.parse("mdl:16").bins == 16
+    with pytest.raises(InvalidInput, match="bad discretisation 'mdl:١٦'"):
+        Method.parse("mdl:١٦")
+
+
 @pytest.mark.parametrize("prep, pieces", [
     (Preprocessing(numeric=("word",)), ["line 2", "'word'", "'a'"]),
     (Preprocessing(numeric=("nope",)), ["--numeric", "'nope'"]),

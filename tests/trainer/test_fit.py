@@ -1,5 +1,6 @@
 """fit: structure + Laplace CPTs into a valid Model with its training record."""
 
+import json
 from collections import Counter
 
 import numpy as np
@@ -10,6 +11,7 @@ from bnserve.store.model import Model
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load
 from bnserve.trainer.fit import fit
+from bnserve.trainer.io import source_name
 from bnserve.trainer.learners.kdb import kdb
 from bnserve.trainer.learners.parameters import estimate
 from bnserve.trainer.learners.registry import LEARNERS
@@ -138,3 +140,33 @@ def test_bad_arguments(chess):
     with pytest.raises(InvalidInput, match="takes no k"):
         fit("nb", chess, k=2)
 
+
+
+@pytest.mark.parametrize("source, name", [
+    ("/home/alice/projects/secret/adult.csv", "adult.csv"),
+    ("data/part-*.parquet", "part-*.parquet"),
+    ("s3://bucket/dir/train.csv.gz?X-Amz-Signature=abc", "train.csv.gz"),
+    ("https://user:password@internal.example/exports/rows.tsv#top", "rows.tsv"),
+    ("builtin:chess", "builtin:chess"),
+])
+def test_the_metadata_names_the_data_file_alone(source, name):
+    assert source_name(source) == name
+
+
+def test_a_served_model_shows_the_training_file_name_not_its_path(tmp_path):
+    """GetModelMetadata answers any token holder: the directory of the training file is none
+    of their business (issue 17)."""
+    import grpc
+
+    from bnserve.server.api import predictor_pb2 as pb
+    from bnserve.server.api import predictor_pb2_grpc
+    from tests.data_helpers import write_led7
+    from tests.in_process_server import running_app
+
+    folder = tmp_path / "home" / "alice" / "private"
+    folder.mkdir(parents=True)
+    model = fit("nb", load(write_led7(folder, rows=200)))
+    with running_app(tmp_path, {"led": model}) as app, grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+        meta = predictor_pb2_grpc.PredictorStub(channel).GetModelMetadata(pb.GetModelMetadataRequest(model="led"))
+    assert json.loads(meta.metadata_json)["training"]["source"] == "led7.csv"
+    assert "alice" not in meta.SerializeToString().decode("utf-8", "replace")

@@ -40,9 +40,9 @@ class Method:
         name, _, bins = text.strip().partition(":")
         if name == MDL and not bins:
             return Method(MDL)
-        if name == MDL and bins.isdigit() and int(bins) >= 2:
+        if name == MDL and bins.isascii() and bins.isdigit() and int(bins) >= 2:
             return Method(MDL, int(bins))
-        if name in (EQUAL_FREQUENCY, EQUAL_WIDTH) and bins.isdigit() and int(bins) >= 1:
+        if name in (EQUAL_FREQUENCY, EQUAL_WIDTH) and bins.isascii() and bins.isdigit() and int(bins) >= 1:
             return Method(name, int(bins))
         raise InvalidInput(f"bad discretisation {text!r}; expected mdl, mdl:N, equal-frequency:N or equal-width:N")
 

@@ -290,7 +290,7 @@ class _Parser:
             raise self._error(kind.line, f"only discrete variables can be read, not {kind.text!r}", name)
         self.expect("[", "after 'discrete'", name)
         count_token = self.next()
-        if not (count_token.kind == "word" and count_token.text.isdigit()):
+        if not (count_token.kind == "word" and count_token.text.isascii() and count_token.text.isdigit()):
             raise self._error(count_token.line, f"expected the number of states, found {count_token.text!r}", name)
         self.expect("]", "after the number of states", name)
         self.expect("{", "before the states", name)

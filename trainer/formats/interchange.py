@@ -16,7 +16,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePath
 
 import numpy as np
 
@@ -33,11 +32,12 @@ from bnserve.store.model import (
     Node,
     Variable,
 )
+from bnserve.trainer.io import source_name
 
 QUIET_TOLERANCE = 1e-6  # off by less: rounding in the file, renormalised without a note
 MAX_TOLERANCE = 1e-3  # off by more: the file is wrong, not rounded
 
-NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 PROPERTY_PREFIX = "bnserve."
 KIND_PROPERTY = "bnserve.kind"
 CUTS_PROPERTY = "bnserve.cuts"
@@ -129,7 +129,7 @@ def to_model(declared: Declared, class_name: str | None) -> Model:
             renormalised[block.name] = worst
         nodes.append(Node(block.name, block.parents, cpt))
     metadata: dict[str, object] = {
-        "source": PurePath(src).name,
+        "source": source_name(src),
         "network": declared.network_name,
         "format": declared.format,
     }

@@ -11,7 +11,7 @@ from bnserve.trainer.io import sources
 from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
 from bnserve.trainer.io.parquet import arrow_table, parquet_chunks, parquet_header, read_parquet
-from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url
+from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url, source_name
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 from bnserve.trainer.progress import stage
 
@@ -32,6 +32,7 @@ __all__ = [
     "is_url",
     "iter_tables",
     "read_table",
+    "source_name",
 ]
 
 DELIMITERS = {"csv": ",", "tsv": "\t"}

@@ -10,6 +10,7 @@ checked against its declaration, so a bad file fails here naming line, column an
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
+from bnserve.store.model.discretization import number_of
 from bnserve.trainer.io.sources import ByteCounter, open_text
 from bnserve.trainer.io.table import Declared, RawTable, cells_array, check_header, seconds_texts
 
@@ -29,8 +31,8 @@ DEFAULT_DATE_FORMAT = "yyyy-MM-dd'T'HH:mm:ss"
 # braces or leading/trailing blanks. Groups: single-quoted, double-quoted, bare.
 _VALUE = r"""'((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"|([^,'"{}\s](?:[^,'"{}]*[^,'"{}\s])?)"""
 _DENSE_FIELD = re.compile(rf"\s*(?:{_VALUE})?\s*(,|$)")
-_SPARSE_ENTRY = re.compile(rf"\s*(\d+)\s+(?:{_VALUE})\s*(,|(?=\}}))")
-_SPARSE_INDEX = re.compile(r"\s*(\d+)\s+")
+_SPARSE_ENTRY = re.compile(rf"\s*([0-9]+)\s+(?:{_VALUE})\s*(,|(?=\}}))")
+_SPARSE_INDEX = re.compile(r"\s*([0-9]+)\s+")
 _SPARSE_END = re.compile(r"\s*\}\s*(?:,?\s*\{[^{}'\"]*\})?$")  # "}" and an optional weight "{w}"
 _WEIGHT = re.compile(r"[,\s]\s*\{[^{}'\"]*\}$")  # a dense row's trailing weight
 _SPECIAL = re.compile(r"['\"{}]")  # a dense row without these splits on commas alone
@@ -189,11 +191,7 @@ class _Column:
 
 
 def _is_number(value: str) -> bool:
-    try:
-        float(value)
-        return True
-    except ValueError:
-        return value == ""
+    return value == "" or not math.isnan(number_of(value))
 
 
 def _attribute(source: str, lineno: int, line: str) -> tuple[str, _Column]:

@@ -12,7 +12,9 @@ import os
 import re
 from collections.abc import Callable
 from importlib import resources
+from pathlib import PurePath
 from typing import IO, Any, cast
+from urllib.parse import urlsplit
 
 from bnserve.store.errors import InvalidInput
 
@@ -107,6 +109,13 @@ _PATTERN = re.compile(r"[*?[]")
 def is_url(source: str) -> bool:
     """A ``scheme://`` address, opened through fsspec."""
     return _URL.match(source) is not None
+
+
+def source_name(source: str) -> str:
+    """What a model's metadata says its data came from: the file name alone (for a URL, the
+    last segment of its path; ``builtin:NAME`` as is). Never the directory, host,
+    credentials or query string: every client of the server can read the metadata."""
+    return PurePath(urlsplit(source).path if is_url(source) else source).name
 
 
 def is_pattern(source: str) -> bool:

@@ -1,0 +1,85 @@
+"""ModelInfer's row limit counts from each input's whole shape, and no input's data is
+decoded before every input's shape is known to be one a model takes (issue 17: a BYTES
+tensor of shape [1, N] was decoded, N strings, before its shape was refused)."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import grpc
+import numpy as np
+import pytest
+
+from bnserve.server.api import grpc_service_pb2 as ipb
+from bnserve.server.api import grpc_service_pb2_grpc
+from bnserve.server.limits import infer_rows
+from bnserve.server.tensors import join_bytes
+from tests.in_process_server import running_app
+from tests.model_factory import random_model
+
+MAX_ROWS = 1000
+MODEL = random_model(np.random.default_rng(5), n_features=3)
+FEATURE = MODEL.features[0].name
+
+
+@pytest.fixture(scope="module")
+def stub(tmp_path_factory):
+    with running_app(tmp_path_factory.mktemp("store"), {"m": MODEL}, max_rows=MAX_ROWS) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            yield grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def _request(*inputs: tuple[str, str, list[int]], raw: list[bytes] | None = None) -> ipb.ModelInferRequest:
+    request = ipb.ModelInferRequest(model_name="m", raw_input_contents=raw or [])
+    for name, datatype, shape in inputs:
+        request.inputs.add(name=name, datatype=datatype, shape=shape)
+    return request
+
+
+@pytest.mark.parametrize(
+    "inputs, rows",
+    [
+        ([("a", "BYTES", [7])], 7),
+        ([("a", "BYTES", [7, 1])], 7),
+        ([("a", "BYTES", [1, 7])], 7),  # every BYTES element is a row, whatever the shape
+        ([("a", "FP64", [1, 1, 7])], 7),
+        ([("codes", "INT32", [7, 3])], 7),  # a line of state codes is a row
+        ([("a", "FP32", [2]), ("b", "BYTES", [1, 9])], 9),
+        ([("a", "BYTES", [-1, 5])], 0),  # refused as negative before its data is read
+        ([("a", "BYTES", [])], 1),
+    ],
+)
+def test_rows_are_counted_from_the_whole_shape(inputs, rows):
+    assert infer_rows(_request(*inputs)) == rows
+
+
+def test_a_wide_bytes_tensor_is_refused_by_the_row_limit_before_its_data_is_decoded(stub):
+    n = 300_000
+    raw = join_bytes([b"ab"] * n)  # 1.8 MB on the wire (not b"a": CPython shares one-byte objects)
+    request = _request((FEATURE, "BYTES", [1, n]), raw=[raw])
+    tracemalloc.start()
+    try:
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.ModelInfer(request, timeout=30)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert f"the request has {n} rows; this server answers at most {MAX_ROWS}" in refused.value.details()
+    assert peak < 4 * len(raw)  # the message and a copy of its data; decoded, its elements alone took 31 MB
+
+
+def test_a_shape_no_model_takes_is_refused_before_any_data_is_decoded(stub):
+    garbage = b"\xff\xff\xff\xff"  # a length prefix past the end: decoding it would fail on that
+    for shape, datatype in (([1, 500], "BYTES"), ([2, 3], "FP64"), ([2, 2, 2], "BYTES"), ([], "BYTES")):
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.ModelInfer(_request((FEATURE, datatype, shape), raw=[garbage]), timeout=30)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert refused.value.details() == (
+            f"input {FEATURE!r} has shape {shape}; a feature takes [batch] or [batch, 1], "
+            "and 'codes' [batch, features] of INT32 or INT64"
+        )
+    second = _request(("codes", "INT32", [1, 3]), (FEATURE, "BYTES", [1, 2]), raw=[garbage, garbage])
+    with pytest.raises(grpc.RpcError) as refused:  # the second input's shape, before the first's data
+        stub.ModelInfer(second, timeout=30)
+    assert refused.value.details().startswith(f"input {FEATURE!r} has shape [1, 2]")
