@@ -7,9 +7,10 @@ Where the work runs: the server is one asyncio event loop (``bnserve.server.app`
 receives every call, so a call waiting for its body or a client holding a stream costs no
 thread. A request of at most ``INLINE_ROWS`` rows for a model in memory is answered on the
 loop itself: its work (tens of microseconds) costs less than handing it to a thread. A
-larger request, and any that needs the store (a version loaded on demand), runs on the
-work pool (``--threads``), so the loop keeps answering other calls, health among them,
-while it runs or waits.
+larger request, any that needs the store (a version loaded on demand), and any whose
+missing values need a plan not yet built (``cached_plans_only``: building one may take
+seconds) runs on the work pool (``--threads``), so the loop keeps answering other calls,
+health among them, while it runs or waits.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from bnserve.server.limits import check_rows, check_still_wanted
 from bnserve.server.repository import ModelEntry, ModelRepository, ServedModel
+from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
 
 Response = TypeVar("Response")
 Result = TypeVar("Result")
@@ -76,7 +78,11 @@ class DataPlane:
         check_rows(rows, self.max_rows)
         found = self.repository.get_resident(name, version, alias)
         if found is not None and rows <= INLINE_ROWS:
-            return _answer(found[0], decode, encode, context, started)
+            try:
+                with cached_plans_only():
+                    return _answer(found[0], decode, encode, context, started)
+            except PlanNotReady:
+                pass  # answered on the pool below, where the plan is built
 
         def on_pool() -> Response:
             served = found[0] if found is not None else self.repository.get(name, version, alias)[0]

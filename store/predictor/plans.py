@@ -6,13 +6,19 @@ patterns used to keep gigabytes. One cache may serve many compiled models (the s
 shares one across every version it holds: ``server serve --plan-cache-bytes``). An entry
 larger than the whole budget is built for the call that needs it and not kept: the same
 exact answer, paid again on the next call.
+
+Inside ``cached_plans_only()`` a miss raises ``PlanNotReady`` instead of building: the
+server's event loop predicts that way, and hands a request that needs a plan built (which
+may take seconds) to its work pool.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Protocol, TypeVar
 
 from bnserve.store.errors import InvalidInput
@@ -26,6 +32,22 @@ class Sized(Protocol):
 
 
 T = TypeVar("T", bound=Sized)
+
+_BUILDS_ALLOWED = contextvars.ContextVar("plan_builds_allowed", default=True)
+
+
+class PlanNotReady(Exception):
+    """A plan the cache does not hold was needed inside ``cached_plans_only()``."""
+
+
+@contextlib.contextmanager
+def cached_plans_only() -> Iterator[None]:
+    """Within it, a cache miss raises ``PlanNotReady`` rather than building the entry."""
+    token = _BUILDS_ALLOWED.set(False)
+    try:
+        yield
+    finally:
+        _BUILDS_ALLOWED.reset(token)
 
 
 class PlanCache:
@@ -60,6 +82,8 @@ class PlanCache:
             if hit is not None:
                 self._entries.move_to_end(key)
                 return hit[0]  # type: ignore[return-value]
+        if not _BUILDS_ALLOWED.get():
+            raise PlanNotReady(key)
         value = build()
         size = value.nbytes
         if size > self.budget:

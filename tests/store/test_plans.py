@@ -143,3 +143,23 @@ def test_a_row_whose_elimination_is_too_much_work_is_refused_naming_it(monkeypat
         compiled.predict_proba(rows)
     assert refused.value.code == "RESOURCE_EXHAUSTED"
     assert compiled.predict_proba(rows[[0, 2]]).shape == (2, 3)  # the other rows are fine alone
+
+
+def test_cached_plans_only_refuses_to_build_and_then_answers_from_the_cache():
+    """The server's event loop predicts inside ``cached_plans_only``: a row needing a plan the
+    cache lacks raises PlanNotReady (the request goes to the work pool, which builds it);
+    once built, the same row is answered inline, equal to the reference."""
+    from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
+
+    rng = np.random.default_rng(11)
+    model = kdb_model(rng, n_features=8, states=3, k=2)
+    compiled = compile_model(model)
+    codes = np.array([[rng.integers(v.cardinality) for v in model.features]])
+    codes[0, [1, 2, 5]] = -1
+    with cached_plans_only(), pytest.raises(PlanNotReady):
+        compiled.predict_proba(codes)
+    built = compiled.predict_proba(codes)  # outside: builds and keeps the plans
+    with cached_plans_only():
+        inline = compiled.predict_proba(codes)
+    assert np.array_equal(inline, built)
+    assert np.allclose(inline, reference_proba(model, codes), atol=TOL)
