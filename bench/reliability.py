@@ -40,6 +40,8 @@ FAULT_TESTS = (
     "tests/e2e/test_drain_under_load.py",
     "tests/bench/test_load.py",
     "tests/server/test_hostile_clients.py",
+    "tests/e2e/test_missing_patterns_memory.py",
+    "tests/server/test_infer_shapes.py",
 )
 HOSTILE = "hostile: "  # the prefix of the hostile section's records
 WHAT = {  # what each test injects and proves, by the name it records under
@@ -68,6 +70,13 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "--threads 2; 4 connections hold 64 open Health.Watch streams and 64 Predict calls that sent headers and "
     "never a body; meanwhile 200 authorised Predicts and 200 Health Checks are each answered within a 5 s "
     "deadline (the thread-pool server before grpc.aio froze at --threads held calls)",
+    "hostile: 1,000 distinct missing patterns (KDB k=3, 20 x 12 states)": "`server serve --plan-cache-bytes 16 MiB`; "
+    "1,000 single-row Predicts, each with its own random 30 % of features missing, then one 1,000-row request of "
+    "such rows: each OK or RESOURCE_EXHAUSTED naming a row, never INTERNAL; RSS growth under the budget + 100 MiB "
+    "(before: 150 such rows took the server from 114 MB to 1.35 GB, the 1,000-row request failed INTERNAL)",
+    "hostile: ModelInfer BYTES tensor of shape [1, 300,000] against --max-rows 1000": "rows counted from the "
+    "whole shape: RESOURCE_EXHAUSTED before any element is decoded, peak traced memory under 4x the message "
+    "(before: counted from shape[0] = 1, every element decoded, then INVALID_ARGUMENT)",
 }
 
 

@@ -4,6 +4,7 @@ tensor of shape [1, N] was decoded, N strings, before its shape was refused)."""
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 
 import grpc
@@ -16,6 +17,7 @@ from bnserve.server.limits import infer_rows
 from bnserve.server.tensors import join_bytes
 from tests.in_process_server import running_app
 from tests.model_factory import random_model
+from tests.reliability import record
 
 MAX_ROWS = 1000
 MODEL = random_model(np.random.default_rng(5), n_features=3)
@@ -59,14 +61,27 @@ def test_a_wide_bytes_tensor_is_refused_by_the_row_limit_before_its_data_is_deco
     request = _request((FEATURE, "BYTES", [1, n]), raw=[raw])
     tracemalloc.start()
     try:
+        t0 = time.perf_counter()
         with pytest.raises(grpc.RpcError) as refused:
             stub.ModelInfer(request, timeout=30)
+        seconds = time.perf_counter() - t0
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert f"the request has {n} rows; this server answers at most {MAX_ROWS}" in refused.value.details()
     assert peak < 4 * len(raw)  # the message and a copy of its data; decoded, its elements alone took 31 MB
+    record(
+        f"hostile: ModelInfer BYTES tensor of shape [1, {n:,}] against --max-rows {MAX_ROWS}",
+        "sqlite",
+        requests=1,
+        errors=0,
+        faults=1,
+        lost=0,
+        seconds_to_refuse=round(seconds, 3),
+        peak_traced_mb=round(peak / 1e6, 1),
+        status=refused.value.code().name,
+    )
 
 
 def test_a_shape_no_model_takes_is_refused_before_any_data_is_decoded(stub):
