@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-from bnserve.store.db.url import redacted
+from bnserve.store.db.url import parse_store_url, redacted
 from bnserve.store.errors import InvalidInput
 
 log = logging.getLogger(__name__)
@@ -30,12 +30,12 @@ T = TypeVar("T")
 
 def create_store_engine(url: str) -> Engine:
     """An engine for ``url``; raises InvalidInput for a URL or driver we cannot use."""
+    parsed = parse_store_url(url)
+    is_sqlite = parsed.get_backend_name() == "sqlite"
     try:
-        parsed = make_url(url)
-        is_sqlite = parsed.get_backend_name() == "sqlite"
         engine = create_engine(parsed, pool_pre_ping=not is_sqlite)
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
-        raise InvalidInput(f"store URL {redacted(url)} cannot be used: {exc}") from None
+    except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:
+        raise InvalidInput(f"store URL {redacted(url)} cannot be used: {redacted(url, str(exc))}") from None
     if is_sqlite:
         _configure_sqlite(engine)
     return engine

@@ -94,7 +94,8 @@ def upgrade_store(url: str) -> tuple[str | None, str]:
     try:
         return upgrade_to_head(engine)
     except SQLAlchemyError as exc:
-        raise StoreUnavailable(f"upgrading the store at {redacted(url)}: {str(exc).strip().splitlines()[0]}") from None
+        detail = redacted(url, str(exc).strip().splitlines()[0])
+        raise StoreUnavailable(f"upgrading the store at {redacted(url)}: {detail}") from None
     finally:
         engine.dispose()
 
@@ -109,9 +110,8 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     before = retry_while_locked(lambda: current_revision(engine))
     retry_while_locked(lambda: _upgrade(engine, config))
     head = head_revision()
-    log.info(
-        "store schema at %s (was %s) on %s", head, before or "none", engine.url.render_as_string(hide_password=True)
-    )
+    shown = redacted(engine.url.render_as_string(hide_password=False))
+    log.info("store schema at %s (was %s) on %s", head, before or "none", shown)
     return before, head
 
 
