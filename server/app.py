@@ -84,7 +84,7 @@ class App:
     def __init__(self, config: ServeConfig):
         self.config = config
         self.tls, self.tokens = load_security(config)
-        self.store = ModelStore(config.store_url)
+        self.store = ModelStore(config.store_url, timeouts=config.store_timeouts)
         self.repository = ModelRepository(self.store)
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self.serving = threading.Event()  # what health reports for our services

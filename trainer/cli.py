@@ -21,6 +21,7 @@ from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags, parse_ref
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
+from bnserve.store.timeouts import add_timeout_flags, timeouts_of
 from bnserve.store.version import VersionAction
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import (
@@ -403,6 +404,7 @@ def _store_flag(p: argparse.ArgumentParser) -> None:
         help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else the file "
         "$BNSERVE_STORE_URL_FILE names, else sqlite:///bnserve.db)",
     )
+    add_timeout_flags(p)
 
 
 def _alias_flag(p: argparse.ArgumentParser) -> None:
@@ -738,7 +740,7 @@ def _predict(args: argparse.Namespace) -> int:
     if output_format(args.out) is None:
         raise UsageError(f"--out {args.out}: give a .csv or .parquet file")
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         mv = store.load(name, version=version, alias=alias)
     keep = list(dict.fromkeys(args.keep))
     reading = as_trained(mv.model, args.na_values, args.keep_whitespace, args.delimiter)
@@ -765,7 +767,7 @@ def _list(args: argparse.Namespace) -> int:
     description is cut to fit the terminal's width (100 columns when not a terminal)."""
     if args.name is not None:
         _check_flag(check_model_name, args.name, "NAME")
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         versions = store.list_versions(args.name)
     if args.json:
         doc = [
@@ -808,7 +810,7 @@ def _one_line(text: str | None, room: int) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         mv = store.load(name, version=version, alias=alias)
     model = mv.model
     if args.dot:
@@ -858,7 +860,7 @@ def _show(args: argparse.Namespace) -> int:
 def _alias(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "NAME")
     _check_flag(check_alias, args.alias, "ALIAS")
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         store.set_alias(args.name, args.alias, args.version)
     print(f"{args.name}: alias {args.alias} -> version {args.version}")
     return 0
@@ -867,7 +869,7 @@ def _alias(args: argparse.Namespace) -> int:
 def _unalias(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "NAME")
     _check_flag(check_alias, args.alias, "ALIAS")
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         version = store.remove_alias(args.name, args.alias)
     print(f"{args.name}: alias {args.alias} removed (it named version {version})")
     return 0
@@ -877,7 +879,7 @@ def _delete(args: argparse.Namespace) -> int:
     if "@" in args.ref:
         raise UsageError(f"delete takes NAME or NAME:VERSION, not an alias ({args.ref!r}); remove one with unalias")
     name, version, _ = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         deleted = store.delete(name, version, force=args.force)
     numbers = ", ".join(map(str, deleted.versions))
     if version is None:
@@ -915,7 +917,7 @@ def _check_publish_flags(args: argparse.Namespace) -> None:
 def _publish(args: argparse.Namespace, model: Model) -> int:
     """Publish ``model`` as the next version of ``--name`` with ``--alias``es, and say so. The
     store is opened only now: bad input never reaches it (a new store is created)."""
-    with _open_store(args.store, create=True) as store:
+    with _open_store(args, create=True) as store:
         version = store.publish(
             args.name, model, tuple(args.aliases), description=args.description, tags=dict(args.tags)
         )
@@ -934,7 +936,7 @@ def _export(args: argparse.Namespace) -> int:
         where = f"the extension of {args.out!r}" if args.out else "stdout"
         raise UsageError(f"give --format bif, xmlbif or dot (it cannot be told from {where})")
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         mv = store.load(name, version=version, alias=alias)
     text = write_model(mv.model, fmt, mv.name, args.network)  # all of it before anything is written
     if args.out is None:
@@ -973,12 +975,13 @@ def _check_store_url(cli_value: str | None) -> None:
     create_store_engine(resolve_store_url(cli_value)).dispose()
 
 
-def _open_store(cli_value: str | None, create: bool = False):
-    """The SQL store, imported here so that ``evaluate`` needs no database driver. ``create``:
-    a command that writes sets up a new, empty store (an existing one must be at this code's schema)."""
+def _open_store(args: argparse.Namespace, create: bool = False):
+    """The SQL store of --store, imported here so that ``evaluate`` needs no database driver.
+    ``create``: a command that writes sets up a new, empty store (an existing one must be at
+    this code's schema)."""
     from bnserve.store.db import ModelStore, resolve_store_url
 
-    return ModelStore(resolve_store_url(cli_value), create=create)
+    return ModelStore(resolve_store_url(args.store), create=create, timeouts=timeouts_of(args))
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -986,7 +989,7 @@ def _db(args: argparse.Namespace) -> int:
     from bnserve.store.db import redacted, resolve_store_url, upgrade_store
 
     url = resolve_store_url(args.store)
-    before, after = upgrade_store(url)
+    before, after = upgrade_store(url, timeouts_of(args))
     if before == after:
         print(f"the store at {redacted(url)} is at schema revision {after}, this bnserve's; nothing to do")
     else:

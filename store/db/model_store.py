@@ -58,6 +58,7 @@ from bnserve.store.model.names import (
     check_version,
     resolve_version,
 )
+from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 log = logging.getLogger(__name__)
 
@@ -124,15 +125,15 @@ class ModelStore:
 
     Opening checks the schema (``schema.check_schema``) and never migrates it, so a role
     that may only read can open a store; ``create`` sets up an empty database (a writer's
-    first publish into a new store).
+    first publish into a new store). ``timeouts`` bound every wait for the database.
     """
 
-    def __init__(self, url: str, *, create: bool = False):
+    def __init__(self, url: str, *, create: bool = False, timeouts: StoreTimeouts = DEFAULT_TIMEOUTS):
         self._raw_url = url  # never shown: errors about it pass through redacted
         self._url = redacted(url)
         if not create:
             _check_sqlite_file(url)
-        self._engine = create_store_engine(url)
+        self._engine = create_store_engine(url, timeouts)
         try:
             check_schema(self._engine, self._url, create=create)
         except sa_exc.SQLAlchemyError as exc:

@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from bnserve.store.db.engine import create_store_engine, retry_while_locked, writer
 from bnserve.store.db.url import redacted
 from bnserve.store.errors import SchemaMismatch, StoreUnavailable
+from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +88,10 @@ def check_schema(engine: Engine, where: str, *, create: bool = False) -> None:
     )
 
 
-def upgrade_store(url: str) -> tuple[str | None, str]:
+def upgrade_store(url: str, timeouts: StoreTimeouts = DEFAULT_TIMEOUTS) -> tuple[str | None, str]:
     """``trainer db upgrade``: bring the store at ``url`` to this code's schema; (revision
     before, after). Errors leave as ``bnserve.store.errors`` kinds naming the store."""
-    engine = create_store_engine(url)
+    engine = create_store_engine(url, timeouts)
     try:
         return upgrade_to_head(engine)
     except SQLAlchemyError as exc:
