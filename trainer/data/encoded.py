@@ -168,7 +168,7 @@ def load(
 ) -> EncodedData:
     """Read ``source``, type its columns, and learn the preprocessing from all its rows."""
     preprocessing = preprocessing or Preprocessing()
-    table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter))
+    table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter, preprocessing.limits))
     return prepare(columns_of(table, class_column, preprocessing), preprocessing)
 
 
@@ -287,7 +287,7 @@ def load_with(
     (missing markers, whitespace).
     """
     preprocessing = preprocessing or Preprocessing()
-    table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter))
+    table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter, preprocessing.limits))
     X, y = encode_table(table, variables)
     assert y is not None  # the class is required here
     keep = y >= 0
