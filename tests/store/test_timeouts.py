@@ -10,7 +10,6 @@ cancels a statement stuck on a lock, and SQLite waits for a lock no longer than 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -29,24 +28,22 @@ HANG = 60.0  # seconds: a call still waiting then would wait for ever
 TIMEOUTS = StoreTimeouts(connect_seconds=2, statement_seconds=1)
 
 
-def outcome(call: Callable[[], object]) -> tuple[BaseException | None, float]:
-    """(what ``call`` raised, or None; seconds it took); fails the test if it hangs."""
+def outcome(call: Callable[[], object]) -> BaseException | None:
+    """What ``call`` raised, or None; fails the test if it hangs."""
     result: dict = {}
 
     def run() -> None:
-        started = time.monotonic()
         try:
             call()
             result["error"] = None
         except BaseException as exc:  # handed to the test
             result["error"] = exc
-        result["seconds"] = time.monotonic() - started
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(HANG)
     assert not thread.is_alive(), f"the store call still waits after {HANG:g} s"
-    return result["error"], result["seconds"]
+    return result["error"]
 
 
 def through(proxy: TcpProxy, url: str) -> str:
@@ -65,14 +62,13 @@ def test_a_partitioned_store_fails_each_call_and_recovers_after(pg_fresh_databas
         with ModelStore(through(proxy, pg_fresh_database), timeouts=TIMEOUTS) as store:
             assert store.load("m").version == 1  # a pooled connection is open
             proxy.stall()
-            error, seconds = outcome(lambda: store.load("m"))
+            error = outcome(lambda: store.load("m"))
             assert isinstance(error, StoreUnavailable), error
             assert error.message.startswith("loading model 'm': the store failed:")
-            error, _ = outcome(lambda: store.list_models())
+            error = outcome(lambda: store.list_models())
             assert isinstance(error, StoreUnavailable), error
             proxy.restore()
             assert store.load("m").version == 1  # the broken connections were discarded
-    print(f"load through a stalled proxy failed after {seconds:.1f} s")
 
 
 @pytest.mark.postgresql
@@ -81,7 +77,7 @@ def test_opening_a_partitioned_store_fails_within_the_connect_timeout(pg_fresh_d
         pass
     with TcpProxy("127.0.0.1", make_url(pg_fresh_database).port or 5432) as proxy:
         proxy.stall()
-        error, _ = outcome(lambda: ModelStore(through(proxy, pg_fresh_database), timeouts=TIMEOUTS))
+        error = outcome(lambda: ModelStore(through(proxy, pg_fresh_database), timeouts=TIMEOUTS))
     assert isinstance(error, StoreUnavailable), error
     assert "opening the store at" in error.message and "timeout" in error.message
 
@@ -95,7 +91,7 @@ def test_a_connection_that_gets_no_answer_gives_up_and_closes(pg_fresh_database)
             with engine.connect() as connection:
                 connection.execute(text("SELECT 1"))
                 proxy.stall()
-                error, _ = outcome(lambda: connection.execute(text("SELECT 1")))
+                error = outcome(lambda: connection.execute(text("SELECT 1")))
                 assert isinstance(error.__cause__ if error else None, psycopg.OperationalError), error
                 assert "the store did not answer within 3 s" in str(error)
                 assert connection.invalidated  # the pool will not hand it out again
@@ -112,7 +108,7 @@ def test_the_server_cancels_a_statement_past_the_statement_timeout(pg_fresh_data
     try:
         blocker.execute("SELECT id FROM models WHERE name = 'm' FOR UPDATE")
         with ModelStore(pg_fresh_database, timeouts=TIMEOUTS) as store:
-            error, _ = outcome(lambda: store.publish("m", small_model(1)))
+            error = outcome(lambda: store.publish("m", small_model(1)))
         assert isinstance(error, StoreUnavailable), error
         assert "statement timeout" in error.message
     finally:
@@ -129,7 +125,7 @@ def test_sqlite_waits_for_a_lock_no_longer_than_the_statement_timeout(tmp_path):
             with store.engine.connect() as connection:
                 assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 200
             with writer(engine).begin() as holder:  # another writer holds the lock (BEGIN IMMEDIATE)
-                error, _ = outcome(lambda: store.publish("m", small_model(1)))
+                error = outcome(lambda: store.publish("m", small_model(1)))
                 holder.rollback()
     finally:
         engine.dispose()
