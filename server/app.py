@@ -96,7 +96,7 @@ class App:
     def __init__(self, config: ServeConfig):
         self.config = config
         self.tls, self.tokens = load_security(config)
-        self.store = ModelStore(config.store_url)
+        self.store = ModelStore(config.store_url, timeouts=config.store_timeouts)
         self.repository = ModelRepository(self.store, config.plan_cache_bytes)
         self.serving = threading.Event()  # what health reports for our services
         self._pool = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")

@@ -12,6 +12,7 @@ import time
 from bnserve.server.config import DEFAULTS
 from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
+from bnserve.store.timeouts import add_timeout_flags
 from bnserve.store.version import VersionAction
 
 PROG = "server"  # errors are printed as "server: error: ...", as argparse prints usage errors
@@ -97,6 +98,7 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     serve.add_argument(
         "--store", help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else sqlite:///bnserve.db)"
     )
+    add_timeout_flags(serve)
     serve.add_argument("--host", default=DEFAULTS["host"], help="address to bind both ports on (default %(default)s)")
     serve.add_argument(
         "--port", type=int, default=DEFAULTS["port"], help="gRPC port (default %(default)s; 0 picks a free one)"

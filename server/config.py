@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
+from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,12 @@ class ServeConfig:
     auth_token_file: str | None = None  # bearer tokens, one a line: every call but health needs one
     workers: int = 1  # processes sharing the port (server.workers); 1: this process serves
     log_level: str = "INFO"
+    store_connect_timeout: float = DEFAULT_TIMEOUTS.connect_seconds  # seconds; bnserve.store.timeouts
+    store_statement_timeout: float = DEFAULT_TIMEOUTS.statement_seconds  # seconds, 0: no limit
+
+    @property
+    def store_timeouts(self) -> StoreTimeouts:
+        return StoreTimeouts(self.store_connect_timeout, self.store_statement_timeout)
 
 
 DEFAULTS = {f.name: f.default for f in fields(ServeConfig) if f.name != "store_url"}

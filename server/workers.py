@@ -92,7 +92,9 @@ class Supervisor:
         from bnserve.store.db import ModelStore
 
         load_security(config)  # a bad certificate, key or token file fails here, once
-        ModelStore(config.store_url).dispose()  # fails here, once, on a bad URL or store
+        ModelStore(
+            config.store_url, timeouts=config.store_timeouts
+        ).dispose()  # fails here, once, on a bad URL or store
         self._reservation = reserve_port(config.host, config.port)
         self.port = self._reservation.getsockname()[1]
         self.config = config
@@ -137,6 +139,10 @@ class Supervisor:
             repr(c.idle_seconds),
             "--plan-cache-bytes",
             str(c.plan_cache_bytes),
+            "--store-connect-timeout",
+            repr(c.store_connect_timeout),
+            "--store-statement-timeout",
+            repr(c.store_statement_timeout),
         ]
         for flag, path in (
             ("--tls-cert", c.tls_cert),

@@ -6,10 +6,14 @@ Import as ``from tests.tcp_proxy import TcpProxy``::
         ...                                       # connections are pumped both ways
         proxy.cut()                               # every connection closed, new ones refused
         proxy.restore()                           # new connections accepted again
+        proxy.stall()                             # a partition: nothing forwarded, nothing closed
 
 While cut, the listening socket stays open (the port stays ours) and every new
 connection is accepted and closed at once, so a client sees its connection fail
 immediately rather than hang: the database is down, not the network partitioned.
+While stalled, the network is partitioned: open connections stay open but what is sent
+either way is dropped, and new connections are accepted and then never answered, so a
+client waits for as long as it is willing to. ``restore`` closes what the stall broke.
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._cut = False
+        self._stalled = False
+        self._held: set[socket.socket] = set()  # accepted while stalled, never pumped
         self._closed = False
-        self.accepted = 0   # connections pumped upstream
-        self.refused = 0    # connections closed at once while cut
+        self.accepted = 0  # connections pumped upstream
+        self.refused = 0  # connections closed at once while cut
         self._thread = threading.Thread(target=self._accept, name="tcp-proxy", daemon=True)
         self._thread.start()
 
@@ -42,13 +48,24 @@ class TcpProxy:
         """Close every proxied connection and refuse new ones until ``restore``."""
         with self._lock:
             self._cut = True
-            sockets, self._open = self._open, set()
+            sockets, self._open, self._held = self._open | self._held, set(), set()
         for s in sockets:
             _close(s)
+
+    def stall(self) -> None:
+        """Forward nothing and close nothing until ``restore``."""
+        with self._lock:
+            self._stalled = True
 
     def restore(self) -> None:
         with self._lock:
             self._cut = False
+            broken = set()
+            if self._stalled:  # bytes were dropped: no connection of the stall can go on
+                self._stalled = False
+                broken, self._open, self._held = self._open | self._held, set(), set()
+        for s in broken:
+            _close(s)
 
     def close(self) -> None:
         with self._lock:
@@ -70,6 +87,9 @@ class TcpProxy:
                 refuse = self._cut
                 if refuse:
                     self.refused += 1
+                elif self._stalled:
+                    self._held.add(client)
+                    continue
             if refuse:
                 _close(client)
                 continue
@@ -92,7 +112,8 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not self._stalled:
+                    sink.sendall(data)
         except OSError:
             pass
         finally:  # one side ended: end both

@@ -26,7 +26,7 @@ GENERATED = ("bnserve.server.api",)
 # Rooms of each package, bottom first: a module may import from its own room and the ones before it.
 LAYERS = {
     "bnserve.store": [
-        ["errors", "version"],
+        ["errors", "version", "timeouts"],
         ["model"],
         ["predictor", "db"],
     ],

@@ -21,6 +21,7 @@ from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags, parse_ref
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
+from bnserve.store.timeouts import add_timeout_flags, timeouts_of
 from bnserve.store.version import VersionAction
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import (
@@ -33,20 +34,36 @@ from bnserve.trainer.auto import (
     with_auto_discretization,
 )
 from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, Preprocessing
-from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS, DEFAULT_MEMORY_BUDGET, chunk_rows_within, parse_size
+from bnserve.trainer.data.budget import (
+    DEFAULT_CHUNK_ROWS,
+    DEFAULT_MEMORY_BUDGET,
+    IN_MEMORY_PER_FILE_BYTE,
+    chunk_rows_within,
+    parse_size,
+)
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.data.summary import summary_text
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.fit import fit
-from bnserve.trainer.formats import EXPORT_FORMATS, IMPORT_FORMATS, format_of, read_model, write_model
-from bnserve.trainer.io import FORMATS, delimiter_of, is_pattern
+from bnserve.trainer.formats import (
+    CPT_CELLS_FLAG,
+    DEFAULT_MAX_CPT_CELLS,
+    EXPORT_FORMATS,
+    IMPORT_FORMATS,
+    format_of,
+    read_model,
+    write_model,
+)
+from bnserve.trainer.io import FORMATS, ReadLimits, delimiter_of, is_pattern
+from bnserve.trainer.io.limits import COLUMNS_FLAG, DECOMPRESSED_FLAG, DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.progress import reporting, terminal_bars
 
 PROG = "trainer"
+NO_LIMIT = "none"  # --max-decompressed none, told apart from not given (None)
 AUTO = "auto"
 DASK_ENV = "BNSERVE_DASK_SCHEDULER"
 STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
@@ -334,6 +351,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="the class variable (default: the one a bnserve export marked)",
     )
+    p.add_argument(
+        CPT_CELLS_FLAG,
+        type=_limit(int, "probabilities"),
+        default=DEFAULT_MAX_CPT_CELLS,
+        metavar="N",
+        help=f"refuse a file with a CPT of more probabilities (default {DEFAULT_MAX_CPT_CELLS:,}; none: no limit)",
+    )
     p.add_argument("--name", required=True, help="model name in the store")
     _store_flag(p)
     _alias_flag(p)
@@ -385,6 +409,21 @@ def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None
         help="keep the spaces around a value (by default ' Male' is read as 'Male'"
         + ("; default: as the model was trained)" if as_trained else ")"),
     )
+    p.add_argument(
+        COLUMNS_FLAG,
+        type=_limit(int, "columns"),
+        default=DEFAULT_MAX_COLUMNS,
+        metavar="N",
+        help=f"refuse a data file of more columns (default {DEFAULT_MAX_COLUMNS:,}; none: no limit)",
+    )
+    p.add_argument(
+        DECOMPRESSED_FLAG,
+        type=_limit(parse_size, "bytes (e.g. 8GiB)", none=NO_LIMIT),
+        metavar="SIZE",
+        help="refuse a .gz data file that decompresses to more, e.g. 8GiB; none: no limit (default: for a file "
+        f"read whole, what fits --memory-budget, {DEFAULT_MEMORY_BUDGET // IN_MEMORY_PER_FILE_BYTE >> 20} MiB "
+        "by default; none for one read in chunks)",
+    )
 
 
 def _quiet_flag(p: argparse.ArgumentParser) -> None:
@@ -403,6 +442,7 @@ def _store_flag(p: argparse.ArgumentParser) -> None:
         help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else the file "
         "$BNSERVE_STORE_URL_FILE names, else sqlite:///bnserve.db)",
     )
+    add_timeout_flags(p)
 
 
 def _alias_flag(p: argparse.ArgumentParser) -> None:
@@ -452,6 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `trainer show … | head`: the reader left; not an error
         sys.stdout = open(os.devnull, "w")
         return 0
+    except MemoryError:  # past a limit set to none, or a machine too small for the data
+        print(f"{PROG}: error: out of memory; nothing was published", file=sys.stderr)
+        return 1
 
 
 # ---------------------------------------------------------------- commands
@@ -542,8 +585,9 @@ def _auto_ks(args: argparse.Namespace) -> list[int]:
     return list(ks)
 
 
-def _preprocessing(args: argparse.Namespace) -> Preprocessing:
-    """--nominal, --numeric, --ignore, --discretize and --missing as one Preprocessing."""
+def _preprocessing(args: argparse.Namespace, whole: bool = True) -> Preprocessing:
+    """--nominal, --numeric, --ignore, --discretize, --missing and how the file is read
+    (``whole`` or in chunks) as one Preprocessing."""
     default, per_column = Method(), {}
     for spec in args.discretize:
         column, _, method = spec.rpartition("=")
@@ -566,6 +610,7 @@ def _preprocessing(args: argparse.Namespace) -> Preprocessing:
         not args.keep_whitespace,
         args.force_class,
         args.delimiter,
+        _read_limits(args, whole),
     )
 
 
@@ -596,7 +641,7 @@ def _fit(args: argparse.Namespace) -> int:
         chunk_rows = DEFAULT_CHUNK_ROWS
     if chunk_rows:
         streamed = load_streamed(
-            args.data, args.class_column, _preprocessing(args), args.fmt, chunk_rows, args.jobs, args.dask
+            args.data, args.class_column, _preprocessing(args, whole=False), args.fmt, chunk_rows, args.jobs, args.dask
         )
         _summarize(args, streamed)
         model = fit(args.algo, streamed, args.estimator, **params)
@@ -639,6 +684,35 @@ def _chunk_rows_within_budget(args: argparse.Namespace, streams: bool) -> int | 
         )
         return None
     return chunk_rows
+
+
+def _limit(parse: Callable[[str], int | None], unit: str, none: Any = None) -> Callable[[str], Any]:
+    """An argparse type for a limit: a positive number of ``unit`` as ``parse`` reads it, or
+    ``none`` for the text none."""
+
+    def limit(text: str) -> Any:
+        if text.strip().lower() == "none":
+            return none
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or value < 1:
+            raise argparse.ArgumentTypeError(f"expected a positive number of {unit} or none, got {text!r}")
+        return value
+
+    return limit
+
+
+def _read_limits(args: argparse.Namespace, whole: bool = True) -> ReadLimits:
+    """--max-columns and --max-decompressed; the latter by default what a file read
+    ``whole`` may take within --memory-budget (a .gz's size does not say how much it holds),
+    and no limit for a file read in chunks, whose memory is one chunk's."""
+    decompressed = args.max_decompressed
+    if decompressed is None:
+        budget = getattr(args, "memory_budget", DEFAULT_MEMORY_BUDGET)
+        decompressed = budget // IN_MEMORY_PER_FILE_BYTE if whole and budget is not None else NO_LIMIT
+    return ReadLimits(args.max_columns, None if decompressed is NO_LIMIT else decompressed)
 
 
 def _size(text: str) -> int | None:
@@ -738,10 +812,10 @@ def _predict(args: argparse.Namespace) -> int:
     if output_format(args.out) is None:
         raise UsageError(f"--out {args.out}: give a .csv or .parquet file")
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         mv = store.load(name, version=version, alias=alias)
     keep = list(dict.fromkeys(args.keep))
-    reading = as_trained(mv.model, args.na_values, args.keep_whitespace, args.delimiter)
+    reading = as_trained(mv.model, args.na_values, args.keep_whitespace, args.delimiter, _read_limits(args, False))
     scored = score_file(
         mv.model, args.data, args.out, keep=keep, fmt=args.fmt, preprocessing=reading, chunk_rows=args.chunk_rows
     )
@@ -765,7 +839,7 @@ def _list(args: argparse.Namespace) -> int:
     description is cut to fit the terminal's width (100 columns when not a terminal)."""
     if args.name is not None:
         _check_flag(check_model_name, args.name, "NAME")
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         versions = store.list_versions(args.name)
     if args.json:
         doc = [
@@ -808,7 +882,7 @@ def _one_line(text: str | None, room: int) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         mv = store.load(name, version=version, alias=alias)
     model = mv.model
     if args.dot:
@@ -858,7 +932,7 @@ def _show(args: argparse.Namespace) -> int:
 def _alias(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "NAME")
     _check_flag(check_alias, args.alias, "ALIAS")
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         store.set_alias(args.name, args.alias, args.version)
     print(f"{args.name}: alias {args.alias} -> version {args.version}")
     return 0
@@ -867,7 +941,7 @@ def _alias(args: argparse.Namespace) -> int:
 def _unalias(args: argparse.Namespace) -> int:
     _check_flag(check_model_name, args.name, "NAME")
     _check_flag(check_alias, args.alias, "ALIAS")
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         version = store.remove_alias(args.name, args.alias)
     print(f"{args.name}: alias {args.alias} removed (it named version {version})")
     return 0
@@ -877,7 +951,7 @@ def _delete(args: argparse.Namespace) -> int:
     if "@" in args.ref:
         raise UsageError(f"delete takes NAME or NAME:VERSION, not an alias ({args.ref!r}); remove one with unalias")
     name, version, _ = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         deleted = store.delete(name, version, force=args.force)
     numbers = ", ".join(map(str, deleted.versions))
     if version is None:
@@ -896,7 +970,7 @@ def _import(args: argparse.Namespace) -> int:
     if fmt not in IMPORT_FORMATS:
         raise UsageError(f"cannot tell the format of {args.file!r} from its extension; give --format bif or xmlbif")
     _check_publish_flags(args)
-    return _publish(args, read_model(args.file, fmt, args.class_name))
+    return _publish(args, read_model(args.file, fmt, args.class_name, args.max_cpt_cells))
 
 
 def _check_publish_flags(args: argparse.Namespace) -> None:
@@ -915,7 +989,7 @@ def _check_publish_flags(args: argparse.Namespace) -> None:
 def _publish(args: argparse.Namespace, model: Model) -> int:
     """Publish ``model`` as the next version of ``--name`` with ``--alias``es, and say so. The
     store is opened only now: bad input never reaches it (a new store is created)."""
-    with _open_store(args.store, create=True) as store:
+    with _open_store(args, create=True) as store:
         version = store.publish(
             args.name, model, tuple(args.aliases), description=args.description, tags=dict(args.tags)
         )
@@ -934,7 +1008,7 @@ def _export(args: argparse.Namespace) -> int:
         where = f"the extension of {args.out!r}" if args.out else "stdout"
         raise UsageError(f"give --format bif, xmlbif or dot (it cannot be told from {where})")
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args.store) as store:
+    with _open_store(args) as store:
         mv = store.load(name, version=version, alias=alias)
     text = write_model(mv.model, fmt, mv.name, args.network)  # all of it before anything is written
     if args.out is None:
@@ -973,12 +1047,13 @@ def _check_store_url(cli_value: str | None) -> None:
     create_store_engine(resolve_store_url(cli_value)).dispose()
 
 
-def _open_store(cli_value: str | None, create: bool = False):
-    """The SQL store, imported here so that ``evaluate`` needs no database driver. ``create``:
-    a command that writes sets up a new, empty store (an existing one must be at this code's schema)."""
+def _open_store(args: argparse.Namespace, create: bool = False):
+    """The SQL store of --store, imported here so that ``evaluate`` needs no database driver.
+    ``create``: a command that writes sets up a new, empty store (an existing one must be at
+    this code's schema)."""
     from bnserve.store.db import ModelStore, resolve_store_url
 
-    return ModelStore(resolve_store_url(cli_value), create=create)
+    return ModelStore(resolve_store_url(args.store), create=create, timeouts=timeouts_of(args))
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -986,7 +1061,7 @@ def _db(args: argparse.Namespace) -> int:
     from bnserve.store.db import redacted, resolve_store_url, upgrade_store
 
     url = resolve_store_url(args.store)
-    before, after = upgrade_store(url)
+    before, after = upgrade_store(url, timeouts_of(args))
     if before == after:
         print(f"the store at {redacted(url)} is at schema revision {after}, this bnserve's; nothing to do")
     else:

@@ -29,7 +29,17 @@ from bnserve.store.model import Model
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data.encoded import encode_table
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES, Preprocessing
-from bnserve.trainer.io import CHUNKED, RawTable, TextColumn, delimiter_of, format_of, iter_tables, read_table
+from bnserve.trainer.io import (
+    CHUNKED,
+    DEFAULT_READ_LIMITS,
+    RawTable,
+    ReadLimits,
+    TextColumn,
+    delimiter_of,
+    format_of,
+    iter_tables,
+    read_table,
+)
 from bnserve.trainer.progress import stage
 
 PREDICTED = "predicted"  # the column of each row's most probable class
@@ -50,7 +60,11 @@ def output_format(path: str | None) -> str | None:
 
 
 def as_trained(
-    model: Model, na_values: Sequence[str] | None, keep_whitespace: bool, delimiter: str | None
+    model: Model,
+    na_values: Sequence[str] | None,
+    keep_whitespace: bool,
+    delimiter: str | None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Preprocessing:
     """How to read the texts of a file to score: as the model's training data was read (its
     metadata's ``preprocessing``: missing markers, whitespace), unless told otherwise."""
@@ -59,6 +73,7 @@ def as_trained(
         na_values=tuple(recorded.get("na_values", DEFAULT_NA_VALUES) if na_values is None else na_values),
         trim=recorded.get("trim_whitespace", True) and not keep_whitespace,
         delimiter=delimiter,
+        limits=limits,
     )
 
 
@@ -142,9 +157,9 @@ def _tables(source: str, fmt: str | None, preprocessing: Preprocessing, chunk_ro
     if preprocessing.delimiter and delimiter_of(source, fmt) is None:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
     tables = (
-        iter_tables(source, fmt, chunk_rows, preprocessing.delimiter)
+        iter_tables(source, fmt, chunk_rows, preprocessing.delimiter, preprocessing.limits)
         if fmt in CHUNKED
-        else iter([read_table(source, fmt, preprocessing.delimiter)])
+        else iter([read_table(source, fmt, preprocessing.delimiter, preprocessing.limits)])
     )
     for table in tables:
         yield preprocessing.cleaned(table)

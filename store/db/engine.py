@@ -1,10 +1,11 @@
-"""An engine for the store's database, set up per backend.
+"""An engine for the store's database, set up per backend, under the store's timeouts.
 
 SQLite (the embedded default) gets foreign keys, WAL and a busy timeout on every
 connection, and SQLAlchemy's documented pysqlite recipe for emitting BEGIN itself, so a
 transaction opened on an engine carrying ``WRITE_OPTION`` starts with BEGIN IMMEDIATE:
 concurrent writers then queue on the busy timeout instead of failing on a lock upgrade.
-PostgreSQL (psycopg 3) needs none of that.
+PostgreSQL (psycopg 3) gets connect and statement timeouts and a bound on every wait for
+an answer (``postgresql``).
 """
 
 from __future__ import annotations
@@ -14,30 +15,42 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
-from bnserve.store.db.url import redacted
+from bnserve.store.db.url import parse_store_url, redacted
 from bnserve.store.errors import InvalidInput
+from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 log = logging.getLogger(__name__)
 
 WRITE_OPTION = "bnserve_write"  # execution option: this connection's transaction writes
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 T = TypeVar("T")
 
 
-def create_store_engine(url: str) -> Engine:
+def create_store_engine(url: str, timeouts: StoreTimeouts = DEFAULT_TIMEOUTS) -> Engine:
     """An engine for ``url``; raises InvalidInput for a URL or driver we cannot use."""
+    parsed = parse_store_url(url)
+    backend = parsed.get_backend_name()
     try:
-        parsed = make_url(url)
-        is_sqlite = parsed.get_backend_name() == "sqlite"
-        engine = create_engine(parsed, pool_pre_ping=not is_sqlite)
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
-        raise InvalidInput(f"store URL {redacted(url)} cannot be used: {exc}") from None
-    if is_sqlite:
-        _configure_sqlite(engine)
+        if backend == "sqlite":
+            engine = create_engine(parsed)
+            _configure_sqlite(engine, timeouts)
+        elif backend == "postgresql":
+            from bnserve.store.db import postgresql
+
+            engine = create_engine(
+                parsed,
+                pool_pre_ping=True,
+                pool_timeout=timeouts.connect_seconds,
+                connect_args=postgresql.connect_args(parsed, timeouts),
+            )
+            postgresql.bound_waits(engine, timeouts)
+        else:
+            engine = create_engine(parsed, pool_pre_ping=True)
+    except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:
+        raise InvalidInput(f"store URL {redacted(url)} cannot be used: {redacted(url, str(exc))}") from None
     return engine
 
 
@@ -46,13 +59,13 @@ def writer(engine: Engine) -> Engine:
     return engine.execution_options(**{WRITE_OPTION: True})
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _configure_sqlite(engine: Engine, timeouts: StoreTimeouts) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:
         dbapi_connection.isolation_level = None  # sqlite3 must not emit BEGIN; _on_begin does
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute(f"PRAGMA busy_timeout = {timeouts.sqlite_busy_ms}")
             cursor.execute("PRAGMA foreign_keys = ON")
             cursor.execute("PRAGMA journal_mode = WAL")
         finally:
@@ -65,10 +78,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
 
 def retry_while_locked(step: Callable[[], T]) -> T:
-    """Run ``step`` again while SQLite answers "database is locked", up to the busy timeout.
-    The busy timeout covers most waits, not all: CI once saw four processes opening one new
-    store file at the same moment fail so (tests/store/test_concurrency.py)."""
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    """Run ``step`` again while SQLite answers "database is locked", up to the default busy
+    timeout. The busy timeout covers most waits, not all: CI once saw four processes opening
+    one new store file at the same moment fail so (tests/store/test_concurrency.py)."""
+    deadline = time.monotonic() + DEFAULT_TIMEOUTS.sqlite_busy_ms / 1000
     while True:
         try:
             return step()

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import CursorResult, Engine, delete, func, insert, make_url, select, update
+from sqlalchemy import CursorResult, Engine, delete, func, insert, select, update
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -37,7 +37,7 @@ from bnserve.store.db.tables import (
     SqlModelVersionTag,
     SqlVariable,
 )
-from bnserve.store.db.url import redacted
+from bnserve.store.db.url import parse_store_url, redacted
 from bnserve.store.errors import (
     BnServeError,
     Conflict,
@@ -58,6 +58,7 @@ from bnserve.store.model.names import (
     check_version,
     resolve_version,
 )
+from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 log = logging.getLogger(__name__)
 
@@ -124,19 +125,20 @@ class ModelStore:
 
     Opening checks the schema (``schema.check_schema``) and never migrates it, so a role
     that may only read can open a store; ``create`` sets up an empty database (a writer's
-    first publish into a new store).
+    first publish into a new store). ``timeouts`` bound every wait for the database.
     """
 
-    def __init__(self, url: str, *, create: bool = False):
+    def __init__(self, url: str, *, create: bool = False, timeouts: StoreTimeouts = DEFAULT_TIMEOUTS):
+        self._raw_url = url  # never shown: errors about it pass through redacted
         self._url = redacted(url)
         if not create:
             _check_sqlite_file(url)
-        self._engine = create_store_engine(url)
+        self._engine = create_store_engine(url, timeouts)
         try:
             check_schema(self._engine, self._url, create=create)
         except sa_exc.SQLAlchemyError as exc:
             self._engine.dispose()
-            raise _translate(exc, f"opening the store at {self._url}") from exc
+            raise _translate(exc, f"opening the store at {self._url}", url) from exc
         except BaseException:
             self._engine.dispose()
             raise
@@ -449,7 +451,7 @@ class ModelStore:
             session.commit()
         except sa_exc.SQLAlchemyError as exc:
             _rollback_quietly(session)
-            raise _translate(exc, what) from exc
+            raise _translate(exc, what, self._raw_url) from exc
         except BaseException:
             _rollback_quietly(session)
             raise
@@ -483,16 +485,16 @@ def _snapshot_reads(engine: Engine) -> Engine:
 def _check_sqlite_file(url: str) -> None:
     """A SQLite store that is to be read must exist: connecting would create an empty file
     at a mistyped path, and a server would serve nothing from it without a word."""
-    try:
-        parsed = make_url(url)
-    except sa_exc.ArgumentError:
-        return  # create_store_engine says why
+    parsed = parse_store_url(url)
     path = parsed.database
     if parsed.get_backend_name() == "sqlite" and path and path != ":memory:" and not path.startswith("file:"):
         if not os.path.exists(path):
             raise SchemaMismatch(
-                f"no store at {redacted(url)}: the file {path} does not exist (a mistyped path?); "
-                f"a new store is created by its first `trainer fit`, or by `{UPGRADE_COMMAND}`"
+                redacted(
+                    url,
+                    f"no store at {url}: the file {path} does not exist (a mistyped path?); "
+                    f"a new store is created by its first `trainer fit`, or by `{UPGRADE_COMMAND}`",
+                )
             )
 
 
@@ -557,9 +559,10 @@ def _key(table: Any, model_id: int, version: int) -> tuple:
 # ---------------------------------------------------------------------- helpers
 
 
-def _translate(exc: sa_exc.SQLAlchemyError, what: str) -> BnServeError:
-    """The store.errors kind for a database error; the message carries the driver's first line only."""
-    detail = _first_line(exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc)
+def _translate(exc: sa_exc.SQLAlchemyError, what: str, store: str) -> BnServeError:
+    """The store.errors kind for a database error; the message carries the driver's first
+    line only, without any secret of ``store`` in it."""
+    detail = redacted(store, _first_line(exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc))
     if isinstance(exc, sa_exc.IntegrityError):
         if _is_unique_violation(exc):
             return _WriteRace(f"{what}: a concurrent write took the same key ({detail})")

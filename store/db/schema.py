@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from bnserve.store.db.engine import create_store_engine, retry_while_locked, writer
 from bnserve.store.db.url import redacted
 from bnserve.store.errors import SchemaMismatch, StoreUnavailable
+from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +88,15 @@ def check_schema(engine: Engine, where: str, *, create: bool = False) -> None:
     )
 
 
-def upgrade_store(url: str) -> tuple[str | None, str]:
+def upgrade_store(url: str, timeouts: StoreTimeouts = DEFAULT_TIMEOUTS) -> tuple[str | None, str]:
     """``trainer db upgrade``: bring the store at ``url`` to this code's schema; (revision
     before, after). Errors leave as ``bnserve.store.errors`` kinds naming the store."""
-    engine = create_store_engine(url)
+    engine = create_store_engine(url, timeouts)
     try:
         return upgrade_to_head(engine)
     except SQLAlchemyError as exc:
-        raise StoreUnavailable(f"upgrading the store at {redacted(url)}: {str(exc).strip().splitlines()[0]}") from None
+        detail = redacted(url, str(exc).strip().splitlines()[0])
+        raise StoreUnavailable(f"upgrading the store at {redacted(url)}: {detail}") from None
     finally:
         engine.dispose()
 
@@ -109,9 +111,8 @@ def upgrade_to_head(engine: Engine) -> tuple[str | None, str]:
     before = retry_while_locked(lambda: current_revision(engine))
     retry_while_locked(lambda: _upgrade(engine, config))
     head = head_revision()
-    log.info(
-        "store schema at %s (was %s) on %s", head, before or "none", engine.url.render_as_string(hide_password=True)
-    )
+    shown = redacted(engine.url.render_as_string(hide_password=False))
+    log.info("store schema at %s (was %s) on %s", head, before or "none", shown)
     return before, head
 
 

@@ -46,3 +46,26 @@ def test_tls_and_token_files_from_the_environment():
     plain = build_parser({}).parse_args(["serve"])
     assert (plain.tls_cert, plain.tls_key, plain.tls_client_ca, plain.auth_token_file) == (None, None, None, None)
     assert build_parser({}).parse_args(["predict", "--model", "m"]).token_file is None
+
+
+def test_store_timeouts_come_from_flags_or_the_environment_and_reach_the_config():
+    from bnserve.server.cli import SERVE_ENV_FLAGS
+    from bnserve.server.config import ServeConfig
+    from bnserve.store.timeouts import StoreTimeouts
+
+    env = {"BNSERVE_STORE_CONNECT_TIMEOUT": "3", "BNSERVE_STORE_STATEMENT_TIMEOUT": "0"}
+    args = build_parser(env).parse_args(["serve", "--store-statement-timeout", "7.5"])
+    config = ServeConfig(store_url="sqlite://", **{name: getattr(args, name) for name in SERVE_ENV_FLAGS})
+    assert config.store_timeouts == StoreTimeouts(connect_seconds=3, statement_seconds=7.5)
+    assert ServeConfig(store_url="sqlite://").store_timeouts == StoreTimeouts()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("BNSERVE_STORE_CONNECT_TIMEOUT", "0", "BNSERVE_STORE_CONNECT_TIMEOUT='0': must be more than 0"),
+    ("BNSERVE_STORE_STATEMENT_TIMEOUT", "-1", "BNSERVE_STORE_STATEMENT_TIMEOUT='-1': must be 0 or more"),
+    ("BNSERVE_STORE_STATEMENT_TIMEOUT", "nan", "BNSERVE_STORE_STATEMENT_TIMEOUT='nan': must be 0 or more"),
+])
+def test_a_bad_store_timeout_is_a_usage_error_naming_the_variable(capsys, name, value, message):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser({name: value})
+    assert exit_.value.code == 2 and message in capsys.readouterr().err

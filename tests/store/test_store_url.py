@@ -7,7 +7,14 @@ import re
 
 import pytest
 
-from bnserve.store.db import DEFAULT_STORE_URL, STORE_URL_ENV, STORE_URL_FILE_ENV, ModelStore, resolve_store_url
+from bnserve.store.db import (
+    DEFAULT_STORE_URL,
+    STORE_URL_ENV,
+    STORE_URL_FILE_ENV,
+    ModelStore,
+    redacted,
+    resolve_store_url,
+)
 from bnserve.store.errors import InvalidInput, StoreUnavailable
 
 
@@ -28,7 +35,16 @@ def test_the_default_is_a_sqlite_file_in_the_working_directory(monkeypatch):
     assert resolve_store_url("") == DEFAULT_STORE_URL
 
 
-@pytest.mark.parametrize("url", ["not a url", "nosuchdb://u:hunter2@host/x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "not a url",
+        "nosuchdb://u:hunter2@host/x",
+        "u:hunter2@host",
+        "host=h password=hunter2",
+        "postgresql://u:hunter2@h:x/d",
+    ],
+)
 def test_an_unusable_url_is_invalid_input_without_its_password(url, caplog):
     with caplog.at_level(logging.DEBUG), pytest.raises(InvalidInput, match="store URL") as raised:
         ModelStore(url)
@@ -68,3 +84,43 @@ def test_a_password_on_the_command_line_is_used_with_a_warning_that_does_not_rep
     with caplog.at_level(logging.WARNING):
         resolve_store_url("sqlite:///plain.db")
     assert caplog.text == ""
+
+
+@pytest.mark.parametrize(
+    ("store", "shown"),
+    [
+        ("postgresql+psycopg://u:hunter2@h:5432/db", "postgresql+psycopg://u:***@h:5432/db"),
+        ("postgresql+psycopg://u:hun%40ter2@h/db", "postgresql+psycopg://u:***@h/db"),
+        ("postgresql+psycopg://u:hun@ter2@h/db", "postgresql+psycopg://u:***@h/db"),  # the tail is hidden too
+        ("postgresql+psycopg://u:a/b?c@h/db", "postgresql+psycopg://u:***@h/db"),
+        ("u:hunter2@h/db", "u:***@h/db"),  # no scheme
+        ("host=h user=u password=hunter2 dbname=db", "host=h user=u password=*** dbname=db"),
+        ("host=h password = 'hun ter2' dbname=db", "host=h password = *** dbname=db"),
+        (
+            "postgresql+psycopg://u@h/db?password=hun&ter2&sslmode=require",
+            "postgresql+psycopg://u@h/db?password=***&sslmode=require",
+        ),
+        ("postgresql+psycopg://u@h/db?sslpassword=hunter2", "postgresql+psycopg://u@h/db?sslpassword=***"),
+        ("postgresql+psycopg://u@h:5432/db", "postgresql+psycopg://u@h:5432/db"),
+        ("sqlite:///bnserve.db", "sqlite:///bnserve.db"),
+        ("not a url", "not a url"),
+    ],
+)
+def test_any_store_string_is_shown_without_its_secrets(store, shown):
+    assert redacted(store) == shown
+
+
+def test_an_error_about_a_store_is_shown_without_the_store_secrets():
+    store = "postgresql+psycopg://u:hun%40ter2@h/db?password=other"
+    message = f"cannot use {store}: the server refused hun@ter2 (and other)"
+    assert (
+        redacted(store, message)
+        == "cannot use postgresql+psycopg://u:***@h/db?password=***: the server refused *** (and ***)"
+    )
+
+
+def test_a_password_with_an_unencoded_at_is_refused_before_any_connection(caplog):
+    with caplog.at_level(logging.DEBUG), pytest.raises(InvalidInput, match="%40") as raised:
+        ModelStore("postgresql+psycopg://u:hun@ter2@127.0.0.1:1/db")
+    assert "ter2" not in raised.value.message and "ter2" not in caplog.text
+    assert "u:***@127.0.0.1:1/db" in raised.value.message

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bnserve.trainer.data.discretize import Method
-from bnserve.trainer.io import RawTable
+from bnserve.trainer.io import DEFAULT_READ_LIMITS, RawTable, ReadLimits
 
 AVAILABLE_CASE = "available-case"
 IMPUTE = "impute"
@@ -36,6 +36,7 @@ class Preprocessing:
     trim: bool = True  # whitespace around a text dropped (" Male" is "Male")
     force_class: bool = False  # take a numeric class, or one of very many values, as it is
     delimiter: str | None = None  # a CSV or TSV file's field separator, when not its format's
+    limits: ReadLimits = DEFAULT_READ_LIMITS  # the most columns and decompressed bytes read
 
     def method(self, column: str) -> Method:
         return self.per_column.get(column, self.discretize)

@@ -194,7 +194,9 @@ class _Reader:
                 delimiter = field_delimiter(self.fmt, self.preprocessing.delimiter)
                 tables = part_chunks(p.source, delimiter, self.header, p.byte_range, self.chunk_rows)
             else:
-                tables = iter_tables(p.source, self.fmt, self.chunk_rows, self.preprocessing.delimiter)
+                tables = iter_tables(
+                    p.source, self.fmt, self.chunk_rows, self.preprocessing.delimiter, self.preprocessing.limits
+                )
             with stage(p.source, unit="row") as bar:
                 for table in tables:
                     if tuple(table.header) != self.header:
@@ -333,7 +335,7 @@ def _learn_variables(
     with a class (per part) and the rows without."""
     fmt = chunked_format(source, fmt)
     files = expand(source)
-    header = tuple(header_of(files[0], fmt, preprocessing.delimiter))  # as the parts are parsed
+    header = tuple(header_of(files[0], fmt, preprocessing.delimiter, preprocessing.limits))  # as the parts are parsed
     names = trimmed_header(files[0], header, preprocessing.trim)  # as the variables are named
     class_index, columns = check_columns(files[0], names, class_column, preprocessing)
     whole_files = tuple(Part(f) for f in files)

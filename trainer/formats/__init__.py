@@ -12,8 +12,18 @@ from pathlib import Path
 from bnserve.store.model import SINGLE, Model
 from bnserve.trainer.formats.bif import read_bif, write_bif
 from bnserve.trainer.formats.dot import write_dot
-from bnserve.trainer.formats.interchange import single_network
+from bnserve.trainer.formats.interchange import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS, single_network
 from bnserve.trainer.formats.xmlbif import read_xmlbif, write_xmlbif
+
+__all__ = [
+    "CPT_CELLS_FLAG",
+    "DEFAULT_MAX_CPT_CELLS",
+    "EXPORT_FORMATS",
+    "IMPORT_FORMATS",
+    "format_of",
+    "read_model",
+    "write_model",
+]
 
 IMPORT_FORMATS = ("bif", "xmlbif")
 EXPORT_FORMATS = ("bif", "xmlbif", "dot")
@@ -25,10 +35,13 @@ def format_of(path: str | Path) -> str | None:
     return EXTENSIONS.get(Path(path).suffix.lower())
 
 
-def read_model(path: str | Path, fmt: str, class_name: str | None) -> Model:
-    """Import a BIF or XMLBIF file as a one-network model (see ``interchange.to_model``)."""
+def read_model(
+    path: str | Path, fmt: str, class_name: str | None, max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS
+) -> Model:
+    """Import a BIF or XMLBIF file as a one-network model (see ``interchange.to_model``); a CPT
+    of more than ``max_cpt_cells`` probabilities (None: any) is refused before it is built."""
     reader = {"bif": read_bif, "xmlbif": read_xmlbif}[fmt]
-    return reader(path, class_name)
+    return reader(path, class_name, max_cpt_cells)
 
 
 def write_model(model: Model, fmt: str, name: str, network: int | None = None) -> str:

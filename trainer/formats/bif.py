@@ -32,6 +32,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Model
 from bnserve.trainer.formats.interchange import (
+    DEFAULT_MAX_CPT_CELLS,
     PROPERTY_PREFIX,
     Declared,
     DeclaredCpt,
@@ -76,19 +77,20 @@ class _Token:
         return self.kind in ("word", "string")
 
 
-def read_bif(path: str | Path, class_name: str | None) -> Model:
+def read_bif(path: str | Path, class_name: str | None, max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS) -> Model:
     """The model a BIF file describes; InvalidInput naming the file, line and variable."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    return to_model(parse_bif(text, str(path)), class_name)
+    return to_model(parse_bif(text, str(path), max_cpt_cells), class_name)
 
 
-def parse_bif(text: str, source: str) -> Declared:
-    """Parse BIF text (``source`` names it in messages) into the format-neutral declaration."""
-    return _Parser(text, source).parse()
+def parse_bif(text: str, source: str, max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS) -> Declared:
+    """Parse BIF text (``source`` names it in messages) into the format-neutral declaration;
+    a CPT of more than ``max_cpt_cells`` probabilities is refused before it is built."""
+    return _Parser(text, source, max_cpt_cells).parse()
 
 
 def write_bif(model: Model, name: str = "bnserve", network: int | None = None) -> str:
@@ -145,9 +147,10 @@ class _Block:
 
 
 class _Parser:
-    def __init__(self, text: str, source: str):
+    def __init__(self, text: str, source: str, max_cpt_cells: int | None):
         self.text = text
         self.source = source
+        self.max_cpt_cells = max_cpt_cells
         self.tokens = self._tokenize()
         self.i = 0
 
@@ -238,7 +241,7 @@ class _Parser:
             else:
                 raise self._error(token.line, f"expected 'network', 'variable' or 'probability', found {token.text!r}")
         headers = [b.header for b in blocks]
-        check_declarations(self.source, variables, headers)
+        check_declarations(self.source, variables, headers, self.max_cpt_cells)
         states = {v.name: v.states for v in variables}
         for block in blocks:
             block.header.cpt = self._values(block, states)

@@ -34,6 +34,8 @@ from bnserve.store.model import (
 )
 from bnserve.trainer.io import source_name
 
+DEFAULT_MAX_CPT_CELLS = 1 << 22  # 4,194,304 probabilities, 32 MiB as float64: one CPT an import may build
+CPT_CELLS_FLAG = "--max-cpt-cells"
 QUIET_TOLERANCE = 1e-6  # off by less: rounding in the file, renormalised without a note
 MAX_TOLERANCE = 1e-3  # off by more: the file is wrong, not rounded
 
@@ -143,8 +145,15 @@ def to_model(declared: Declared, class_name: str | None) -> Model:
         raise InvalidInput(f"{src}: {'the arcs do not form a DAG: ' if cycle else ''}{exc.message}") from None
 
 
-def check_declarations(src: str, variables: list[DeclaredVariable], blocks: list[DeclaredCpt]) -> None:
-    """Each variable declared once and given one probability block over declared parents."""
+def check_declarations(
+    src: str,
+    variables: list[DeclaredVariable],
+    blocks: list[DeclaredCpt],
+    max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS,
+) -> None:
+    """Each variable declared once and given one probability block over declared parents,
+    whose CPT holds at most ``max_cpt_cells`` probabilities (None: no limit): checked before
+    any CPT is built, since a few lines declaring many parents ask for an array of any size."""
     by_name: dict[str, DeclaredVariable] = {}
     for v in variables:
         if v.name in by_name:
@@ -168,6 +177,16 @@ def check_declarations(src: str, variables: list[DeclaredVariable], blocks: list
     for v in variables:
         if v.name not in seen:
             raise InvalidInput(where(src, v.line, v.name) + "has no probability block")
+    for block in blocks:
+        card = len(by_name[block.name].states)
+        configurations = math.prod(len(by_name[p].states) for p in block.parents)
+        if max_cpt_cells is not None and card * configurations > max_cpt_cells:
+            raise InvalidInput(
+                where(src, block.line, block.name)
+                + f"its CPT would hold {card * configurations:,} probabilities ({card} states × "
+                f"{configurations:,} configurations of {len(block.parents)} parents), more than the limit of "
+                f"{max_cpt_cells:,} ({CPT_CELLS_FLAG} raises it)"
+            )
 
 
 def _variable(src: str, declared: DeclaredVariable, role: str) -> Variable:

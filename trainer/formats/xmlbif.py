@@ -30,6 +30,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Model
 from bnserve.trainer.formats.interchange import (
+    DEFAULT_MAX_CPT_CELLS,
     PROPERTY_PREFIX,
     Declared,
     DeclaredCpt,
@@ -49,20 +50,21 @@ NATURE = "nature"
 _SEPARATOR_RE = re.compile(r"[\s,]+")
 
 
-def read_xmlbif(path: str | Path, class_name: str | None) -> Model:
+def read_xmlbif(path: str | Path, class_name: str | None, max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS) -> Model:
     """The model an XMLBIF file describes; InvalidInput naming the file, line and variable."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise InvalidInput(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return to_model(parse_xmlbif(data, str(path)), class_name)
+    return to_model(parse_xmlbif(data, str(path), max_cpt_cells), class_name)
 
 
-def parse_xmlbif(data: bytes, source: str) -> Declared:
-    """Parse XMLBIF bytes (``source`` names it in messages) into the format-neutral declaration."""
+def parse_xmlbif(data: bytes, source: str, max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS) -> Declared:
+    """Parse XMLBIF bytes (``source`` names it in messages) into the format-neutral declaration;
+    a CPT of more than ``max_cpt_cells`` probabilities is refused before its table is read."""
     root, lines = _parse_xml(data, source)
-    return _Reader(source, lines).network(root)
+    return _Reader(source, lines, max_cpt_cells).network(root)
 
 
 def write_xmlbif(model: Model, name: str = "bnserve", network: int | None = None) -> str:
@@ -122,9 +124,10 @@ def _parse_xml(data: bytes, source: str) -> tuple[ET.Element, dict[ET.Element, i
 
 
 class _Reader:
-    def __init__(self, source: str, lines: dict[ET.Element, int]):
+    def __init__(self, source: str, lines: dict[ET.Element, int], max_cpt_cells: int | None):
         self.source = source
         self.lines = lines
+        self.max_cpt_cells = max_cpt_cells
 
     def _error(self, element: ET.Element | None, message: str, variable: str | None = None) -> InvalidInput:
         return InvalidInput(
@@ -152,7 +155,7 @@ class _Reader:
         name = (name_element.text or "").strip() if name_element is not None else ""
         variables = [self._variable(e) for e in net.findall("VARIABLE")]
         definitions = [(e, self._header(e)) for e in net if e.tag in ("DEFINITION", "PROBABILITY")]
-        check_declarations(self.source, variables, [h for _, h in definitions])
+        check_declarations(self.source, variables, [h for _, h in definitions], self.max_cpt_cells)
         states = {v.name: v.states for v in variables}
         for element, header in definitions:
             header.cpt = self._table(element, header, states)

@@ -10,6 +10,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io import sources
 from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
+from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.parquet import arrow_table, parquet_chunks, parquet_header, read_parquet
 from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url, source_name
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
@@ -17,9 +18,11 @@ from bnserve.trainer.progress import stage
 
 __all__ = [
     "CHUNKED",
+    "DEFAULT_READ_LIMITS",
     "FORMATS",
     "Declared",
     "RawTable",
+    "ReadLimits",
     "TextColumn",
     "arrow_table",
     "chunked_format",
@@ -38,20 +41,22 @@ __all__ = [
 DELIMITERS = {"csv": ",", "tsv": "\t"}
 
 
-def read_table(source: str, fmt: str | None = None, delimiter: str | None = None) -> RawTable:
+def read_table(
+    source: str, fmt: str | None = None, delimiter: str | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> RawTable:
     """Parse ``source`` (a path, a URL or ``builtin:NAME``) as ``fmt``, by default the one its
     extension names (CSV when none does); ``.gz`` is read transparently. ``delimiter``: the
-    field separator of a CSV or TSV file, when not its format's. The bytes read are reported
-    as the stage "reading SOURCE"."""
+    field separator of a CSV or TSV file, when not its format's; ``limits``: the most columns
+    and decompressed bytes read. The bytes read are reported as the stage "reading SOURCE"."""
     fmt = _format(source, fmt)
     if delimiter and fmt not in DELIMITERS:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
     with stage(f"reading {source}", sources.size_of(source), "B") as bar:
         if fmt == "arff":
-            return read_arff(source, bar.update)
+            return read_arff(source, bar.update, limits)
         if fmt == "parquet":
-            return read_parquet(source, bar.update)
-        return read_delimited(source, field_delimiter(fmt, delimiter), bar.update)
+            return read_parquet(source, bar.update, limits)
+        return read_delimited(source, field_delimiter(fmt, delimiter), bar.update, limits)
 
 
 def field_delimiter(fmt: str, delimiter: str | None) -> str:
@@ -83,14 +88,20 @@ def chunked_format(source: str, fmt: str | None) -> str:
     return fmt
 
 
-def header_of(source: str, fmt: str, delimiter: str | None = None) -> list[str]:
+def header_of(
+    source: str, fmt: str, delimiter: str | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> list[str]:
     """The column names of a file in a ``CHUNKED`` format, checked, without reading its rows."""
-    return parquet_header(source) if fmt == "parquet" else read_header(source, field_delimiter(fmt, delimiter))
+    if fmt == "parquet":
+        return parquet_header(source, limits)
+    return read_header(source, field_delimiter(fmt, delimiter), limits)
 
 
-def iter_tables(source: str, fmt: str, chunk_rows: int, delimiter: str | None = None) -> Iterator[RawTable]:
+def iter_tables(
+    source: str, fmt: str, chunk_rows: int, delimiter: str | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> Iterator[RawTable]:
     """The file (in a ``CHUNKED`` format) as consecutive ``RawTable``s of at most
     ``chunk_rows`` data rows each (at least one), for training on a file larger than memory."""
     if fmt == "parquet":
-        return parquet_chunks(source, chunk_rows)
-    return delimited_chunks(source, field_delimiter(fmt, delimiter), chunk_rows)
+        return parquet_chunks(source, chunk_rows, limits)
+    return delimited_chunks(source, field_delimiter(fmt, delimiter), chunk_rows, limits)

@@ -22,6 +22,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
 from bnserve.store.model.discretization import number_of
+from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import ByteCounter, open_text
 from bnserve.trainer.io.table import Declared, RawTable, cells_array, check_header, seconds_texts
 
@@ -48,20 +49,20 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def read_arff(source: str, counted: ByteCounter | None = None) -> RawTable:
+def read_arff(source: str, counted: ByteCounter | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS) -> RawTable:
     """Parse an ARFF file (``.gz`` transparently) into a ``RawTable`` with ``declared`` filled;
     ``counted``: as ``open_binary``'s."""
-    text = open_text(source, counted)
+    text = open_text(source, counted, limits)
     try:
         with text:
-            return _parse(source, enumerate(text, start=1))
+            return _parse(source, enumerate(text, start=1), limits)
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{source}: not UTF-8 text: {exc.reason}") from None
     except (OSError, EOFError) as exc:
         raise InvalidInput(f"{source}: cannot read: {exc}") from None
 
 
-def _parse(source: str, numbered: Iterator[tuple[int, str]]) -> RawTable:
+def _parse(source: str, numbered: Iterator[tuple[int, str]], limits: ReadLimits) -> RawTable:
     names: list[str] = []
     name_lines: list[int] = []
     columns: list[_Column] = []
@@ -74,6 +75,7 @@ def _parse(source: str, numbered: Iterator[tuple[int, str]]) -> RawTable:
         if keyword == "relation":
             continue
         if keyword == "attribute":
+            limits.check_columns(source, len(names) + 1, lineno)
             name, column = _attribute(source, lineno, line)
             names.append(name)
             name_lines.append(lineno)

@@ -26,38 +26,50 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
+from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
 from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header, dictionary_encoded
 
 
-def read_delimited(source: str, delimiter: str, counted: ByteCounter | None = None) -> RawTable:
+def read_delimited(
+    source: str, delimiter: str, counted: ByteCounter | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> RawTable:
     """CSV (or TSV with ``delimiter="\\t"``): a header row, standard quoting, blank lines skipped.
     ``counted``: as ``open_binary``'s (pyarrow's reading, the one that reads almost every file)."""
-    header = read_header(source, delimiter)
-    return _arrow_table(source, delimiter, header, counted) or next(_csv_chunks(source, delimiter, None))
+    header = read_header(source, delimiter, limits)
+    return _arrow_table(source, delimiter, header, counted, limits) or next(
+        _csv_chunks(source, delimiter, None, limits=limits)
+    )
 
 
-def delimited_chunks(source: str, delimiter: str, chunk_rows: int) -> Iterator[RawTable]:
+def delimited_chunks(
+    source: str, delimiter: str, chunk_rows: int, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> Iterator[RawTable]:
     """CSV or TSV rows in tables of ``chunk_rows`` rows (the last may be shorter; always at
     least one table), from pyarrow's streaming reader; where it stops on something, Python's
     ``csv`` reads on from the row reached (and raises, naming the line, if the file is bad)."""
-    header = read_header(source, delimiter)
+    header = read_header(source, delimiter, limits)
     sent = 0
-    for table in _arrow_chunks(source, delimiter, header, chunk_rows):
+    for table in _arrow_chunks(source, delimiter, header, chunk_rows, limits=limits):
         if table is None:  # pyarrow refused what follows
-            yield from _csv_chunks(source, delimiter, chunk_rows, skip=sent, first=sent == 0)
+            yield from _csv_chunks(source, delimiter, chunk_rows, skip=sent, first=sent == 0, limits=limits)
             return
         sent += table.n_rows
         yield table
 
 
 def _csv_chunks(
-    source: str, delimiter: str, chunk_rows: int | None, skip: int = 0, first: bool = True
+    source: str,
+    delimiter: str,
+    chunk_rows: int | None,
+    skip: int = 0,
+    first: bool = True,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[RawTable]:
     """The rows after the first ``skip``, parsed by Python's ``csv``, in tables of
     ``chunk_rows`` (None: one table); at least one table when ``first``."""
-    with _csv_reader(source, delimiter) as reader:
-        header = _header(source, reader)
+    with _csv_reader(source, delimiter, limits) as reader:
+        header = _header(source, reader, limits)
         rows: list[list[str]] = []
         lines: list[int] = []
         sent = not first
@@ -75,18 +87,18 @@ def _csv_chunks(
             yield _table(source, header, rows, lines)
 
 
-def read_header(source: str, delimiter: str) -> list[str]:
-    """The header row, checked (names, no repeats)."""
-    with _csv_reader(source, delimiter) as reader:
-        return _header(source, reader)
+def read_header(source: str, delimiter: str, limits: ReadLimits = DEFAULT_READ_LIMITS) -> list[str]:
+    """The header row, checked (names, no repeats, at most ``limits.max_columns``)."""
+    with _csv_reader(source, delimiter, limits) as reader:
+        return _header(source, reader, limits)
 
 
 @contextmanager
-def _csv_reader(source: str, delimiter: str) -> Iterator[Any]:
+def _csv_reader(source: str, delimiter: str, limits: ReadLimits) -> Iterator[Any]:
     """Python's ``csv`` reader over the file; its errors as ``InvalidInput`` naming the line."""
     kind = "TSV" if delimiter == "\t" else "CSV"
-    text = open_text(source)
-    reader = csv.reader(text, delimiter=delimiter)
+    text = open_text(source, limits=limits)
+    reader = csv.reader(_header_bounded(source, text, limits), delimiter=delimiter)
     try:
         with text:
             yield reader
@@ -98,12 +110,25 @@ def _csv_reader(source: str, delimiter: str) -> Iterator[Any]:
         raise InvalidInput(f"{source}: cannot read: {exc}") from None
 
 
-def _header(source: str, reader: Any) -> list[str]:
+def _header_bounded(source: str, text: io.TextIOBase, limits: ReadLimits) -> Iterator[str]:
+    """The lines of ``text``, the first read no further than a header within ``limits``
+    can reach: a longer one is refused before it is split into fields."""
+    cap = limits.header_chars
+    first = text.readline(-1 if cap is None else cap)
+    if cap is not None and len(first) >= cap and not first.endswith(("\n", "\r")):
+        raise limits.too_long_header(source)
+    if first:
+        yield first
+        yield from text
+
+
+def _header(source: str, reader: Any, limits: ReadLimits) -> list[str]:
     header = next(reader, None)
     if header is None:
         raise InvalidInput(f"{source}: line 1: the file is empty")
     if not header:
         raise InvalidInput(f"{source}: line 1: the header line is blank")
+    limits.check_columns(source, len(header))
     check_header(source, header)
     return header
 
@@ -114,17 +139,19 @@ def _table(source: str, header: list[str], rows: list[list[str]], lines: list[in
     return RawTable.of_cells(source, header, cells, line_numbers)
 
 
-def _arrow_table(source: str, delimiter: str, header: list[str], counted: ByteCounter | None = None) -> RawTable | None:
+def _arrow_table(
+    source: str, delimiter: str, header: list[str], counted: ByteCounter | None, limits: ReadLimits
+) -> RawTable | None:
     """The file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
     refuses it or reads another header than ``csv``'s (Python's ``csv`` then decides)."""
     try:
-        with open_binary(source, counted) as raw:
+        with open_binary(source, counted, limits) as raw:
             table = pa_csv.read_csv(raw, parse_options=_parse_options(delimiter), convert_options=_as_text(header))
     except (pa.ArrowException, OSError, EOFError):
         return None
     if table.column_names != header:
         return None
-    return _encoded(source, header, table, _lines(source, delimiter, 0, True))
+    return _encoded(source, header, table, _lines(source, delimiter, 0, True, limits))
 
 
 def _arrow_chunks(
@@ -134,6 +161,7 @@ def _arrow_chunks(
     chunk_rows: int,
     opener: Callable[[], IO[bytes] | io.RawIOBase] | None = None,
     whole_file: bool = True,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[RawTable | None]:
     """Tables of ``chunk_rows`` rows from pyarrow's streaming reader over ``opener()`` (the
     file), then a None if it stopped on something before the end. Their lines are counted
@@ -142,7 +170,7 @@ def _arrow_chunks(
     start = 0
     pending: list[pa.RecordBatch] = []
     try:
-        with (opener or (lambda: open_binary(source)))() as raw:
+        with (opener or (lambda: open_binary(source, limits=limits)))() as raw:
             batches = pa_csv.open_csv(
                 raw,
                 read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
@@ -158,7 +186,7 @@ def _arrow_chunks(
                     whole = pa.Table.from_batches(pending)
                     pending = whole.slice(chunk_rows).to_batches()
                     table = _encoded(
-                        source, header, whole.slice(0, chunk_rows), _lines(source, delimiter, start, whole_file)
+                        source, header, whole.slice(0, chunk_rows), _lines(source, delimiter, start, whole_file, limits)
                     )
                     start += chunk_rows
                     yield table
@@ -167,7 +195,7 @@ def _arrow_chunks(
         return
     rest = pa.Table.from_batches(pending, schema=pa.schema([(name, pa.string()) for name in header]))
     if rest.num_rows or not start:
-        yield _encoded(source, header, rest, _lines(source, delimiter, start, whole_file))
+        yield _encoded(source, header, rest, _lines(source, delimiter, start, whole_file, limits))
 
 
 BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of this size
@@ -276,7 +304,9 @@ def _encoded(source: str, header: list[str], table: pa.Table, lines: Callable[[i
     return RawTable(source, tuple(header), tuple(columns), lambda: lines(n))
 
 
-def _lines(source: str, delimiter: str, start: int, whole_file: bool) -> Callable[[int], np.ndarray]:
+def _lines(
+    source: str, delimiter: str, start: int, whole_file: bool, limits: ReadLimits
+) -> Callable[[int], np.ndarray]:
     """The lines of ``n`` data rows from row ``start``, as ``csv`` counts them (a part of a
     file read apart does not know where it starts: its readers never ask)."""
     if not whole_file:
@@ -285,7 +315,7 @@ def _lines(source: str, delimiter: str, start: int, whole_file: bool) -> Callabl
             raise RuntimeError(f"{source}: the line numbers of a part read apart are not known")
 
         return unknown
-    return lambda n: _line_numbers(source, delimiter)[start : start + n]
+    return lambda n: _line_numbers(source, delimiter, limits)[start : start + n]
 
 
 def _text_column(column: pa.ChunkedArray) -> TextColumn:
@@ -294,8 +324,8 @@ def _text_column(column: pa.ChunkedArray) -> TextColumn:
     return TextColumn(dictionary.to_numpy(zero_copy_only=False).astype(object), index)
 
 
-def _line_numbers(source: str, delimiter: str) -> np.ndarray:
+def _line_numbers(source: str, delimiter: str, limits: ReadLimits) -> np.ndarray:
     """The line each data row ends on, as Python's ``csv`` counts them."""
-    with _csv_reader(source, delimiter) as reader:
-        _header(source, reader)
+    with _csv_reader(source, delimiter, limits) as reader:
+        _header(source, reader, limits)
         return np.fromiter((reader.line_num for row in reader if row), dtype=np.int64)

@@ -17,24 +17,27 @@ import pyarrow.parquet as pq
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NOMINAL, NUMERIC
+from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import ByteCounter, open_binary
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn, check_header, dictionary_encoded, seconds_texts
 
 _TICKS_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 
 
-def read_parquet(source: str, counted: ByteCounter | None = None) -> RawTable:
+def read_parquet(source: str, counted: ByteCounter | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS) -> RawTable:
     """Parse a Parquet file; ``lines`` are row numbers + 1, as if there were a header line.
     ``counted``: as ``open_binary``'s."""
     try:
-        with open_binary(source, counted) as raw:  # read whole: the same path for files, .gz and built-ins
+        with open_binary(source, counted, limits) as raw:  # read whole: the same path for files, .gz and built-ins
             data = raw.read()
     except (OSError, EOFError) as exc:
         raise InvalidInput(f"{source}: cannot read: {exc}") from None
     if not data:
         raise InvalidInput(f"{source}: line 1: the file is empty")
     try:
-        table = pq.ParquetFile(pa.BufferReader(data)).read()  # not read_table: it refuses repeated names
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        limits.check_columns(source, len(parquet.schema_arrow.names))
+        table = parquet.read()  # not read_table: it refuses repeated names
     except (pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
     return arrow_table(source, table)
@@ -52,10 +55,10 @@ def arrow_table(source: str, table: pa.Table, start: int = 0) -> RawTable:
     return RawTable(source, header, tuple(c for c, _ in read), lines, tuple(kind for _, kind in read))
 
 
-def parquet_chunks(source: str, chunk_rows: int) -> Iterator[RawTable]:
+def parquet_chunks(source: str, chunk_rows: int, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[RawTable]:
     """The file's rows in tables of ``chunk_rows`` (at least one table), read batch by
     batch: each as ``read_parquet`` reads those rows."""
-    parquet = _parquet_file(source)
+    parquet = _parquet_file(source, limits)
     schema = parquet.schema_arrow
     start = 0
     try:
@@ -68,23 +71,25 @@ def parquet_chunks(source: str, chunk_rows: int) -> Iterator[RawTable]:
         yield arrow_table(source, schema.empty_table(), 0)
 
 
-def parquet_header(source: str) -> list[str]:
+def parquet_header(source: str, limits: ReadLimits = DEFAULT_READ_LIMITS) -> list[str]:
     """The column names, checked as a header is."""
-    header = _parquet_file(source).schema_arrow.names
+    header = _parquet_file(source, limits).schema_arrow.names
     check_header(source, header)
     return header
 
 
-def _parquet_file(source: str) -> pq.ParquetFile:
+def _parquet_file(source: str, limits: ReadLimits) -> pq.ParquetFile:
     """The file opened for reading row groups: seekable (a .gz is read whole first)."""
     try:
-        raw = open_binary(source)
+        raw = open_binary(source, limits=limits)
         if source.endswith(".gz"):
             with raw:
                 raw = pa.BufferReader(raw.read())
-        return pq.ParquetFile(raw)
+        parquet = pq.ParquetFile(raw)
     except (pa.ArrowException, OSError, EOFError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
+    limits.check_columns(source, len(parquet.schema_arrow.names))
+    return parquet
 
 
 def _column(source: str, name: str, column: pa.ChunkedArray) -> tuple[TextColumn, Declared]:

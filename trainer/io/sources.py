@@ -17,6 +17,7 @@ from typing import IO, Any, cast
 from urllib.parse import urlsplit
 
 from bnserve.store.errors import InvalidInput
+from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 
 BUILTIN_PREFIX = "builtin:"
 BUILTIN_DATASETS = {"chess": "chess.csv.gz"}
@@ -39,12 +40,13 @@ def format_of(source: str) -> str:
 ByteCounter = Callable[[int], None]  # told the size of each read, in the file's bytes (before any gunzip)
 
 
-def open_binary(source: str, counted: ByteCounter | None = None) -> IO[bytes]:
-    """The bytes of a file or a built-in data set, gunzipped when the name ends in ``.gz``;
-    ``counted`` is told how many of the file's bytes each read took (for a progress bar)."""
+def open_binary(source: str, counted: ByteCounter | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS) -> IO[bytes]:
+    """The bytes of a file or a built-in data set, gunzipped when the name ends in ``.gz``
+    (InvalidInput past ``limits.max_decompressed`` bytes); ``counted`` is told how many of
+    the file's bytes each read took (for a progress bar)."""
     if counted is not None:
-        return _gunzipped(source, io.BufferedReader(_Counted(_file_bytes(source), counted)))
-    return _gunzipped(source, _file_bytes(source))
+        return _gunzipped(source, io.BufferedReader(_Counted(_file_bytes(source), counted)), limits)
+    return _gunzipped(source, _file_bytes(source), limits)
 
 
 def _file_bytes(source: str) -> IO[bytes]:
@@ -60,9 +62,14 @@ def _file_bytes(source: str) -> IO[bytes]:
         raise InvalidInput(f"{source}: cannot open: {exc.strerror or exc}") from None
 
 
-def _gunzipped(source: str, raw: IO[bytes]) -> IO[bytes]:
+def _gunzipped(source: str, raw: IO[bytes], limits: ReadLimits) -> IO[bytes]:
     gzipped = source.endswith(".gz") or source.startswith(BUILTIN_PREFIX)  # the built-ins are gzipped
-    return cast(IO[bytes], gzip.GzipFile(fileobj=raw)) if gzipped else raw
+    if not gzipped:
+        return raw
+    inflated = cast(IO[bytes], gzip.GzipFile(fileobj=raw))
+    if limits.max_decompressed is None:
+        return inflated
+    return io.BufferedReader(_Bounded(inflated, limits.max_decompressed, lambda: limits.too_much_decompressed(source)))
 
 
 def size_of(source: str) -> int | None:
@@ -94,6 +101,36 @@ class _Counted(io.RawIOBase):
         blocks = []
         while block := self._raw.read(1 << 20):
             self._counted(len(block))
+            blocks.append(block)
+        return b"".join(blocks)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _Bounded(io.RawIOBase):
+    """A stream that raises ``error()`` once more than ``limit`` bytes have been read from it."""
+
+    def __init__(self, raw: IO[bytes], limit: int, error: Callable[[], Exception]):
+        self._raw, self._left, self._error = raw, limit, error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._raw.readinto(buffer)  # type: ignore[attr-defined]
+        self._left -= n or 0
+        if self._left < 0:
+            raise self._error()
+        return n
+
+    def readall(self) -> bytes:  # in blocks of a MiB, not RawIOBase's 8 KiB
+        blocks = []
+        while block := self._raw.read(1 << 20):
+            self._left -= len(block)
+            if self._left < 0:
+                raise self._error()
             blocks.append(block)
         return b"".join(blocks)
 
@@ -157,6 +194,8 @@ def _fsspec_open(source: str) -> IO[bytes]:
         raise InvalidInput(f"{source}: cannot open: no such file") from None
 
 
-def open_text(source: str, counted: ByteCounter | None = None) -> io.TextIOBase:
+def open_text(
+    source: str, counted: ByteCounter | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
+) -> io.TextIOBase:
     """UTF-8 text (a leading BOM dropped), line endings left to the parser."""
-    return io.TextIOWrapper(open_binary(source, counted), encoding="utf-8-sig", newline="")
+    return io.TextIOWrapper(open_binary(source, counted, limits), encoding="utf-8-sig", newline="")
