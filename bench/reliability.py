@@ -48,6 +48,9 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "store outage while serving (PostgreSQL behind a cut TCP proxy)": "the proxy between server and PostgreSQL closes every connection and refuses new ones while 2 threads "
     "call Predict; version 2 is published meanwhile; then restored. No call fails, polls fail and are "
     "counted and logged (no password), version 2 is served after the restore",
+    "store hangs while serving (PostgreSQL behind a stalled TCP proxy)": "the proxy forwards nothing and closes nothing (a network partition) while a call waits for a version "
+    "not in memory: calls for loaded versions (one held on demand) and health answer, the poll that hangs is "
+    "warned about and counted (bnserve_store_poll_stalls_total); after the restore the waiting call and a new version are served",
     "server started against a dead store address": "`server serve` against a port nobody listens on: exits 1 at once, naming the store (password hidden)",
     "versions refused at load (checksum, validation) while serving": "a version with a flipped CPT byte (aliased production in its transaction) and one whose CPT does not "
     "sum to 1, written while 2 threads call by alias: both refused, counted and logged; production keeps "
@@ -189,10 +192,10 @@ def render(
         "`bnserve_store_poll_errors_total` and a WARNING per poll, and the server catches up on the first "
         "poll after the store is back. A server started while the store is unreachable exits 1 (it does not "
         "start NOT_SERVING and wait); a supervisor restarts it.",
-        "- The proxy closes connections (a database that is down or restarting). A silent network partition "
-        "(packets dropped, no reset) is not injected: no connect or TCP timeout is set for the driver, so a "
-        "poll could then block until TCP gives up (minutes); requests would keep being answered meanwhile, as "
-        "the poll is off the request path.",
+        "- The cut proxy closes connections (a database that is down or restarting); the stalled one forwards "
+        "nothing (a network partition). While the store hangs, only the calls that need it (a version not in "
+        "memory) wait; no lock is held across a store call, so the others and health answer, and a poll "
+        "running longer than `--poll-stall-seconds` is logged and counted.",
         "- A refused version is never served; an alias moved to it stays at the version it named before "
         "while the server holds that one. A server started after the bad publish has nothing to fall back "
         "on for that alias and answers FAILED_PRECONDITION for it.",

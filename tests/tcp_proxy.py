@@ -6,10 +6,14 @@ Import as ``from tests.tcp_proxy import TcpProxy``::
         ...                                       # connections are pumped both ways
         proxy.cut()                               # every connection closed, new ones refused
         proxy.restore()                           # new connections accepted again
+        proxy.stall()                             # nothing forwarded, nothing closed
+        proxy.restore()                           # what waited goes through
 
 While cut, the listening socket stays open (the port stays ours) and every new
 connection is accepted and closed at once, so a client sees its connection fail
 immediately rather than hang: the database is down, not the network partitioned.
+While stalled, connections stay open and new ones are accepted (by the kernel) but no
+byte goes either way: the network is partitioned, and a client hangs.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ class TcpProxy:
         self._open: set[socket.socket] = set()
         self._cut = False
         self._closed = False
+        self._flowing = threading.Event()  # cleared while stalled
+        self._flowing.set()
         self.accepted = 0   # connections pumped upstream
         self.refused = 0    # connections closed at once while cut
         self._thread = threading.Thread(target=self._accept, name="tcp-proxy", daemon=True)
@@ -46,13 +52,19 @@ class TcpProxy:
         for s in sockets:
             _close(s)
 
+    def stall(self) -> None:
+        """Forward nothing until ``restore``; close nothing."""
+        self._flowing.clear()
+
     def restore(self) -> None:
         with self._lock:
             self._cut = False
+        self._flowing.set()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
+        self._flowing.set()
         self.cut()
         _close(self._listener)
         self._thread.join(timeout=5)
@@ -63,6 +75,7 @@ class TcpProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
+            self._flowing.wait()
             with self._lock:
                 if self._closed:
                     _close(client)
@@ -92,6 +105,7 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                self._flowing.wait()
                 sink.sendall(data)
         except OSError:
             pass
