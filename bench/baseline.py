@@ -22,6 +22,8 @@ from collections.abc import Iterator
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The last commit whose server ran on grpc's thread pool (grpc.server), before grpc.aio.
 SYNC_SERVER_COMMIT = "865b2a2ba3e41d8cd9526735f2d66bb65b464fbd"
+# The last commit whose server read the whole catalogue and rebuilt every entry on each poll.
+MANY_MODELS_BASE_COMMIT = "e4d1850e691133260d2cbbcfc6e415a00e59f709"
 PACKAGES = {"bnserve": "bnserve", "server": "bnserve/server", "store": "bnserve/store", "trainer": "bnserve/trainer"}
 
 

@@ -70,6 +70,12 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "--threads 2; 4 connections hold 64 open Health.Watch streams and 64 Predict calls that sent headers and "
     "never a body; meanwhile 200 authorised Predicts and 200 Health Checks are each answered within a 5 s "
     "deadline (the thread-pool server before grpc.aio froze at --threads held calls)",
+    "hostile: store hangs while serving (PostgreSQL behind a stalled TCP proxy)": "the proxy forwards nothing "
+    "(a network partition) while a call waits for a version not in memory, with --store-connect-timeout 2 and "
+    "--store-statement-timeout 2: that call ends UNAVAILABLE within the timeouts; meanwhile calls for loaded "
+    "versions (one held on demand) and health answer, the poll that hangs is warned about and counted "
+    "(bnserve_store_poll_stalls_total); after the restore the version and a new one are served (before: every "
+    "call and health waited behind the load's lock for as long as the store hung)",
     "hostile: 1,000 distinct missing patterns (KDB k=3, 20 x 12 states)": "`server serve --plan-cache-bytes 16 MiB`; "
     "1,000 single-row Predicts, each with its own random 30 % of features missing, then one 1,000-row request of "
     "such rows: each OK or RESOURCE_EXHAUSTED naming a row, never INTERNAL; RSS growth under the budget + 100 MiB "
@@ -189,10 +195,11 @@ def render(
         "`bnserve_store_poll_errors_total` and a WARNING per poll, and the server catches up on the first "
         "poll after the store is back. A server started while the store is unreachable exits 1 (it does not "
         "start NOT_SERVING and wait); a supervisor restarts it.",
-        "- The proxy closes connections (a database that is down or restarting). A silent network partition "
-        "(packets dropped, no reset) is not injected: no connect or TCP timeout is set for the driver, so a "
-        "poll could then block until TCP gives up (minutes); requests would keep being answered meanwhile, as "
-        "the poll is off the request path.",
+        "- The cut proxy closes connections (a database that is down or restarting); the stalled one forwards "
+        "nothing (a network partition). While the store hangs, only the calls that need it (a version not in "
+        "memory) wait, and the store timeouts (`--store-connect-timeout`, `--store-statement-timeout`) end "
+        "that wait with UNAVAILABLE; no lock is held across a store call, so the others and health answer, "
+        "and a poll running longer than `--poll-stall-seconds` is logged and counted.",
         "- A refused version is never served; an alias moved to it stays at the version it named before "
         "while the server holds that one. A server started after the bad publish has nothing to fall back "
         "on for that alias and answers FAILED_PRECONDITION for it.",

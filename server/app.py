@@ -97,7 +97,7 @@ class App:
         self.config = config
         self.tls, self.tokens = load_security(config)
         self.store = ModelStore(config.store_url, timeouts=config.store_timeouts)
-        self.repository = ModelRepository(self.store, config.plan_cache_bytes)
+        self.repository = ModelRepository(self.store, config.plan_cache_bytes, lazy=config.compile == "lazy")
         self.serving = threading.Event()  # what health reports for our services
         self._pool = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
         self._loop = asyncio.new_event_loop()
@@ -109,7 +109,7 @@ class App:
         except BaseException:
             self._close_loop()
             raise
-        self.poller = Poller(self.repository, config.poll_seconds)
+        self.poller = Poller(self.repository, config.poll_seconds, config.poll_stall_seconds)
         self.metrics_port = config.metrics_port
         self._stopped = threading.Event()
         self._lifecycle = threading.Lock()  # a worker's late start vs stop

@@ -55,6 +55,25 @@ def _byte_count(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+COMPILE_MODES = ("eager", "lazy")
+
+
+def _compile_mode(text: str) -> str:
+    if text not in COMPILE_MODES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(COMPILE_MODES)}, got {text!r}")
+    return text
+
+
 def _file_path(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a file path, got an empty string")
@@ -114,6 +133,20 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         type=float,
         default=DEFAULTS["poll_seconds"],
         help="how often to look for new versions and alias moves (default %(default)s)",
+    )
+    serve.add_argument(
+        "--poll-stall-seconds",
+        type=_positive_seconds,
+        default=DEFAULTS["poll_stall_seconds"],
+        help="a poll of the store still running after this long is logged and counted as stalled (default %(default)s)",
+    )
+    serve.add_argument(
+        "--compile",
+        type=_compile_mode,
+        default=DEFAULTS["compile"],
+        metavar="{eager,lazy}",
+        help="compile each loaded version at once (eager) or on its first request (lazy: a faster start "
+        "and less memory for models seldom asked for) (default %(default)s)",
     )
     serve.add_argument(
         "--grace-seconds",

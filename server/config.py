@@ -17,6 +17,8 @@ class ServeConfig:
     port: int = 50051
     metrics_port: int = 9464
     poll_seconds: float = 10.0
+    poll_stall_seconds: float = 60.0  # a poll running longer is warned about and counted (a store that hangs)
+    compile: str = "eager"  # when a loaded version is compiled: "eager" at load, "lazy" on its first request
     grace_seconds: float = 5.0
     threads: int = 16
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES

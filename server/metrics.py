@@ -95,7 +95,7 @@ MODEL_LOAD_SECONDS = Histogram(
 )
 MODEL_LOAD_FAILURES = Counter(
     "bnserve_model_load_failures_total",
-    "Model versions refused at load (checksum or validation failure).",
+    "Model versions refused at load: a checksum, validation or compile failure, or any other error loading one.",
     ("model",),
 )
 PLAN_CACHE_BYTES = Gauge(
@@ -104,6 +104,10 @@ PLAN_CACHE_BYTES = Gauge(
     multiprocess_mode="livesum",
 )
 STORE_POLL_ERRORS = Counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
+STORE_POLL_STALLS = Counter(
+    "bnserve_store_poll_stalls_total",
+    "Polls of the model store still running after --poll-stall-seconds (a store that hangs), each counted once.",
+)
 STORE_LAST_SUCCESS = Gauge(
     "bnserve_store_last_success_timestamp_seconds",
     "Unix time of the last successful poll of the model store.",

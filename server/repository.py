@@ -5,6 +5,15 @@ the reference, so a request always sees a consistent set of versions and aliases
 never waits for a load. Per model the snapshot holds its latest version and every
 aliased version; other versions are loaded on demand into a small LRU. A version or model
 deleted from the store is dropped from all of it on the next refresh.
+
+A poll reads only the models written since the last one (``ModelStore.catalogue_changes``)
+and rebuilds only their entries; every ``FULL_READ_EVERY``-th poll reads the whole
+catalogue, which also sees writers that do not count their writes (a trainer of a release
+before schema 0005 in a rolling upgrade). A version that fails to load or compile, for
+whatever reason, is refused alone: every other model keeps updating. Versions with the
+same checksum share one compiled model; with ``lazy`` a version is compiled on its first
+request instead of at load, until its model has answered one (its later versions are then
+compiled at load, off the request path).
 """
 
 from __future__ import annotations
@@ -12,16 +21,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from bnserve.server import metrics
-from bnserve.store.db import ModelStore, ModelSummary
-from bnserve.store.errors import BnServeError, IntegrityError, InvalidModel, NotFound
+from bnserve.store.db import CatalogueMark, ModelStore, ModelSummary
+from bnserve.store.errors import BnServeError, InvalidModel, NotFound, PermissionDenied, StoreUnavailable
 from bnserve.store.model import Model
 from bnserve.store.model.names import resolve_version
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES, CompiledModel, PlanCache, compile_model
@@ -29,11 +40,39 @@ from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES, CompiledModel, Pla
 log = logging.getLogger(__name__)
 
 ON_DEMAND_CAPACITY = 16
+FULL_READ_EVERY = 10  # polls: one in this many reads the whole catalogue
+STORE_TROUBLE = (StoreUnavailable, PermissionDenied)  # the store's failure, not a version's: the poll fails
+MAX_REASON_CHARS = 500  # of an unexpected error's text, in a refusal
+
+
+class SharedModel:
+    """A model and its compiled tables, one per checksum however many versions (of any name)
+    have it. Compiled once, by the first caller that needs it; a model that fails to compile
+    fails every later caller the same way, without compiling again."""
+
+    def __init__(self, model: Model, plans: PlanCache):
+        self.model = model
+        self._plans = plans
+        self.compiled: CompiledModel | None = None
+        self._failure: Exception | None = None
+        self._lock = threading.Lock()  # held across one compile, never across a store call
+
+    def compile(self) -> CompiledModel:
+        with self._lock:
+            if self.compiled is None:
+                if self._failure is not None:
+                    raise self._failure
+                try:
+                    self.compiled = compile_model(self.model, plans=self._plans)
+                except Exception as exc:
+                    self._failure = exc
+                    raise
+            return self.compiled
 
 
 @dataclass(frozen=True)
 class ServedModel:
-    """One compiled model version, ready to answer.
+    """One model version, ready to answer once compiled (the repository hands out only those).
 
     ``class_name`` and this model's children of the prediction metrics are looked up once
     here rather than per request (``record``).
@@ -43,8 +82,7 @@ class ServedModel:
     version: int
     created_at_ms: int
     checksum: str
-    model: Model
-    compiled: CompiledModel
+    shared: SharedModel = field(repr=False)
     class_name: str = field(init=False)
     _rows: Any = field(init=False, repr=False, compare=False)
     _per_class: tuple = field(init=False, repr=False, compare=False)
@@ -52,13 +90,28 @@ class ServedModel:
     _seconds: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "class_name", self.model.class_variable.name)
+        class_variable = self.model.class_variable
+        object.__setattr__(self, "class_name", class_variable.name)
         object.__setattr__(self, "_rows", metrics.PREDICTION_ROWS.labels(self.name))
         object.__setattr__(
-            self, "_per_class", tuple(metrics.PREDICTED_CLASS_ROWS.labels(self.name, c) for c in self.compiled.classes)
+            self, "_per_class", tuple(metrics.PREDICTED_CLASS_ROWS.labels(self.name, c) for c in class_variable.states)
         )
         object.__setattr__(self, "_batch", metrics.REQUEST_ROWS.labels(self.name))
         object.__setattr__(self, "_seconds", metrics.REQUEST_SECONDS.labels(self.name))
+
+    @property
+    def model(self) -> Model:
+        return self.shared.model
+
+    @property
+    def is_compiled(self) -> bool:
+        return self.shared.compiled is not None
+
+    @property
+    def compiled(self) -> CompiledModel:
+        compiled = self.shared.compiled
+        assert compiled is not None, "the repository hands out compiled versions only"
+        return compiled
 
     def record(self, winners: np.ndarray, started: float) -> None:
         """Count one answered request: its rows, their most probable classes, its batch size,
@@ -82,7 +135,7 @@ class ModelEntry:
     name: str
     versions: tuple[int, ...]  # every version in the store
     aliases: Mapping[str, int]  # alias -> version
-    loaded: Mapping[int, ServedModel]  # compiled versions held in the snapshot
+    loaded: Mapping[int, ServedModel]  # versions held in the snapshot (lazy: compiled at first use)
     refused: Mapping[int, str] = field(default_factory=dict)  # version -> why it was refused
 
     def aliases_of(self, version: int) -> tuple[str, ...]:
@@ -95,18 +148,32 @@ class Snapshot:
 
 
 class ModelRepository:
-    """Name/version/alias -> compiled model, refreshed from a ``ModelStore``."""
+    """Name/version/alias -> compiled model, refreshed from a ``ModelStore``.
 
-    def __init__(self, store: ModelStore, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES):
+    ``plan_cache_bytes``: the budget of the missing-value plans of every version together;
+    ``lazy``: compile each version on its first request rather than when it is loaded.
+    No lock is held across a store call on the request path: ``_lock`` guards the shared
+    dicts for a few steps at a time, and an on-demand load keeps its own in-flight entry, so
+    a slow load delays only the requests for that version.
+    """
+
+    def __init__(self, store: ModelStore, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES, *, lazy: bool = False):
         self._store = store
+        self._lazy = lazy
         self.plans = PlanCache(plan_cache_bytes, on_change=metrics.PLAN_CACHE_BYTES.set)  # shared by every version
         self._snapshot = Snapshot({})
         self._ready = threading.Event()
         self._refresh_lock = threading.Lock()
-        self._on_demand: OrderedDict[tuple[str, int, str], ServedModel] = OrderedDict()
-        self._on_demand_lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the state below; never held across a store call or a compile
+        self._on_demand: OrderedDict[tuple[str, int], ServedModel] = OrderedDict()
+        self._loading: dict[tuple[str, int], Future[ServedModel]] = {}  # on-demand loads in flight
         self._refused: dict[tuple[str, int], str] = {}
+        self._dirty: set[str] = set()  # models with a version refused since their entry was built
+        self._shared: weakref.WeakValueDictionary[str, SharedModel] = weakref.WeakValueDictionary()
         self._held: dict[tuple[str, str], int] = {}  # (name, alias) -> the refused version it names
+        self._summaries: dict[str, ModelSummary] = {}  # the catalogue as last read
+        self._mark: CatalogueMark | None = None
+        self._polls_since_full = 0
 
     @property
     def ready(self) -> bool:
@@ -123,19 +190,46 @@ class ModelRepository:
     # ------------------------------------------------------------------ refresh
 
     def refresh(self) -> None:
-        """Read the store's catalogue, load what is new, swap the snapshot.
+        """Read what was written to the store's catalogue, load what is new, swap the snapshot.
 
-        Raises the store's error if the catalogue cannot be read; the previous
-        snapshot keeps serving in that case.
+        Raises the store's error if the catalogue (or a version) cannot be read; the
+        previous snapshot keeps serving in that case, and the next refresh reads again.
         """
         with self._refresh_lock:
-            summaries = self._store.list_models()
-            old = self._snapshot.models
-            models = {s.name: self._refresh_one(s, old.get(s.name)) for s in summaries}
-            self._snapshot = Snapshot(models)
-            self._forget_deleted(models)
-            self._publish_info(old, models)
+            full = self._mark is None or self._polls_since_full + 1 >= FULL_READ_EVERY
+            changes = self._store.catalogue_changes(None if full else self._mark)
+            summaries = {} if full else dict(self._summaries)
+            for name, summary in changes.models.items():
+                if summary is not None:
+                    summaries[name] = summary
+                else:
+                    summaries.pop(name, None)
+            with self._lock:
+                dirty, self._dirty = self._dirty, set()
+            try:
+                self._rebuild(summaries, dirty)
+            except BaseException:
+                with self._lock:
+                    self._dirty |= dirty
+                raise
+            self._summaries, self._mark = summaries, changes.mark
+            self._polls_since_full = 0 if full else self._polls_since_full + 1
             self._ready.set()
+
+    def _rebuild(self, summaries: Mapping[str, ModelSummary], dirty: set[str]) -> None:
+        """Swap in a snapshot whose entries of the models that changed (or had a version
+        refused since) are built again; every other entry is kept as it was."""
+        old = self._snapshot.models
+        changed = {n for n in summaries.keys() | old.keys() if summaries.get(n) != self._summaries.get(n)}
+        changed |= dirty & summaries.keys()
+        if not changed:
+            return
+        models = {n: e for n, e in old.items() if n not in changed}
+        for name in sorted(changed & summaries.keys()):
+            models[name] = self._refresh_one(summaries[name], old.get(name))
+        self._snapshot = Snapshot(models)
+        self._forget_deleted(models)
+        self._publish_info([old[n] for n in changed if n in old], [models[n] for n in changed if n in models])
 
     def _forget_deleted(self, models: Mapping[str, ModelEntry]) -> None:
         """Drop what is kept of versions no longer in the store (deleted): on-demand loads,
@@ -144,11 +238,11 @@ class ModelRepository:
         def listed(name: str, version: int) -> bool:
             return name in models and version in models[name].versions
 
-        with self._on_demand_lock:
-            for loaded in [k for k in self._on_demand if not listed(k[0], k[1])]:
+        with self._lock:
+            for loaded in [k for k in self._on_demand if not listed(*k)]:
                 del self._on_demand[loaded]
-        for refused in [k for k in self._refused if not listed(*k)]:
-            del self._refused[refused]
+            for refused in [k for k in self._refused if not listed(*k)]:
+                del self._refused[refused]
         for held in [k for k, v in self._held.items() if not listed(k[0], v)]:
             del self._held[held]
 
@@ -158,15 +252,18 @@ class ModelRepository:
         name = summary.name
         loaded: dict[int, ServedModel] = {}
         gone: set[int] = set()  # deleted between the listing and the load: left out of the entry
+        # lazy: a model that has answered a request has its new versions compiled here, off the
+        # request path, as eager does (and so refused here, where an alias can fall back)
+        compile = not self._lazy or (old is not None and any(s.is_compiled for s in old.loaded.values()))
 
         def take(version: int) -> bool:
+            if (name, version) in self._refused or version in gone:
+                return False
             if old is not None and version in old.loaded:
                 loaded[version] = old.loaded[version]
                 return True
-            if (name, version) in self._refused or version in gone:
-                return False
             try:
-                served = self._load(name, version)
+                served = self._load(name, version, compile=compile)
             except NotFound:
                 log.info("%s version %d was deleted before it loaded", name, version)
                 gone.add(version)
@@ -199,35 +296,62 @@ class ModelRepository:
         for version in sorted(summary.versions, reverse=True):
             if version in loaded or take(version):
                 break
-        refused = {v: why for (n, v), why in self._refused.items() if n == name}
+        with self._lock:
+            refused = {v: why for (n, v), why in self._refused.items() if n == name}
         versions = tuple(v for v in summary.versions if v not in gone)
         aliases = {a: v for a, v in aliases.items() if v not in gone}
         return ModelEntry(name, versions, aliases, loaded, refused)
 
-    def _load(self, name: str, version: int) -> ServedModel | None:
-        """Read and compile one version; None (and remembered) if it is refused; NotFound if
-        it was deleted since the catalogue was read."""
+    def _load(self, name: str, version: int, *, compile: bool) -> ServedModel | None:
+        """Read one version, and compile it if asked (or take the compiled tables of a version
+        with its checksum); None if it is refused, for any reason but the store's own failure
+        (raised: ``STORE_TROUBLE``); NotFound if it was deleted since the catalogue was read."""
         t0 = time.perf_counter()
         try:
             mv = self._store.load(name, version=version)
-            served = ServedModel(
-                mv.name, mv.version, mv.created_at_ms, mv.checksum, mv.model, compile_model(mv.model, plans=self.plans)
-            )
-        except (IntegrityError, InvalidModel) as exc:
-            metrics.MODEL_LOAD_FAILURES.labels(name).inc()
-            log.error("refused %s version %d at load: %s", name, version, exc.message)
-            self._refused[(name, version)] = exc.message
+            with self._lock:
+                shared = self._shared.get(mv.checksum)
+                if shared is None:
+                    shared = self._shared[mv.checksum] = SharedModel(mv.model, self.plans)
+            if compile:
+                shared.compile()
+            served = ServedModel(mv.name, mv.version, mv.created_at_ms, mv.checksum, shared)
+        except (NotFound, *STORE_TROUBLE):
+            raise
+        except Exception as exc:
+            self._refuse(name, version, exc)
             return None
         metrics.MODEL_LOAD_SECONDS.observe(time.perf_counter() - t0)
         log.info("loaded %s version %d (%s)", name, version, mv.model.algorithm)
         return served
 
+    def _refuse(self, name: str, version: int, exc: Exception) -> None:
+        """Remember, count and log why a version is refused (once); its model's entry is built
+        again on the next refresh."""
+        if isinstance(exc, BnServeError):
+            why = exc.message
+        else:
+            why = f"{type(exc).__name__}: {exc}"[:MAX_REASON_CHARS]
+        with self._lock:
+            if (name, version) in self._refused:
+                return
+            self._refused[(name, version)] = why
+            self._dirty.add(name)
+        metrics.MODEL_LOAD_FAILURES.labels(name).inc()
+        log.error("refused %s version %d at load: %s", name, version, why, exc_info=not isinstance(exc, BnServeError))
+
     @staticmethod
-    def _publish_info(old: Mapping[str, ModelEntry], new: Mapping[str, ModelEntry]) -> None:
-        def series(models: Mapping[str, ModelEntry]) -> set[tuple[str, str, str, str]]:
+    def _refusal(name: str, version: int, why: str) -> InvalidModel:
+        return InvalidModel(f"model {name!r} version {version} was refused at load: {why}")
+
+    @staticmethod
+    def _publish_info(old: list[ModelEntry], new: list[ModelEntry]) -> None:
+        """The bnserve_model_info series of the entries that were built again."""
+
+        def series(entries: list[ModelEntry]) -> set[tuple[str, str, str, str]]:
             return {
                 (e.name, str(v), s.model.algorithm, ",".join(e.aliases_of(v)))
-                for e in models.values()
+                for e in entries
                 for v, s in e.loaded.items()
             }
 
@@ -251,66 +375,109 @@ class ModelRepository:
         entry = self.entry(name)
         version = resolve_version(name, entry.versions, entry.aliases, version or None, alias or None, entry.refused)
         if version in entry.refused:
-            raise InvalidModel(f"model {name!r} version {version} was refused at load: {entry.refused[version]}")
+            raise self._refusal(name, version, entry.refused[version])
         return entry, version
 
     def get(self, name: str, version: int | None = None, alias: str | None = None) -> tuple[ServedModel, ModelEntry]:
         """The compiled model for a selector: version, alias, or neither for the default."""
         entry, version = self._resolve(name, version, alias)
         served = entry.loaded.get(version) or self._get_on_demand(name, version)
-        return served, entry
+        return self._compiled(served), entry
 
     def get_resident(
         self, name: str, version: int | None = None, alias: str | None = None
     ) -> tuple[ServedModel, ModelEntry] | None:
         """``get`` from memory alone: None where answering needs a store read (a version not
-        loaded yet). It never calls the store nor waits for a lock, so the event loop may call it."""
+        loaded yet) or a compile (lazy). It never calls the store nor waits for a lock, so the
+        event loop may call it."""
         entry, version = self._resolve(name, version, alias)
-        served = entry.loaded.get(version) or self._on_demand_hit(name, version)
-        return None if served is None else (served, entry)
+        served = entry.loaded.get(version) or self._on_demand.get((name, version))
+        return None if served is None or not served.is_compiled else (served, entry)
 
-    def _on_demand_hit(self, name: str, version: int) -> ServedModel | None:
-        for key, served in list(self._on_demand.items()):
-            if key[:2] == (name, version):
+    def _compiled(self, served: ServedModel) -> ServedModel:
+        """``served`` compiled: at once when it is (or a version with its checksum is); else
+        compiled now (lazy), once, and refused if that fails."""
+        if served.is_compiled:
+            return served
+        key = (served.name, served.version)
+        why = self._refused.get(key)
+        if why is None:
+            try:
+                served.shared.compile()
                 return served
-        return None
+            except Exception as exc:
+                self._refuse(*key, exc)
+                why = self._refused[key]
+        raise self._refusal(*key, why)
 
     def _get_on_demand(self, name: str, version: int) -> ServedModel:
-        """A version outside the snapshot (neither latest nor aliased): load once, keep a few."""
-        with self._on_demand_lock:
-            for key in list(self._on_demand):
-                if key[:2] == (name, version):
-                    self._on_demand.move_to_end(key)
-                    return self._on_demand[key]
-            served = self._load(name, version)  # NotFound if deleted since the last refresh
+        """A version outside the snapshot (neither latest nor aliased): load once, keep a few.
+        Callers asking for a version being loaded wait for that load, and only for it."""
+        key = (name, version)
+        with self._lock:
+            served = self._on_demand.get(key)
+            if served is not None:
+                self._on_demand.move_to_end(key)
+                return served
+            if key in self._refused:
+                raise self._refusal(name, version, self._refused[key])
+            loading = self._loading.get(key)
+            if loading is None:
+                loading = self._loading[key] = Future()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            return loading.result()
+        try:
+            served = self._load(name, version, compile=True)  # NotFound if deleted since the last refresh
             if served is None:
-                raise InvalidModel(
-                    f"model {name!r} version {version} was refused at load: {self._refused[(name, version)]}"
-                )
-            self._on_demand[(name, version, served.checksum)] = served
-            while len(self._on_demand) > ON_DEMAND_CAPACITY:
-                self._on_demand.popitem(last=False)
+                raise self._refusal(name, version, self._refused[key])
+            with self._lock:
+                self._on_demand[key] = served
+                while len(self._on_demand) > ON_DEMAND_CAPACITY:
+                    self._on_demand.popitem(last=False)
+            loading.set_result(served)
             return served
+        except BaseException as exc:
+            loading.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._loading[key]
 
 
 class Poller:
-    """Background thread calling ``repository.refresh`` every ``interval`` seconds."""
+    """Background thread calling ``repository.refresh`` every ``interval`` seconds.
 
-    def __init__(self, repository: ModelRepository, interval: float):
+    ``stall_seconds``: a poll still running after this long (a store that hangs) is warned
+    about and counted in ``bnserve_store_poll_stalls_total``, once, by a watcher thread;
+    the loaded models keep serving meanwhile.
+    """
+
+    def __init__(self, repository: ModelRepository, interval: float, stall_seconds: float | None = None):
         self._repository = repository
         self._interval = interval
+        self._stall_seconds = stall_seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="store-poller", daemon=True)
+        self._watch = threading.Condition()
+        self._started_at: float | None = None  # monotonic start of the poll running, if any
+        self._stalled = False  # the poll running was reported stalled
+        self._watcher = threading.Thread(target=self._watch_stalls, name="store-poll-watch", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        with self._watch:
+            self._watch.notify()
         if self._thread.ident is not None:  # started: a server stopped before its first read never was
             self._thread.join(timeout=5)
 
     def poll_once(self) -> bool:
+        self._begin()
         try:
             self._repository.refresh()
         except BnServeError as exc:
@@ -321,9 +488,49 @@ class Poller:
             metrics.STORE_POLL_ERRORS.inc()
             log.exception("store poll failed, still serving what is loaded")
             return False
+        finally:
+            self._end()
         metrics.STORE_LAST_SUCCESS.set_to_current_time()
         return True
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             self.poll_once()
+
+    def _begin(self) -> None:
+        if self._stall_seconds is None:
+            return
+        with self._watch:
+            if self._watcher.ident is None:
+                self._watcher.start()
+            self._started_at, self._stalled = time.monotonic(), False
+            self._watch.notify()
+
+    def _end(self) -> None:
+        if self._stall_seconds is None:
+            return
+        with self._watch:
+            started, stalled = self._started_at, self._stalled
+            self._started_at, self._stalled = None, False
+            self._watch.notify()
+        if stalled and started is not None:
+            log.warning("the stalled store poll ended after %.1f s", time.monotonic() - started)
+
+    def _watch_stalls(self) -> None:
+        assert self._stall_seconds is not None
+        with self._watch:
+            while not self._stop.is_set():
+                if self._started_at is None or self._stalled:
+                    self._watch.wait()
+                    continue
+                left = self._started_at + self._stall_seconds - time.monotonic()
+                if left > 0:
+                    self._watch.wait(left)
+                    continue
+                self._stalled = True
+                metrics.STORE_POLL_STALLS.inc()
+                log.warning(
+                    "store poll still running after %.0f s (--poll-stall-seconds): the store may be hanging; "
+                    "still serving what is loaded",
+                    self._stall_seconds,
+                )

@@ -3,7 +3,15 @@ default) or PostgreSQL, same code. ``model_store.ModelStore`` is the repository;
 mapped rows (``tables``) and their conversion (``rows``) never leave it. Which database
 (``url``), how to open it (``engine``) and its schema and migrations (``schema``)."""
 
-from bnserve.store.db.model_store import Deleted, ModelStore, ModelSummary, ModelVersion, VersionSummary
+from bnserve.store.db.model_store import (
+    CatalogueChanges,
+    CatalogueMark,
+    Deleted,
+    ModelStore,
+    ModelSummary,
+    ModelVersion,
+    VersionSummary,
+)
 from bnserve.store.db.schema import UPGRADE_COMMAND, upgrade_store
 from bnserve.store.db.url import DEFAULT_STORE_URL, STORE_URL_ENV, STORE_URL_FILE_ENV, redacted, resolve_store_url
 
@@ -12,6 +20,8 @@ __all__ = [
     "STORE_URL_ENV",
     "STORE_URL_FILE_ENV",
     "UPGRADE_COMMAND",
+    "CatalogueChanges",
+    "CatalogueMark",
     "Deleted",
     "ModelStore",
     "ModelSummary",

@@ -63,6 +63,7 @@ from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 log = logging.getLogger(__name__)
 
 WRITE_ATTEMPTS = 5
+CHANGED_MODELS_BY_ID = 500  # a poll reads the rows of up to this many changed models by id, more in full
 
 T = TypeVar("T")
 
@@ -92,6 +93,25 @@ class ModelSummary:
     @property
     def latest_version(self) -> int:
         return self.versions[-1]
+
+
+@dataclass(frozen=True)
+class CatalogueMark:
+    """Where a reader of the catalogue stands: each model's write count as last read."""
+
+    writes: Mapping[str, int]  # model name -> models.writes
+    total: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", sum(self.writes.values()))
+
+
+@dataclass(frozen=True)
+class CatalogueChanges:
+    """What ``ModelStore.catalogue_changes`` read, in one transaction."""
+
+    mark: CatalogueMark  # pass it as ``since`` to read only what is written after this read
+    models: Mapping[str, ModelSummary | None]  # the models read; None: one without versions (all deleted)
 
 
 @dataclass(frozen=True)
@@ -357,28 +377,51 @@ class ModelStore:
 
     def list_models(self) -> list[ModelSummary]:
         """Every model with its versions and aliases, sorted by name."""
+        models = self.catalogue_changes().models.values()
+        return sorted((s for s in models if s is not None), key=lambda s: s.name)
+
+    def catalogue_changes(self, since: CatalogueMark | None = None) -> CatalogueChanges:
+        """The catalogue entries of the models written since ``since`` (a previous answer's
+        ``mark``); of every model when it is None.
+
+        A poll with nothing written costs one aggregate row: each write transaction counts
+        in its model's ``models.writes`` (``_lock_model``), which only grows, and rows are
+        never deleted, so the count of rows and the sum of the counts move on every write.
+        A writer that does not count (a trainer of a release before schema 0005, rows written
+        by hand) is not seen here: a reader that must see it reads in full now and then.
+        """
         with self._transaction("listing models") as session:
-            # One snapshot for the three reads (_snapshot_reads): every aliased version read
+            # One snapshot for every read (_snapshot_reads): every aliased version read
             # here is in the versions read, whatever publishes and deletes commit meanwhile.
-            names = session.execute(select(SqlModel.id, SqlModel.name)).all()
-            alias_rows = session.execute(
-                select(SqlModelAlias.model_id, SqlModelAlias.alias, SqlModelAlias.version)
-            ).all()
-            version_rows = session.execute(select(SqlModelVersion.model_id, SqlModelVersion.version)).all()
+            if since is not None:
+                count, total = session.execute(select(func.count(), func.coalesce(func.sum(SqlModel.writes), 0))).one()
+                if (count, total) == (len(since.writes), since.total):
+                    return CatalogueChanges(since, {})
+            marks = session.execute(select(SqlModel.id, SqlModel.name, SqlModel.writes)).all()
+            changed = {i: name for i, name, writes in marks if since is None or since.writes.get(name) != writes}
+            few = since is not None and len(changed) <= CHANGED_MODELS_BY_ID
+            alias_read = select(SqlModelAlias.model_id, SqlModelAlias.alias, SqlModelAlias.version)
+            version_read = select(SqlModelVersion.model_id, SqlModelVersion.version)
+            if few:
+                alias_read = alias_read.where(SqlModelAlias.model_id.in_(changed))
+                version_read = version_read.where(SqlModelVersion.model_id.in_(changed))
+            alias_rows = session.execute(alias_read).all()
+            version_rows = session.execute(version_read).all()
         versions: dict[int, list[int]] = defaultdict(list)
         for model_id, version in version_rows:
             versions[model_id].append(version)
         aliases: dict[int, dict[str, int]] = defaultdict(dict)
         for model_id, alias, version in alias_rows:
             aliases[model_id][alias] = version
-        return sorted(
-            (
+        models = {
+            name: (
                 ModelSummary(name, tuple(sorted(versions[model_id])), dict(sorted(aliases[model_id].items())))
-                for model_id, name in names
                 if versions[model_id]
-            ),
-            key=lambda s: s.name,
-        )
+                else None
+            )
+            for model_id, name in changed.items()
+        }
+        return CatalogueChanges(CatalogueMark({name: writes for _, name, writes in marks}), models)
 
     def list_versions(self, name: str | None = None) -> list[VersionSummary]:
         """One row per version, by name then version; of model ``name`` only if given
@@ -503,13 +546,17 @@ def _check_sqlite_file(url: str) -> None:
 
 def _lock_model(session: Session, name: str, *, create: bool) -> int:
     """The model's id, its row locked for this transaction (PostgreSQL; SQLite's BEGIN
-    IMMEDIATE already serialises writers). Creates the row if asked, else NotFound."""
-    model_id = session.scalar(select(SqlModel.id).where(SqlModel.name == name).with_for_update())
+    IMMEDIATE already serialises writers) and this write counted in ``models.writes``, which
+    ``catalogue_changes`` polls: every write to a model's catalogue comes through here.
+    Creates the row if asked, else NotFound."""
+    model_id = session.scalar(
+        update(SqlModel).where(SqlModel.name == name).values(writes=SqlModel.writes + 1).returning(SqlModel.id)
+    )
     if model_id is not None:
         return model_id
     if not create:
         raise NotFound(f"model {name!r} not found")
-    row = SqlModel(name=name, created_at_ms=_now_ms())
+    row = SqlModel(name=name, created_at_ms=_now_ms(), writes=1)
     session.add(row)
     session.flush()  # a concurrent creator makes this a unique violation: the caller retries
     return row.id

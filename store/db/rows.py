@@ -103,9 +103,11 @@ def rows_to_model(
     where = f"model {name!r} version {header.version}"
     try:
         model = _rebuild(where, header, variables, cpts, arcs)
+        computed = canonical_checksum(model)
     except (ValueError, TypeError, KeyError) as exc:  # JSON or shapes that are not what we wrote
         raise IntegrityError(f"{where}: stored rows cannot be decoded: {exc}") from None
-    computed = canonical_checksum(model)
+    except RecursionError:  # JSON nested deeper than the interpreter's stack: never written by a publish
+        raise IntegrityError(f"{where}: stored rows cannot be decoded: JSON nested too deeply") from None
     if computed != header.checksum:
         raise IntegrityError(
             f"{where}: checksum mismatch (stored {header.checksum[:16]}..., computed {computed[:16]}...); "

@@ -38,7 +38,9 @@ class Base(DeclarativeBase):
 class SqlModel(Base):
     """A named model; its versions hang off ``id``. ``last_version`` is the highest version
     ever published, so a deleted version's number is never given to another; the row stays
-    when every version is deleted, to keep it."""
+    when every version is deleted, to keep it. ``writes`` counts the write transactions on
+    the model (publish, alias moves, deletes), each in its own transaction, so a poll reads
+    only the models whose count moved."""
 
     __tablename__ = "models"
 
@@ -46,6 +48,7 @@ class SqlModel(Base):
     name: Mapped[str] = mapped_column(String(MODEL_NAME_LENGTH), nullable=False)
     created_at_ms: Mapped[int] = mapped_column(BigInteger, nullable=False)
     last_version: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
+    writes: Mapped[int] = mapped_column(Integer, nullable=False, server_default=text("0"))
 
     __table_args__ = (
         PrimaryKeyConstraint("id", name="pk_models"),

@@ -34,8 +34,9 @@ from bnserve.store.predictor.elimination import (
     Elimination,
     FamilyGraph,
     LogTables,
+    ancestors,
     component_factors,
-    descendants,
+    descendant_matrix,
     table_layout,
     unique_rows,
 )
@@ -43,6 +44,7 @@ from bnserve.store.predictor.gather import LogGather
 from bnserve.store.predictor.plans import PlanCache
 
 _NETWORK_KEYS = itertools.count()  # a compiled network's key in a PlanCache that many models share
+DENSE_DESCENDANTS = 1024  # features: up to this many a network keeps its descendant relation dense (4 MiB at most)
 
 
 class ComponentPlan:
@@ -112,13 +114,23 @@ class CompiledNetwork:
         local = {v: i for i, v in enumerate(self.feature_names)}
         blanket = {v for n in fast for v in (n.name, *n.parents) if v != class_name}
         self.relevant = np.array([v in blanket for v in self.feature_names], dtype=bool)
-        below = descendants(network.nodes)
-        # below_t[y, x]: feature y is a descendant of feature x (float32 for a BLAS matmul);
-        # above_class[x]: x is an ancestor of the class
-        self._below_t = np.array(
-            [[y in below[x] for x in self.feature_names] for y in self.feature_names], dtype=np.float32
-        ).reshape(len(local), len(local))
-        self._above_class = np.array([class_name in below[x] for x in self.feature_names], dtype=bool)
+        # what finding the barren features needs (_barren): above_class[x], feature x is an
+        # ancestor of the class; the arcs between features, sorted by parent; and, for a network
+        # of up to DENSE_DESCENDANTS features, below_t[y, x], feature y is a descendant of x
+        above = ancestors(network.nodes, class_name)
+        self._above_class = np.array([v in above for v in self.feature_names], dtype=bool)
+        arcs = sorted(
+            (local[p], local[n.name]) for n in network.nodes if n.name in local for p in n.parents if p in local
+        )
+        self._arc_children = np.array([c for _, c in arcs], dtype=np.intp)
+        self._arc_parents, self._arc_starts = np.unique(
+            np.array([p for p, _ in arcs], dtype=np.intp), return_index=True
+        )
+        self._below_t = (
+            descendant_matrix(len(local), self._arc_parents, self._arc_starts, self._arc_children).T.astype(np.float32)
+            if arcs and len(local) <= DENSE_DESCENDANTS
+            else None
+        )
         self.graph = FamilyGraph(
             len(local),
             [
@@ -132,8 +144,9 @@ class CompiledNetwork:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.feature_cols, self.relevant, self._below_t, self._above_class)
-        return sum(a.nbytes for a in arrays) + self.graph.nbytes
+        arrays = (self.feature_cols, self.relevant, self._above_class, self._arc_children, self._arc_parents)
+        dense = 0 if self._below_t is None else self._below_t.nbytes
+        return sum(a.nbytes for a in arrays) + dense + self.graph.nbytes
 
     def plan(self, component: bytes) -> ComponentPlan:
         """The plan of one component (a bool mask over ``feature_names``, as bytes), from ``plans``."""
@@ -150,8 +163,7 @@ class CompiledNetwork:
         codes: int (rows, n_features), -1 = missing; missing: ``codes < 0``.
         """
         local = missing[:, self.feature_cols]
-        # barren: missing, not an ancestor of the class, and no observed descendant
-        live = local & (self._above_class | (((~local).astype(np.float32) @ self._below_t) > 0))
+        live = local & ~self._barren(local)
         rows = np.flatnonzero(live[:, self.relevant].any(axis=1))
         if rows.size == 0:
             return
@@ -162,6 +174,27 @@ class CompiledNetwork:
             except TooComplex as exc:
                 raise TooComplex(f"row {int(these[0])}: {exc.message}") from None
             log[these] += plan(codes[these], table)
+
+    def _barren(self, missing: np.ndarray) -> np.ndarray:
+        """bool (rows, m): the barren features of each row of ``missing`` (rows, m), those
+        missing, not an ancestor of the class, and with no observed descendant.
+
+        Up to DENSE_DESCENDANTS features, one product with the descendant matrix. Beyond, no
+        (m, m) array: from the missing non-ancestors down, a feature with a child that is not
+        barren is not barren either, one gather over the arcs per level of the longest chain
+        of missing features.
+        """
+        barren = missing & ~self._above_class
+        if self._arc_children.size == 0:
+            return barren
+        if self._below_t is not None:
+            return barren & ~(((~missing).astype(np.float32) @ self._below_t) > 0)
+        while True:
+            child_kept = np.logical_or.reduceat(~barren[:, self._arc_children], self._arc_starts, axis=1)
+            lost = barren[:, self._arc_parents] & child_kept
+            if not lost.any():
+                return barren
+            barren[:, self._arc_parents] &= ~child_kept
 
     def _row_components(self, live: np.ndarray, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(component as a bool mask over the network's features, the rows that have it), for

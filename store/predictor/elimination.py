@@ -38,22 +38,42 @@ OBJECT_BYTES = 1024  # Python objects beside the arrays, per group and step of a
 RESCALE_EVERY = 4  # products of factors <= 1 between rescales: no underflow unless entries < 1e-75
 
 
-def descendants(nodes: Sequence[Node]) -> dict[str, frozenset[str]]:
-    """Each node's descendants (itself excluded)."""
-    children: dict[str, list[str]] = {n.name: [] for n in nodes}
-    for n in nodes:
-        for p in n.parents:
-            children[p].append(n.name)
-    out: dict[str, frozenset[str]] = {}
-    for n in nodes:
-        stack, seen = list(children[n.name]), set()
+def ancestors(nodes: Sequence[Node], name: str) -> frozenset[str]:
+    """The ancestors of node ``name`` (itself excluded): O(arcs)."""
+    parents = {n.name: n.parents for n in nodes}
+    stack, seen = list(parents[name]), set()
+    while stack:
+        v = stack.pop()
+        if v not in seen:
+            seen.add(v)
+            stack.extend(parents[v])
+    return frozenset(seen)
+
+
+def descendant_matrix(m: int, parents: np.ndarray, starts: np.ndarray, children: np.ndarray) -> np.ndarray:
+    """bool (m, m): [x, y] when y is a descendant of x, for a DAG over 0..m-1 whose arcs are
+    ``children[starts[i]:starts[i + 1]]`` of each parent ``parents[i]`` (sorted). Built from the
+    leaves up, one row per node: O(m²) bits, no Python structure of that size."""
+    kids = {int(p): children[a:b] for p, a, b in zip(parents, starts, [*starts[1:], children.size])}
+    below = np.zeros((m, m), dtype=bool)
+    done = np.zeros(m, dtype=bool)
+    for root in range(m):  # depth first, each node's row once all its children's rows are done
+        stack = [root]
         while stack:
-            v = stack.pop()
-            if v not in seen:
-                seen.add(v)
-                stack.extend(children[v])
-        out[n.name] = frozenset(seen)
-    return out
+            node = stack[-1]
+            if done[node]:
+                stack.pop()
+                continue
+            todo = [int(c) for c in kids.get(node, ()) if not done[c]]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            if node in kids:
+                below[node, kids[node]] = True
+                below[node] |= below[kids[node]].any(axis=0)
+            done[node] = True
+    return below
 
 
 def component_factors(nodes: Sequence[Node], component: frozenset[str]) -> list[Node]:

@@ -108,3 +108,27 @@ def test_the_baseline_server_runs_the_code_of_its_commit():
             check=True,
         ).stdout.split()
         assert out == [str(path / "bnserve" / "server" / "app.py"), "False"]
+
+
+def test_many_models_tiny_run_reports_every_figure():
+    """bench/many_models.py end to end with 6 models besides the target: real servers (eager,
+    lazy, one model), the poll probe on our code and, when the clone holds it, the earlier commit's."""
+    from bench import many_models
+    from bench.baseline import MANY_MODELS_BASE_COMMIT, available
+
+    results = many_models.run(quick=True, models=6)
+    assert len(results) == (7 if available(MANY_MODELS_BASE_COMMIT) else 5)
+    assert all(set(r) == KEYS for r in results)
+    assert all(r["ours"] > 0 and r["peer"] > 0 for r in results)
+    assert [r["met"] is None for r in results] == [True] * (len(results) - 1) + [False]
+    assert "6 models" in results[0]["measurement"]
+
+
+def test_the_mix_of_many_models_spans_the_sizes():
+    from bench.many_models import mixed_model
+
+    mix = [mixed_model(i) for i in range(12)]
+    features = [len(m.features) for m in mix]
+    parents = [max(len(n.parents) for n in m.networks[0].nodes) for m in mix]
+    assert min(features) >= 5 and max(features) <= 60 and len(set(features)) > 6
+    assert set(parents) == {1, 2, 3}  # NB (the class), TAN (+1 feature), KDB k = 2 (+2)

@@ -1,4 +1,5 @@
-"""Helpers for the end-to-end tests: real CLI processes, free ports, health, /metrics."""
+"""Helpers for the end-to-end tests: real CLI processes, free ports, health, /metrics, versions
+written straight into the tables."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
+import sqlalchemy as sa
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from bnserve.store.db.rows import model_to_rows
+from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
+from bnserve.store.model import Model
 
 BIN = pathlib.Path(sys.executable).parent
 
@@ -151,3 +157,31 @@ def wait_until(predicate, what: str, timeout: float = 60.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"never saw {what}")
+
+
+def write_version(url: str, name: str, version: int, model: Model, *, flip_a_cpt_byte: bool = False,
+                  alias: str | None = None, params_json: str | None = None) -> None:
+    """Insert ``model`` as ``version`` of ``name`` straight into the tables, in one transaction
+    with moving ``alias`` to it, as a writer that does not count its writes (a trainer before
+    schema 0005) would; with ``flip_a_cpt_byte`` one byte of its first CPT blob is changed after
+    its sha256 was taken; ``params_json`` replaces the stored parameters."""
+    rows = model_to_rows(model)
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            model_id = conn.execute(sa.select(SqlModel.id).where(SqlModel.name == name)).scalar_one()
+            keyed = rows.keyed(model_id, version, time.time_ns() // 1_000_000)
+            cpts = [dict(r) for r in keyed.cpts]
+            if flip_a_cpt_byte:
+                cpts[0]["data"] = bytes([cpts[0]["data"][0] ^ 0xFF]) + cpts[0]["data"][1:]
+            header = keyed.header if params_json is None else {**keyed.header, "params_json": params_json}
+            conn.execute(sa.insert(SqlModelVersion), [header])
+            conn.execute(sa.insert(SqlVariable), keyed.variables)
+            conn.execute(sa.insert(SqlCpt), cpts)
+            if keyed.arcs:
+                conn.execute(sa.insert(SqlArc), keyed.arcs)
+            if alias is not None:
+                conn.execute(sa.update(SqlModelAlias).where(SqlModelAlias.model_id == model_id,
+                                                            SqlModelAlias.alias == alias).values(version=version))
+    finally:
+        engine.dispose()

@@ -9,22 +9,18 @@ one transaction with its alias move, as a publish would (``write_version``).
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import grpc
 import numpy as np
 import pytest
-import sqlalchemy as sa
 
 from bench.serving import Server
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.db import ModelStore
-from bnserve.store.db.rows import model_to_rows
-from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
 from bnserve.store.model import Model
 from bnserve.store.predictor import compile_model
-from tests.e2e.serving import PredictLoop, sample_value, scrape, wait_until
+from tests.e2e.serving import PredictLoop, sample_value, scrape, wait_until, write_version
 from tests.model_factory import random_model
 from tests.reliability import record
 
@@ -41,32 +37,6 @@ def unnormalised(model: Model) -> Model:
     first = net.nodes[0]
     nodes = (dataclasses.replace(first, cpt=first.cpt * 1.5), *net.nodes[1:])
     return dataclasses.replace(model, networks=(dataclasses.replace(net, nodes=nodes), *model.networks[1:]))
-
-
-def write_version(url: str, name: str, version: int, model: Model, *, flip_a_cpt_byte: bool = False,
-                  alias: str | None = None) -> None:
-    """Insert ``model`` as ``version`` of ``name`` straight into the tables, in one transaction
-    with moving ``alias`` to it; with ``flip_a_cpt_byte`` one byte of its first CPT blob is
-    changed after its sha256 was taken."""
-    rows = model_to_rows(model)
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            model_id = conn.execute(sa.select(SqlModel.id).where(SqlModel.name == name)).scalar_one()
-            keyed = rows.keyed(model_id, version, time.time_ns() // 1_000_000)
-            cpts = [dict(r) for r in keyed.cpts]
-            if flip_a_cpt_byte:
-                cpts[0]["data"] = bytes([cpts[0]["data"][0] ^ 0xFF]) + cpts[0]["data"][1:]
-            conn.execute(sa.insert(SqlModelVersion), [keyed.header])
-            conn.execute(sa.insert(SqlVariable), keyed.variables)
-            conn.execute(sa.insert(SqlCpt), cpts)
-            if keyed.arcs:
-                conn.execute(sa.insert(SqlArc), keyed.arcs)
-            if alias is not None:
-                conn.execute(sa.update(SqlModelAlias).where(SqlModelAlias.model_id == model_id,
-                                                            SqlModelAlias.alias == alias).values(version=version))
-    finally:
-        engine.dispose()
 
 
 def test_bad_versions_are_refused_and_the_previous_keeps_serving(store_url, request):

@@ -8,12 +8,17 @@ version is published straight to PostgreSQL meanwhile, and the proxy is restored
 
 from __future__ import annotations
 
+import threading
+
+import grpc
 import numpy as np
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from sqlalchemy import make_url
 
 from bench.serving import Server
 from bnserve.server.api import predictor_pb2 as pb
+from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.db import ModelStore
 from bnserve.store.predictor import compile_model
 from tests.e2e.serving import PredictLoop, free_port, run_cli, sample_value, scrape, wait_until
@@ -115,3 +120,72 @@ def test_a_store_cut_before_the_server_starts_is_the_same_refusal(pg_fresh_datab
                          "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1")
     assert result.returncode == 1, result.stderr
     assert "error: opening the store at " in result.stderr and PASSWORD not in result.stderr
+
+
+def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database):
+    """Issue 17 item 4: a network partition (the proxy accepts and forwards nothing). A call for
+    a version not in memory waits for its load, which the store timeouts end (UNAVAILABLE);
+    meanwhile calls for loaded versions (one held on demand among them) and health answer as
+    before, where they all waited behind that load's lock. The poll that hangs is warned
+    about and counted; everything catches up after."""
+    direct = pg_fresh_database
+    with ModelStore(direct, create=True) as store:
+        for seed in (1, 2, 3):
+            store.publish("m", three_state_model(seed))
+        store.publish("n", three_state_model(4))
+    rows = np.random.default_rng(0).integers(0, 3, size=(2, FEATURES))
+    dense = pb.DenseBatch(features=[f"f{i}" for i in range(FEATURES)], codes=rows.ravel().tolist())
+
+    with TcpProxy("127.0.0.1", make_url(direct).port or 5432) as proxy:
+        url = make_url(direct).set(host=proxy.host, port=proxy.port).render_as_string(hide_password=False)
+        flags = ("--poll-seconds", "0.5", "--poll-stall-seconds", "1", "--log-level", "INFO",
+                 "--store-connect-timeout", "2", "--store-statement-timeout", "2")
+        with Server(url, metrics=True, extra=flags) as server, grpc.insecure_channel(server.target) as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            assert stub.Predict(pb.PredictRequest(model="m", version=1, dense=dense), timeout=10).version == 1
+            stalls = sample_value(scrape(server.metrics_port), "bnserve_store_poll_stalls_total")
+
+            proxy.stall()
+            waiting: list = []
+
+            def load_version_2() -> None:
+                try:
+                    waiting.append(stub.Predict(pb.PredictRequest(model="m", version=2, dense=dense), timeout=120))
+                except grpc.RpcError as error:
+                    waiting.append(error.code())
+
+            loader = threading.Thread(target=load_version_2, daemon=True)
+            loader.start()
+            wait_until(lambda: sample_value(scrape(server.metrics_port), "bnserve_store_poll_stalls_total")
+                       > stalls, "the stalled poll counted", timeout=30)
+            answered = 0
+            while loader.is_alive():  # its version is out of reach: the others answer meanwhile
+                for selector in ({"version": 1}, {}):  # on demand, and the latest
+                    reply = stub.Predict(pb.PredictRequest(model="m", dense=dense, **selector), timeout=5)
+                    assert reply.version in (1, 3)
+                assert stub.Predict(pb.PredictRequest(model="n", dense=dense), timeout=5).version == 1
+                health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+                assert health.status == health_pb2.HealthCheckResponse.SERVING
+                answered += 4
+                loader.join(0.05)
+            assert waiting == [grpc.StatusCode.UNAVAILABLE]  # ended by the store timeouts, not hung
+            assert answered > 0
+
+            proxy.restore()
+            reply = stub.Predict(pb.PredictRequest(model="m", version=2, dense=dense), timeout=30)
+            assert reply.version == 2
+            with ModelStore(direct) as store:
+                assert store.publish("n", three_state_model(5)) == 2
+            wait_until(lambda: stub.Predict(pb.PredictRequest(model="n", dense=dense), timeout=5).version == 2,
+                       "n version 2 after the partition")
+            text = scrape(server.metrics_port)
+            server.stop()
+            log = server.output()
+
+    assert sample_value(text, "bnserve_store_poll_stalls_total") >= stalls + 1
+    assert "store poll still running after 1 s (--poll-stall-seconds): the store may be hanging" in log
+    assert "the stalled store poll ended after " in log
+    assert "Traceback" not in log
+    record("hostile: store hangs while serving (PostgreSQL behind a stalled TCP proxy)", "postgresql",
+           faults=1, errors=0, lost=0, requests=answered, calls_answered_during_stall=answered,
+           stalled_polls=int(sample_value(text, "bnserve_store_poll_stalls_total")))

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import threading
+import time
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from prometheus_client import REGISTRY
 
-from bnserve.server.repository import ModelRepository, Poller
+from bnserve.server.repository import FULL_READ_EVERY, ModelRepository, Poller
 from bnserve.store.db import ModelStore
 from bnserve.store.errors import InvalidModel, NotFound
+from bnserve.store.model import Model
+from bnserve.store.predictor.compiled import TABLE_PRECISION
 from tests.model_factory import random_model
 
 
@@ -161,3 +170,242 @@ def test_a_store_outage_keeps_the_loaded_models_serving(tmp_path, rng):
         served, _ = repo.get("m")
         codes = np.zeros((1, len(model.features)), dtype=np.int64)
         assert served.compiled.predict_proba(codes).shape == (1, model.class_variable.cardinality)
+
+
+# ------------------------------------------------------------------ incremental polls (issue 16)
+
+
+def _selects(store) -> list[str]:
+    seen: list[str] = []
+
+    def note(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", note)
+    return seen
+
+
+def test_a_poll_with_nothing_written_reads_one_row_and_keeps_the_snapshot(model_store, rng):
+    for name in ("a", "b", "c"):
+        model_store.publish(name, random_model(rng), aliases=["production"])
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    before = repo.snapshot
+    selects = _selects(model_store)
+    repo.refresh()
+    assert repo.snapshot is before
+    assert len(selects) == 1 and "count(" in selects[0].lower()
+
+
+def test_one_alias_moved_reads_and_rebuilds_only_its_model(model_store, rng):
+    for name in ("a", "b", "c"):
+        model_store.publish(name, random_model(rng))
+        model_store.publish(name, random_model(rng))
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    before = repo.snapshot.models
+    model_store.set_alias("b", "production", 1)
+    selects = _selects(model_store)
+    repo.refresh()
+    after = repo.snapshot.models
+    assert after["a"] is before["a"] and after["c"] is before["c"]
+    assert after["b"].aliases == {"production": 1} and repo.get("b")[0].version == 1
+    unfiltered = {s.split("FROM ")[1].split()[0] for s in selects if "WHERE" not in s}
+    assert unfiltered == {"models"}  # each model's write count; versions and aliases of b alone
+
+
+def test_a_writer_that_does_not_count_is_seen_within_a_full_read_cycle(model_store, store_url, rng):
+    """A trainer of a release before schema 0005 moves an alias without counting the write
+    (here: by hand): the server sees it at the latest on its FULL_READ_EVERY-th poll."""
+    model_store.publish("m", random_model(rng), aliases=["production"])
+    model_store.publish("m", random_model(rng))
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    engine = sa.create_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE model_aliases SET version = 2 WHERE alias = 'production'"))
+    engine.dispose()
+    polls = 0
+    while repo.get("m")[0].version != 2:
+        assert polls < FULL_READ_EVERY
+        repo.refresh()
+        polls += 1
+    assert polls == FULL_READ_EVERY  # the first full read after the move, not an incremental one
+
+
+# ------------------------------------------------------------------ failure isolation (issue 17 item 3)
+
+
+def _deep_params(url: str, name: str, version: int) -> None:
+    """Version ``version`` of ``name`` gets a params_json nested 200,000 deep (as a hostile writer could)."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE model_versions SET params_json = :deep WHERE version = :v "
+                    "AND model_id = (SELECT id FROM models WHERE name = :n)"),
+            {"deep": "[" * 200_000 + "]" * 200_000, "v": version, "n": name},
+        )
+    engine.dispose()
+
+
+def uncompilable(rng) -> Model:
+    """Passes validate(), fails compile: its metadata asks for a table dtype that does not exist."""
+    model = random_model(rng)
+    return dataclasses.replace(model, metadata={**model.metadata, TABLE_PRECISION: {"dtype": "float16"}}).validate()
+
+
+def _failures(name: str) -> float:
+    return REGISTRY.get_sample_value("bnserve_model_load_failures_total", {"model": name}) or 0.0
+
+
+def test_one_bad_version_is_refused_alone_and_every_other_model_keeps_updating(model_store, store_url, rng):
+    """A compile failure (an InvalidInput, not a checksum or validation error) aborted the
+    whole refresh: no model followed the store any more, and a new server never got ready."""
+    model_store.publish("a", random_model(rng), aliases=["production"])
+    model_store.publish("b", random_model(rng))
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    failures = _failures("a")
+    model_store.publish("a", random_model(rng), aliases=["production"])
+    _deep_params(store_url, "a", 2)
+    model_store.publish("a", uncompilable(rng))
+    model_store.publish("b", random_model(rng))
+    repo.refresh()
+    assert repo.get("b")[0].version == 2
+    assert repo.get("a")[0].version == 1 and repo.entry("a").aliases == {"production": 1}
+    assert sorted(repo.entry("a").refused) == [2, 3]
+    assert "JSON nested too deeply" in repo.entry("a").refused[2]
+    assert "float16" in repo.entry("a").refused[3]
+    for version in (2, 3):
+        with pytest.raises(InvalidModel, match=f"version {version} was refused at load"):
+            repo.get("a", version=version)
+    assert _failures("a") == failures + 2
+    fresh = ModelRepository(model_store)
+    fresh.refresh()
+    assert fresh.ready and fresh.get("b")[0].version == 2
+
+
+def test_versions_with_one_checksum_share_one_compiled_model(model_store, rng):
+    model = random_model(rng)
+    for name in ("a", "b"):
+        model_store.publish(name, model)
+    model_store.publish("a", random_model(rng), aliases=["staging"])
+    model_store.publish("a", model)
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    one = repo.get("b")[0]
+    assert repo.get("a")[0].compiled is one.compiled and repo.get("a")[0].model is one.model
+    assert repo.get("a", version=1)[0].compiled is one.compiled  # on demand too
+    assert repo.get("a", alias="staging")[0].compiled is not one.compiled
+
+
+def test_lazy_compiles_a_version_on_its_first_request(model_store, rng):
+    model_store.publish("a", random_model(rng))
+    model_store.publish("b", uncompilable(rng))
+    repo = ModelRepository(model_store, lazy=True)
+    repo.refresh()
+    assert not any(s.is_compiled for e in repo.snapshot.models.values() for s in e.loaded.values())
+    assert repo.get_resident("a") is None  # a compile is work for a thread, not the event loop
+    assert repo.get("a")[0].compiled.predict_proba(np.zeros((1, 4), dtype=np.intp)).shape[0] == 1
+    assert repo.get_resident("a")[0].is_compiled
+    failures = _failures("b")
+    for _ in range(2):
+        with pytest.raises(InvalidModel, match="model 'b' version 1 was refused at load: .*float16"):
+            repo.get("b")
+    assert _failures("b") == failures + 1
+    repo.refresh()
+    assert 1 in repo.entry("b").refused
+
+
+def test_lazy_compiles_the_new_versions_of_a_model_in_use_at_load(model_store, rng):
+    """Once a model has answered, its new versions compile off the request path, where a bad
+    one is refused and its alias stays at the version it named, as without lazy."""
+    model_store.publish("a", random_model(rng), aliases=["production"])
+    repo = ModelRepository(model_store, lazy=True)
+    repo.refresh()
+    repo.get("a")
+    model_store.publish("a", random_model(rng))
+    model_store.publish("a", uncompilable(rng), aliases=["production"])
+    repo.refresh()
+    assert repo.entry("a").loaded[2].is_compiled
+    assert repo.get("a")[0].version == 1 and 3 in repo.entry("a").refused
+
+
+# ------------------------------------------------------------------ a store that hangs (issue 17 item 4)
+
+
+@contextmanager
+def hanging(store, thread_prefix: str, table: str):
+    """Statements reading ``table`` from threads named ``thread_prefix``… block until released:
+    a store that stops answering, for those calls only. Yields (entered, release) events."""
+    entered, release = threading.Event(), threading.Event()
+    calls = []
+
+    def hang(conn, cursor, statement, parameters, context, executemany) -> None:
+        if threading.current_thread().name.startswith(thread_prefix) and f"FROM {table}" in statement:
+            calls.append(statement)
+            entered.set()
+            release.wait(60)
+
+    sa.event.listen(store.engine, "before_cursor_execute", hang)
+    try:
+        yield entered, release, calls
+    finally:
+        release.set()
+        sa.event.remove(store.engine, "before_cursor_execute", hang)
+
+
+def _in_thread(name: str, call) -> tuple[threading.Thread, list]:
+    out: list = []
+    thread = threading.Thread(target=lambda: out.append(call()), name=name, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_hanging_on_demand_load_delays_only_the_requests_for_that_version(model_store, rng):
+    for _ in range(3):
+        model_store.publish("m", random_model(rng))
+    model_store.publish("n", random_model(rng))
+    repo = ModelRepository(model_store)
+    repo.refresh()
+    repo.get("m", version=1)  # held on demand now
+    with hanging(model_store, "load-v2", "cpts") as (entered, release, calls):
+        first, got_first = _in_thread("load-v2-a", lambda: repo.get("m", version=2))
+        assert entered.wait(30)
+        second, got_second = _in_thread("load-v2-b", lambda: repo.get("m", version=2))
+        others, got_others = _in_thread("others", lambda: [repo.get("m", version=1), repo.get("n"), repo.get("m")])
+        others.join(30)
+        assert not others.is_alive(), "a request for a loaded version waited for another version's load"
+        assert [s.version for s, _ in got_others[0]] == [1, 1, 3]
+        assert repo.get_resident("m", version=1) is not None and repo.get_resident("m", version=2) is None
+        assert first.is_alive() and second.is_alive()
+        release.set()
+        first.join(30)
+        second.join(30)
+    assert got_first[0][0] is got_second[0][0] and got_first[0][0].version == 2
+    assert len(calls) == 1  # one load for both requests
+
+
+def test_a_poll_that_hangs_is_warned_about_and_counted_once(model_store, rng, caplog):
+    model_store.publish("m", random_model(rng))
+    repo = ModelRepository(model_store)
+    poller = Poller(repo, interval=60, stall_seconds=0.2)
+    assert poller.poll_once()
+    stalls = REGISTRY.get_sample_value("bnserve_store_poll_stalls_total") or 0.0
+    with hanging(model_store, "poll", "models") as (entered, release, _):
+        polling, done = _in_thread("poll", poller.poll_once)
+        assert entered.wait(30)
+        deadline = time.monotonic() + 30
+        while REGISTRY.get_sample_value("bnserve_store_poll_stalls_total") == stalls:
+            assert time.monotonic() < deadline, "the stalled poll was never counted"
+            time.sleep(0.05)
+        assert repo.get("m")[0].version == 1  # still serving
+        release.set()
+        polling.join(30)
+    assert done == [True]
+    assert REGISTRY.get_sample_value("bnserve_store_poll_stalls_total") == stalls + 1
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("store poll still running after 0 s" in m and "the store may be hanging" in m for m in messages)
+    assert any(m.startswith("the stalled store poll ended after ") for m in messages)
+    poller.stop()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
 from bnserve.store.predictor import check_codes, compile_model, gather
+from bnserve.store.predictor import compiled as compiled_module
 from bnserve.store.predictor.compiled import TABLE_PRECISION, ComponentPlan
 from bnserve.store.predictor.elimination import FamilyGraph
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, float32_error
@@ -45,6 +46,53 @@ def test_missing_path_equals_reference(data):
     codes = data.draw(coded_rows(model))
     all_missing = np.full((1, codes.shape[1]), -1)
     _assert_matches_reference(model, np.vstack([codes, all_missing]))
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from([SINGLE, MEAN_JOINT]))
+def test_missing_path_without_the_dense_descendant_relation_equals_reference(data, combination):
+    """A network wider than DENSE_DESCENDANTS finds its barren features by walking the arcs."""
+    model = data.draw(models(combination))
+    codes = data.draw(coded_rows(model))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compiled_module, "DENSE_DESCENDANTS", 0)
+        compiled = compile_model(model)
+    assert all(net._below_t is None for net in compiled.networks)
+    got = compiled.predict_proba(np.vstack([codes, np.full((1, codes.shape[1]), -1)]))
+    want = reference_proba(model, np.vstack([codes, np.full((1, codes.shape[1]), -1)]))
+    np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
+
+
+def _wide(n_features: int, tree: bool) -> Model:
+    """Binary class and features: naive Bayes, or with ``tree`` each feature also a child of
+    the one before (a chain: as deep as a network gets)."""
+    rng = np.random.default_rng(n_features)
+    names = [f"f{i}" for i in range(n_features)]
+    variables = (Variable("c", ("a", "b"), CLASS), *(Variable(v, ("0", "1")) for v in names))
+    nodes = [Node("c", (), np.array([0.4, 0.6]))]
+    for i, v in enumerate(names):
+        parents = ("c", names[i - 1]) if tree and i else ("c",)
+        cpt = rng.dirichlet([1.0, 1.0], size=2 ** len(parents)).T.reshape((2,) + (2,) * len(parents))
+        nodes.append(Node(v, parents, cpt))
+    return Model(variables, (Network(tuple(nodes)),), "nb" if not tree else "tan").validate()
+
+
+@pytest.mark.parametrize("n_features, tree", [(2_000, False), (1_500, True)], ids=["naive Bayes", "chain"])
+def test_compiling_a_wide_network_builds_nothing_quadratic(n_features, tree):
+    """Issue 17: compiling a 20,000-feature NB built a 20,000 x 20,000 Python list of who
+    descends from whom (and its float32 array): a MemoryError. Compiled bytes now grow with
+    the features, and rows with missing values still get the exact answer."""
+    model = _wide(n_features, tree)
+    compiled = compile_model(model)
+    assert compiled.nbytes < 400 * n_features  # a (n, n) float32 array alone: 4 n² bytes
+    rows = np.random.default_rng(0).integers(0, 2, size=(3, n_features))
+    rows[0, 1:4] = -1
+    rows[1, -3:] = -1
+    rows[2, ::2] = -1
+    got = compiled.predict_proba(rows)
+    with pytest.MonkeyPatch.context() as patch:  # the same network, the descendant relation dense
+        patch.setattr(compiled_module, "DENSE_DESCENDANTS", n_features)
+        np.testing.assert_allclose(got, compile_model(model).predict_proba(rows), rtol=0, atol=1e-12)
 
 
 @SETTINGS

@@ -95,6 +95,26 @@ def invalid_models() -> dict[str, Model]:
     }
 
 
+DEEP = 200_000  # levels: deeper than the interpreter's recursion limit
+
+
+@pytest.mark.parametrize("column", ["params_json", "metadata_json"])
+def test_json_nested_too_deeply_is_refused_like_altered_bytes(model_store, raw, rng, column):
+    """Issue 17: a params_json nested 200,000 deep raised a RecursionError out of load (a
+    traceback from `trainer show`, a server that stopped updating every model)."""
+    model_store.publish("m", random_model(rng))
+    model_store.publish("m", random_model(rng))
+    with raw.begin() as conn:
+        conn.execute(
+            text(f"UPDATE model_versions SET {column} = :deep WHERE version = 2"), {"deep": "[" * DEEP + "]" * DEEP}
+        )
+    with pytest.raises(
+        IntegrityError, match="model 'm' version 2: stored rows cannot be decoded: JSON nested too deeply"
+    ):
+        model_store.load("m", version=2)
+    assert model_store.load("m", version=1).version == 1
+
+
 @pytest.mark.parametrize("fault", invalid_models())
 def test_an_invalid_model_is_refused_at_publish_and_nothing_is_written(model_store, raw, fault):
     with pytest.raises(InvalidModel):

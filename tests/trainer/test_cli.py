@@ -52,6 +52,20 @@ def test_fit_list_show_alias_round_trip(capsys, store):
     assert code == 0
 
 
+def test_show_of_a_version_that_cannot_be_decoded_is_an_error_not_a_traceback(capsys, store):
+    """Issue 17: a params_json nested 200,000 deep (written by hand; no publish writes one)."""
+    from sqlalchemy import create_engine, text
+
+    assert run(capsys, "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess", "--store", store)[0] == 0
+    engine = create_engine(store)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE model_versions SET params_json = :deep"), {"deep": "[" * 200_000 + "]" * 200_000})
+    engine.dispose()
+    code, out, err = run(capsys, "show", "chess:1", "--store", store)
+    assert (code, out) == (1, "")
+    assert err == "trainer: error: model 'chess' version 1: stored rows cannot be decoded: JSON nested too deeply\n"
+
+
 def test_store_url_from_the_environment(capsys, store, monkeypatch):
     monkeypatch.setenv("BNSERVE_STORE_URL", store)
     assert run(capsys, "fit", "--algo", "tan", "--data", "builtin:chess", "--name", "t")[0] == 0
