@@ -7,7 +7,6 @@ Import as ``from tests.tcp_proxy import TcpProxy``::
         proxy.cut()                               # every connection closed, new ones refused
         proxy.restore()                           # new connections accepted again
         proxy.stall()                             # a partition: nothing forwarded, nothing closed
-        proxy.restore()                           # closes what the stall broke
 
 While cut, the listening socket stays open (the port stays ours) and every new
 connection is accepted and closed at once, so a client sees its connection fail
@@ -71,7 +70,6 @@ class TcpProxy:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-        self._flowing.set()
         self.cut()
         _close(self._listener)
         self._thread.join(timeout=5)
@@ -82,7 +80,6 @@ class TcpProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return  # closed
-            self._flowing.wait()
             with self._lock:
                 if self._closed:
                     _close(client)
