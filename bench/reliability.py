@@ -42,6 +42,7 @@ FAULT_TESTS = (
     "tests/server/test_hostile_clients.py",
     "tests/e2e/test_missing_patterns_memory.py",
     "tests/server/test_infer_shapes.py",
+    "tests/e2e/test_isolated_refusals.py",
 )
 HOSTILE = "hostile: "  # the prefix of the hostile section's records
 WHAT = {  # what each test injects and proves, by the name it records under
@@ -76,6 +77,12 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "versions (one held on demand) and health answer, the poll that hangs is warned about and counted "
     "(bnserve_store_poll_stalls_total); after the restore the version and a new one are served (before: every "
     "call and health waited behind the load's lock for as long as the store hung)",
+    "hostile: one bad version among good ones (JSON nested 200,000 deep; passes validation, fails to compile)": "a "
+    "running server follows a store where model a gains a version whose params_json is nested 200,000 deep "
+    "(production moved to it) and one that fails to compile, while model b gains a good version: both refused "
+    "alone (logged, counted, FAILED_PRECONDITION), production stays at the last good version, b serves its new "
+    "version, a fresh server becomes SERVING, `trainer show` prints one line (before: every model stopped "
+    "following the store and a fresh server never became SERVING)",
     "hostile: 1,000 distinct missing patterns (KDB k=3, 20 x 12 states)": "`server serve --plan-cache-bytes 16 MiB`; "
     "1,000 single-row Predicts, each with its own random 30 % of features missing, then one 1,000-row request of "
     "such rows: each OK or RESOURCE_EXHAUSTED naming a row, never INTERNAL; RSS growth under the budget + 100 MiB "

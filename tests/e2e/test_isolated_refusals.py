@@ -25,8 +25,10 @@ from bnserve.store.predictor import compile_model
 from bnserve.store.predictor.compiled import TABLE_PRECISION
 from tests.e2e.serving import run_cli, sample_value, scrape, wait_until, write_version
 from tests.model_factory import random_model
+from tests.reliability import record
 
 FEATURES = 6
+BAD_VERSIONS = "hostile: one bad version among good ones (JSON nested 200,000 deep; passes validation, fails to compile)"
 DEEP_JSON = "[" * 200_000 + "]" * 200_000
 
 
@@ -103,6 +105,16 @@ def test_a_bad_version_is_refused_alone_and_every_other_model_keeps_updating(sto
     assert (shown.returncode, shown.stdout) == (1, "")
     assert shown.stderr == (
         "trainer: error: model 'a' version 2: stored rows cannot be decoded: JSON nested too deeply\n"
+    )
+    record(
+        BAD_VERSIONS,
+        store_url.split(":", 1)[0].split("+", 1)[0],
+        faults=2,
+        versions=5,
+        errors=0,
+        lost=0,
+        compile=compile_mode,
+        refused_versions=2,
     )
 
 

@@ -9,6 +9,7 @@ version is published straight to PostgreSQL meanwhile, and the proxy is restored
 from __future__ import annotations
 
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -146,6 +147,7 @@ def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database
             stalls = sample_value(scrape(server.metrics_port), "bnserve_store_poll_stalls_total")
 
             proxy.stall()
+            stalled_at = time.monotonic()
             waiting: list = []
 
             def load_version_2() -> None:
@@ -172,6 +174,7 @@ def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database
             assert answered > 0
 
             proxy.restore()
+            stall_seconds = time.monotonic() - stalled_at
             reply = stub.Predict(pb.PredictRequest(model="m", version=2, dense=dense), timeout=30)
             assert reply.version == 2
             with ModelStore(direct) as store:
@@ -188,4 +191,5 @@ def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database
     assert "Traceback" not in log
     record("hostile: store hangs while serving (PostgreSQL behind a stalled TCP proxy)", "postgresql",
            faults=1, errors=0, lost=0, requests=answered, calls_answered_during_stall=answered,
+           stall_seconds=round(stall_seconds, 1),
            stalled_polls=int(sample_value(text, "bnserve_store_poll_stalls_total")))
