@@ -50,30 +50,29 @@ THROUGHPUT_GOAL = 0.25
 BATCH = 1000
 BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
     "single-row Predict (dense) p50 µs vs a bare gRPC echo server": (
-        "Borderline, 1.24 in the run of 2026-11-26 and 1.37-1.41 in the issue's own harness (issue 16), against "
-        "an echo with none of our code: the floor is a bare grpc.server in its own process, and our own Echo "
-        "(interceptors, no work) measured 0.92 of it in the same run, so what is left is the Predict itself. "
-        "Inside the server a one-row Predict takes about 155-215 µs of CPU, "
-        "while the same code run back to back in a loop takes about 38 µs (codes_from_dense 67 µs vs 13 µs, "
-        "predict_proba 51 µs vs 15 µs): with a gap of 0.5-2 ms between calls this VM's CPU runs cold and every "
-        "numpy call pays several times its warm cost (np.zeros(3): 0.3 µs warm, 3 µs after a gap). py-spy, "
-        "sampling the thread that holds the GIL: the intercepted Predict is 34.7 % of server time, "
-        "codes_from_dense 16.5 % and predict_proba 11.0 % of it, the rest grpc's own machinery."
+        "Borderline: 1.24-1.40 across runs of 2026-11-26, against an echo with none of our code (a bare "
+        "grpc.server in its own process). In the same runs, our own Echo on the asyncio server, with "
+        "interceptors and no work, measured 1.06-1.21 of it. What is left is the Predict itself. The same server "
+        "answering a cached reply instead of predicting measured 576 µs against 683 µs for the real Predict, "
+        "so the work costs about 107 µs of wall time. The same code in a tight loop takes about 40 µs. With a "
+        "gap of 0.5-2 ms between calls, this VM's CPU runs cold, and every numpy call pays several times its "
+        "warm cost (np.zeros(3): 0.3 µs warm, 3 µs after a gap)."
     ),
     "single-row Predict (instances) p50 µs vs a bare gRPC echo server": (
-        "Borderline, 1.30 in the run of 2026-11-26, before the friendly form was decoded through per-model "
-        "lookup tables (requests.FeatureTables): in process a 50-feature row now decodes in about 15 µs "
-        "(33 µs before; bench/wire_codec.py), about half of it protobuf making each map entry's two strings."
+        "Borderline: 1.28-1.39 across runs of 2026-11-26, for the reasons of the dense form. The friendly form "
+        "is now decoded through per-model lookup tables (requests.FeatureTables), so it costs what the dense "
+        "form costs: in process, a 50-feature row decodes in about 15 µs (33 µs before; bench/wire_codec.py), "
+        "and about half of that is protobuf making each map entry's two strings."
     ),
     f"{BATCH}-row dense Predict rows/s vs in-process predict_proba": (
         "Borderline, 0.25-0.26 across runs. A 1,000-row call (50 KB in, 24 KB out) takes about 2.0 ms of server "
         "CPU and 0.47 ms of client CPU, where the work itself is about 1 ms: parsing the request 154 µs, "
         "predict_proba 667 µs, building and serialising the flat response 154 µs (measured alone, "
         "`PredictRequest.FromString`, `CompiledModel.predict_proba`, `DensePredictions`). "
-        "py-spy --gil on the server: Predict 54.8 % of the GIL-holding samples (its own list conversions "
-        "19.4 %, codes_from_dense 21.5 %, predict_proba 10.8 %), request deserialisation 16.7 %, grpc's "
-        "thread-pool and event handling the rest. The other millisecond is the Python gRPC server's "
-        "transport and thread hand-offs, paid once per call, on the same 2 cores as the client."
+        "The other millisecond is the Python gRPC server's transport, and the hand-off to the work pool "
+        "(a request over 32 rows runs there; about 100-200 µs), paid once per call on the same 2 cores as "
+        "the client. On one commit on 2026-11-26: 0.30 run alone, 0.15 in one bench/run.py run (item 7's "
+        "1,000-row figure halved in that run too), cause not found; the figure moves the most between runs."
     ),
 }
 
