@@ -71,8 +71,7 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
         "`PredictRequest.FromString`, `CompiledModel.predict_proba`, `DensePredictions`). "
         "The other millisecond is the Python gRPC server's transport, and the hand-off to the work pool "
         "(a request over 32 rows runs there; about 100-200 µs), paid once per call on the same 2 cores as "
-        "the client. On one commit on 2026-11-26: 0.30 run alone, 0.15 in one bench/run.py run (item 7's "
-        "1,000-row figure halved in that run too), cause not found; the figure moves the most between runs."
+        "the client."
     ),
 }
 

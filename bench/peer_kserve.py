@@ -56,6 +56,19 @@ PEER_SCRIPT = pathlib.Path(__file__).resolve().parent / "kserve_model.py"
 PEER_PACKAGES = ["kserve==0.21.0", "scikit-learn==1.9.1", "joblib"]
 PEER_MODEL = "categorical-nb"
 BATCH = 1000
+GOAL = 2.0  # issue 16: twice KServe's single-row calls/s (half its p50) and its 1,000-row rows/s
+BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
+    "single-row ModelInfer p50 µs, ours (KDB) vs KServe (CategoricalNB)": (
+        "Both servers are Python gRPC servers on the same transport. Their floor is a bare grpc echo, about "
+        "470-600 µs p50 on this machine (item 4), and KServe's p50 is about 1.1-1.6 ms. Half of KServe's would "
+        "be below that floor. Ours is 1.35-1.4x the floor (item 4), and 0.65-0.67x KServe's (1.5x as many calls)."
+    ),
+    f"{BATCH}-row ModelInfer rows/s, ours vs KServe": (
+        "1.26x when run alone on 2026-11-26. Our KDB's predict_proba alone is 2.1-2.6x CategoricalNB's "
+        "(last row). The rest of a 1,000-row call is grpc's transport and the tensors' bytes, decoded "
+        "column by column (tensors.read_inputs), and it costs the two servers about alike."
+    ),
+}
 
 
 def peer_python() -> pathlib.Path:
@@ -213,10 +226,22 @@ def run(quick: bool = False) -> list[dict]:
     ours_rate, their_rate = BATCH / float(np.median(batch["ours"])), BATCH / float(np.median(batch["theirs"]))
     return [
         result(
-            ITEM, "single-row ModelInfer p50 µs, ours (KDB) vs KServe (CategoricalNB)", o50 * 1e6, t50 * 1e6, "—", None
+            ITEM,
+            "single-row ModelInfer p50 µs, ours (KDB) vs KServe (CategoricalNB)",
+            o50 * 1e6,
+            t50 * 1e6,
+            f"≤ {1 / GOAL:g}",
+            o50 / t50 <= 1 / GOAL,
         ),
         result(ITEM, "single-row ModelInfer p99 µs, ours vs KServe", o99 * 1e6, t99 * 1e6, "—", None),
-        result(ITEM, f"{BATCH}-row ModelInfer rows/s, ours vs KServe", ours_rate, their_rate, "—", None),
+        result(
+            ITEM,
+            f"{BATCH}-row ModelInfer rows/s, ours vs KServe",
+            ours_rate,
+            their_rate,
+            f"≥ {GOAL:g}",
+            ours_rate / their_rate >= GOAL,
+        ),
         result(
             ITEM,
             f"{BATCH}-row predict_proba in process rows/s, KDB vs CategoricalNB (the models alone)",
