@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from bnserve.server.config import DEFAULTS
 from bnserve.store.db import resolve_store_url
@@ -35,24 +36,24 @@ def _parse_instance(text: str) -> dict[str, str]:
     return pairs
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _whole_number(minimum: int, unit: str = "whole number") -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {unit}, got {text!r}") from None
+        if value < minimum:
+            bound = "at least 1" if minimum == 1 else f"{minimum} or more"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
 
 
-def _byte_count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+_positive_int = _whole_number(1)
+_byte_count = _whole_number(0, "whole number of bytes")
 
 
 def _positive_seconds(text: str) -> float:
@@ -192,7 +193,7 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     )
     serve.add_argument(
         "--idle-seconds",
-        type=float,
+        type=_positive_seconds,
         default=DEFAULTS["idle_seconds"],
         help="close a client connection that has had no call open this long (default %(default)s)",
     )

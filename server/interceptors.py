@@ -62,9 +62,16 @@ class _HandledCounters(dict):
         return child
 
 
-def _method_metrics(labels: tuple[str, str, str]) -> tuple[Any, Any, _HandledCounters]:
-    """One method's grpc_server_* children (started, handling seconds, handled by code), looked up once."""
-    return metrics.GRPC_STARTED.labels(*labels), metrics.GRPC_HANDLING_SECONDS.labels(*labels), _HandledCounters(labels)
+def _method_metrics(labels: tuple[str, str, str]) -> tuple[Any, Callable[[float, str], None]]:
+    """One method's grpc_server_* children, looked up once: its started counter, and
+    ``done(t0, code)``, which observes the handling seconds since ``t0`` and counts the code."""
+    seconds, handled = metrics.GRPC_HANDLING_SECONDS.labels(*labels), _HandledCounters(labels)
+
+    def done(t0: float, code: str) -> None:
+        seconds.observe(time.perf_counter() - t0)
+        handled[code].inc()
+
+    return metrics.GRPC_STARTED.labels(*labels), done
 
 
 class Unauthenticated(BnServeError):
@@ -175,11 +182,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
 
     @staticmethod
     def _wrap_unary(behavior: Callable, labels: tuple[str, str, str], max_reply_bytes: int) -> Callable:
-        started, seconds, handled = _method_metrics(labels)
-
-        def done(t0: float, code: str) -> None:
-            seconds.observe(time.perf_counter() - t0)
-            handled[code].inc()
+        started, done = _method_metrics(labels)
 
         async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
             # An error is counted before its status is sent (aio's abort sends it at once):
@@ -214,11 +217,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
     def _wrap_stream(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
         """A streaming behaviour, whether it yields its messages (an async generator) or
         writes them (a coroutine calling ``context.write``), as one that writes them."""
-        started, seconds, handled = _method_metrics(labels)
-
-        def done(t0: float, code: str) -> None:
-            seconds.observe(time.perf_counter() - t0)
-            handled[code].inc()
+        started, done = _method_metrics(labels)
 
         async def wrapped(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> None:
             started.inc()
