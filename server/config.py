@@ -8,8 +8,8 @@ from dataclasses import dataclass, fields
 
 from bnserve.argtypes import Bound, one_of, seconds, text, whole
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
-from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
 from bnserve.store.errors import InvalidInput
+from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
 from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 ENV_PREFIX = "BNSERVE_"  # each setting may come from BNSERVE_<FIELD> (e.g. BNSERVE_GRACE_SECONDS)

@@ -32,7 +32,7 @@ import numpy as np
 
 from bnserve.server import metrics
 from bnserve.store.db import CatalogueMark, ModelStore, ModelSummary
-from bnserve.store.errors import BnServeError, InvalidModel, NotFound, PermissionDenied, StoreUnavailable
+from bnserve.store.errors import BnServeError, InvalidModel, NotFound, PermissionDenied, StoreRefused, StoreUnavailable
 from bnserve.store.model import Model
 from bnserve.store.model.names import resolve_version
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES, CompiledModel, PlanCache, compile_model
@@ -41,7 +41,9 @@ log = logging.getLogger(__name__)
 
 ON_DEMAND_CAPACITY = 16
 FULL_READ_EVERY = 10  # polls: one in this many reads the whole catalogue
-STORE_TROUBLE = (StoreUnavailable, PermissionDenied)  # the store's failure, not a version's: the poll fails
+# the store's failure, not a version's: the poll fails, a load on demand fails its call, and
+# nothing is remembered as refused (the version loads once the store is mended)
+STORE_TROUBLE = (StoreUnavailable, PermissionDenied, StoreRefused)
 MAX_REASON_CHARS = 500  # of an unexpected error's text, in a refusal
 
 
