@@ -230,6 +230,8 @@ class ModelRepository:
         for name in sorted(changed & summaries.keys()):
             models[name] = self._refresh_one(summaries[name], old.get(name))
         self._snapshot = Snapshot(models)
+        if self._ready.is_set():  # the first read loads everything; later ones say what changed
+            _log_changes({n: old[n] for n in changed if n in old}, {n: models[n] for n in changed if n in models})
         self._forget_deleted(models)
         self._publish_info([old[n] for n in changed if n in old], [models[n] for n in changed if n in models])
 
@@ -447,6 +449,25 @@ class ModelRepository:
         finally:
             with self._lock:
                 del self._loading[key]
+
+
+def _log_changes(old: Mapping[str, ModelEntry], new: Mapping[str, ModelEntry]) -> None:
+    """One INFO line per version dropped because it was deleted from the store, and per
+    alias set, moved or removed (as served: an alias held back at load says so in a warning)."""
+    for name in sorted(old.keys() | new.keys()):
+        before, after = old.get(name), new.get(name)
+        kept = set(after.versions) if after is not None else set()
+        for version in sorted(set(before.versions if before is not None else ()) - kept):
+            log.info("dropped %s version %d: deleted from the store", name, version)
+        was = dict(before.aliases) if before is not None else {}
+        now = dict(after.aliases) if after is not None else {}
+        for alias in sorted(was.keys() | now.keys()):
+            if alias not in now:
+                log.info("alias %s of %s removed (it named version %d)", alias, name, was[alias])
+            elif alias not in was:
+                log.info("alias %s of %s set to version %d", alias, name, now[alias])
+            elif was[alias] != now[alias]:
+                log.info("alias %s of %s moved from version %d to version %d", alias, name, was[alias], now[alias])
 
 
 class Poller:
