@@ -104,7 +104,7 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     )
     serve.add_argument(
         "--compile",
-                default=DEFAULTS["compile"],
+        default=DEFAULTS["compile"],
         metavar="{eager,lazy}",
         help="compile each loaded version at once (eager) or on its first request (lazy: a faster start "
         "and less memory for models seldom asked for) (default %(default)s)",
@@ -170,7 +170,9 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         metavar="FILE",
         help="PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)",
     )
-    serve.add_argument("--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key (unencrypted) of --tls-cert")
+    serve.add_argument(
+        "--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key (unencrypted) of --tls-cert"
+    )
     serve.add_argument(
         "--tls-client-ca",
         type=argtypes.file_path,
@@ -362,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return 1
     try:
-        config = ServeConfig(store_url=store_url, worker=worker, **{name: getattr(args, name) for name in SERVE_ENV_FLAGS})
+        config = ServeConfig(
+            store_url=store_url, worker=worker, **{name: getattr(args, name) for name in SERVE_ENV_FLAGS}
+        )
     except ConfigError as exc:  # a flag or a BNSERVE_* variable out of its bounds: a usage error
         parser = build_parser()
         parser.subcommands["serve"].error(exc.message)

@@ -32,7 +32,11 @@ OUT_OF_BOUNDS = [
     ("max_rows", 0, "max_rows must be at least 1, got 0 (--max-rows, BNSERVE_MAX_ROWS)"),
     ("max_message_bytes", 2**31, "max_message_bytes must be from 1 to 2147483647, got 2147483648"),
     ("max_streams_per_connection", 0, "max_streams_per_connection must be at least 1, got 0"),
-    ("plan_cache_bytes", -1, "plan_cache_bytes must be 0 or more, got -1 (--plan-cache-bytes, BNSERVE_PLAN_CACHE_BYTES)"),
+    (
+        "plan_cache_bytes",
+        -1,
+        "plan_cache_bytes must be 0 or more, got -1 (--plan-cache-bytes, BNSERVE_PLAN_CACHE_BYTES)",
+    ),
     ("compile", "soon", "compile must be one of eager, lazy, got 'soon' (--compile, BNSERVE_COMPILE)"),
     ("log_level", "LOUD", "log_level must be one of DEBUG, INFO, WARNING, ERROR, got 'LOUD'"),
     ("host", " ", "host must be a non-empty string, got ' ' (--host, BNSERVE_HOST)"),
@@ -51,8 +55,17 @@ def test_a_python_caller_meets_the_bounds(name, value, message):
 
 
 def test_the_edges_that_mean_something_are_taken():
-    config = ServeConfig(store_url="sqlite://", port=0, metrics_port=-1, grace_seconds=0, plan_cache_bytes=0,
-                         store_statement_timeout=0, log_level="debug", compile="lazy", poll_seconds=0.05)
+    config = ServeConfig(
+        store_url="sqlite://",
+        port=0,
+        metrics_port=-1,
+        grace_seconds=0,
+        plan_cache_bytes=0,
+        store_statement_timeout=0,
+        log_level="debug",
+        compile="lazy",
+        poll_seconds=0.05,
+    )
     assert (config.port, config.metrics_port, config.grace_seconds) == (0, -1, 0)
 
 
@@ -60,13 +73,16 @@ def test_every_setting_has_a_bound():
     assert set(BOUNDS) == {f.name for f in fields(ServeConfig)} - {"worker"}  # worker: set by a parent only
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--threads", "0"], "threads must be at least 1, got 0 (--threads, BNSERVE_THREADS)"),
-    (["--poll-seconds", "-1"], "poll_seconds must be more than 0 seconds, got -1.0 (--poll-seconds"),
-    (["--grace-seconds", "-5"], "grace_seconds must be 0 or more seconds, got -5.0 (--grace-seconds"),
-    (["--port", "-3"], "port must be from 0 to 65535, got -3 (--port, BNSERVE_PORT)"),
-    (["--compile", "soon"], "compile must be one of eager, lazy, got 'soon'"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--threads", "0"], "threads must be at least 1, got 0 (--threads, BNSERVE_THREADS)"),
+        (["--poll-seconds", "-1"], "poll_seconds must be more than 0 seconds, got -1.0 (--poll-seconds"),
+        (["--grace-seconds", "-5"], "grace_seconds must be 0 or more seconds, got -5.0 (--grace-seconds"),
+        (["--port", "-3"], "port must be from 0 to 65535, got -3 (--port, BNSERVE_PORT)"),
+        (["--compile", "soon"], "compile must be one of eager, lazy, got 'soon'"),
+    ],
+)
 def test_a_flag_out_of_bounds_is_a_usage_error(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as exit_:
         main(["serve", "--store", f"sqlite:///{tmp_path / 'store.db'}", *flags])
@@ -74,13 +90,20 @@ def test_a_flag_out_of_bounds_is_a_usage_error(tmp_path, capsys, flags, message)
     assert exit_.value.code == 2 and f"server serve: error: {message}" in err
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("BNSERVE_POLL_SECONDS", "-1", "poll_seconds must be more than 0 seconds, got -1.0 (--poll-seconds, BNSERVE_POLL_SECONDS)"),
-    ("BNSERVE_PORT", "-3", "port must be from 0 to 65535, got -3"),
-    ("BNSERVE_WORKERS", "0", "workers must be at least 1, got 0 (--workers, BNSERVE_WORKERS)"),
-    ("BNSERVE_PLAN_CACHE_BYTES", "-1", "plan_cache_bytes must be 0 or more, got -1"),
-    ("BNSERVE_LOG_LEVEL", "chatty", "log_level must be one of DEBUG, INFO, WARNING, ERROR, got 'chatty'"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        (
+            "BNSERVE_POLL_SECONDS",
+            "-1",
+            "poll_seconds must be more than 0 seconds, got -1.0 (--poll-seconds, BNSERVE_POLL_SECONDS)",
+        ),
+        ("BNSERVE_PORT", "-3", "port must be from 0 to 65535, got -3"),
+        ("BNSERVE_WORKERS", "0", "workers must be at least 1, got 0 (--workers, BNSERVE_WORKERS)"),
+        ("BNSERVE_PLAN_CACHE_BYTES", "-1", "plan_cache_bytes must be 0 or more, got -1"),
+        ("BNSERVE_LOG_LEVEL", "chatty", "log_level must be one of DEBUG, INFO, WARNING, ERROR, got 'chatty'"),
+    ],
+)
 def test_a_variable_out_of_bounds_is_a_usage_error(tmp_path, capsys, monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(SystemExit) as exit_:
@@ -90,9 +113,22 @@ def test_a_variable_out_of_bounds_is_a_usage_error(tmp_path, capsys, monkeypatch
 
 def test_the_real_command_prints_one_line_and_no_traceback(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "bnserve.server.cli", "serve", "--store", f"sqlite:///{tmp_path / 'store.db'}",
-         "--threads", "0"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "bnserve.server.cli",
+            "serve",
+            "--store",
+            f"sqlite:///{tmp_path / 'store.db'}",
+            "--threads",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.splitlines()[-1] == (
-        "server serve: error: threads must be at least 1, got 0 (--threads, BNSERVE_THREADS)")
+        "server serve: error: threads must be at least 1, got 0 (--threads, BNSERVE_THREADS)"
+    )

@@ -96,8 +96,11 @@ def test_a_constraint_of_the_database_is_a_refused_state(store_url, capsys):
     """A check the database makes and this code does not know: FAILED_PRECONDITION, with the
     database's reason; retrying the same write cannot help."""
     if store_url.startswith("sqlite"):
-        run_sql(store_url, "CREATE TRIGGER no_drafts BEFORE INSERT ON model_versions WHEN NEW.description = 'draft' "
-                           "BEGIN SELECT RAISE(ABORT, 'no drafts here'); END")
+        run_sql(
+            store_url,
+            "CREATE TRIGGER no_drafts BEFORE INSERT ON model_versions WHEN NEW.description = 'draft' "
+            "BEGIN SELECT RAISE(ABORT, 'no drafts here'); END",
+        )
         reason = "no drafts here"
     else:
         run_sql(store_url, "ALTER TABLE model_versions ADD CONSTRAINT ck_no_drafts CHECK (description <> 'draft')")
