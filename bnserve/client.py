@@ -1,7 +1,8 @@
 """``Client``: call a running ``server serve`` from Python without writing gRPC plumbing.
 
 ``predict`` takes rows as a list of dicts, a pandas DataFrame (columns by name) or a 2-D
-integer array of state codes (the dense form, columns in the model's feature order), sends
+integer array of state codes (the dense form, columns in the model's feature order); columns
+the model does not know, the class column among them, are left out (``extra_columns``). It sends
 them in batches of at most ``batch_rows`` (the server's ``--max-rows`` is 100,000 by
 default) and returns the labels and the class probabilities as numpy arrays. Every call has
 a deadline, and a call the server could not take (UNAVAILABLE: it is starting, draining or
@@ -29,6 +30,7 @@ DEFAULT_TIMEOUT = 30.0  # seconds, per call to a method of Client, retries inclu
 DEFAULT_BATCH_ROWS = 10_000
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # the server's default --max-message-bytes
+EXTRA_COLUMNS = ("ignore", "error")  # Client.predict(extra_columns=...): leave out, or let the server refuse
 
 T = TypeVar("T")
 
@@ -139,6 +141,7 @@ class Client:
         alias: str | None = None,
         features: Sequence[str] | None = None,
         unseen_as_missing: bool = False,
+        extra_columns: str = "ignore",
         timeout: float | None = None,
     ) -> Predictions:
         """Class probabilities for ``rows`` from ``model`` (its ``version`` or ``alias``;
@@ -150,15 +153,27 @@ class Client:
         whose columns are ``features`` (default: the model's features, in order). Batches go
         to one version: the first batch's, pinned for the rest, so an alias that moves
         meanwhile cannot split the answer between two models.
+
+        ``extra_columns``: what to do with a column (or dict key) of ``rows`` that is not one
+        of the version's features, such as the class column of a training frame. "ignore"
+        (default, as ``trainer predict``): it is left out, which costs one metadata call to
+        learn the features (and pins the version from the start); "error": every column is
+        sent and the server refuses the call (INVALID_ARGUMENT) naming the first it does not
+        know. A code array's columns are ``features`` either way.
         """
+        if extra_columns not in EXTRA_COLUMNS:
+            raise ValueError(f"extra_columns must be one of {', '.join(EXTRA_COLUMNS)}, got {extra_columns!r}")
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        if isinstance(rows, np.ndarray) and rows.dtype.kind in "iu":
-            if features is None:  # the version's own: pinned, so that the codes mean what they meant
-                reply = self._call(self._stub.GetModelMetadata, _metadata_request(model, version, alias), deadline)
-                features, version, alias = [v.name for v in reply.variables if v.role == "feature"], reply.version, None
-            requests = _dense_requests(rows, features, self.batch_rows)
+        codes = isinstance(rows, np.ndarray) and rows.dtype.kind in "iu"
+        if (codes and features is None) or (not codes and extra_columns == "ignore"):
+            # the version's own features, pinned: so that codes mean what they meant, and the
+            # columns kept are the ones that version knows
+            reply = self._call(self._stub.GetModelMetadata, _metadata_request(model, version, alias), deadline)
+            known, version, alias = [v.name for v in reply.variables if v.role == "feature"], reply.version, None
+        if codes:
+            requests = _dense_requests(rows, known if features is None else features, self.batch_rows)
         else:
-            instances = _instances(rows)
+            instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None)
             requests = (
                 pb.PredictRequest(instances=instances[i : i + self.batch_rows], unseen_as_missing=unseen_as_missing)
                 for i in range(0, max(len(instances), 1), self.batch_rows)
@@ -228,10 +243,12 @@ class Client:
             attempt += 1
 
 
-def _instances(rows: Any) -> list[pb.Instance]:
+def _instances(rows: Any, keep: set[str] | None = None) -> list[pb.Instance]:
     """The friendly form of a DataFrame or a sequence of dicts: text values for labels,
-    numbers for numbers; None and NaN left out (missing)."""
+    numbers for numbers; None and NaN left out (missing); with ``keep``, only those columns."""
     if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
+        if keep is not None:
+            rows = rows[[c for c in rows.columns if str(c) in keep]]
         rows = rows.to_dict(orient="records")
     if isinstance(rows, Mapping):
         raise TypeError("rows must be a list of dicts, a DataFrame or a code array; wrap one row in a list")
@@ -241,7 +258,11 @@ def _instances(rows: Any) -> list[pb.Instance]:
             raise TypeError(f"row {i} is a {type(row).__name__}, not a dict of feature -> value")
         instance = pb.Instance()
         for feature, value in row.items():
-            if value is None or (isinstance(value, float) and math.isnan(value)):
+            if (
+                (keep is not None and str(feature) not in keep)
+                or value is None
+                or (isinstance(value, float) and math.isnan(value))
+            ):
                 continue
             if isinstance(value, bool | str | np.str_):
                 instance.values[str(feature)] = str(value)

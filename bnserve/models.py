@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from bnserve.estimator import BayesNetClassifier, from_model
 from bnserve.store.db import ModelStore, resolve_store_url
 from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags, parse_ref
+
+if TYPE_CHECKING:  # the estimator needs scikit-learn, which the core install lacks
+    from bnserve.estimator import BayesNetClassifier
+
+SKLEARN_EXTRA = "pip install 'bnserve[sklearn]'"
 
 
 def publish(
@@ -40,7 +45,19 @@ def publish(
 
 def load(ref: str, store: str | ModelStore | None = None) -> BayesNetClassifier:
     """The version ``ref`` names (``NAME``, ``NAME:VERSION`` or ``NAME@ALIAS``; ``NAME``
-    alone: its production alias, else its latest version) as a fitted classifier."""
+    alone: its production alias, else its latest version) as a fitted classifier (needs
+    scikit-learn; ``load_model`` does not)."""
+    try:
+        from bnserve.estimator import from_model
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").partition(".")[0]
+        if missing not in ("sklearn", "pandas"):
+            raise
+        raise ModuleNotFoundError(
+            f"bnserve.load returns a scikit-learn classifier, and {missing} is not installed: "
+            f"{SKLEARN_EXTRA} (or take the Model itself with bnserve.load_model)",
+            name=missing,
+        ) from exc
     return from_model(load_model(ref, store))
 
 

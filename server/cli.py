@@ -8,9 +8,9 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
 
-from bnserve.server.config import DEFAULTS
+from bnserve import argtypes
+from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
 from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
 from bnserve.store.timeouts import add_timeout_flags
@@ -36,52 +36,13 @@ def _parse_instance(text: str) -> dict[str, str]:
     return pairs
 
 
-def _whole_number(minimum: int, unit: str = "whole number") -> Callable[[str], int]:
-    """An argparse type: a whole number of at least ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {unit}, got {text!r}") from None
-        if value < minimum:
-            bound = "at least 1" if minimum == 1 else f"{minimum} or more"
-            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
-        return value
-
-    return parse
+# Flags read text into values; their bounds are ServeConfig's to check (server.config.BOUNDS),
+# so that a flag, a BNSERVE_* variable and a Python caller meet one rule.
+_whole = argtypes.whole_number()
+_bytes = argtypes.whole_number(unit="whole number of bytes")
+_seconds = argtypes.number("number of seconds")
 
 
-_positive_int = _whole_number(1)
-_byte_count = _whole_number(0, "whole number of bytes")
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
-COMPILE_MODES = ("eager", "lazy")
-
-
-def _compile_mode(text: str) -> str:
-    if text not in COMPILE_MODES:
-        raise argparse.ArgumentTypeError(f"expected one of {', '.join(COMPILE_MODES)}, got {text!r}")
-    return text
-
-
-def _file_path(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a file path, got an empty string")
-    return text
-
-
-SERVE_ENV_PREFIX = "BNSERVE_"
 SERVE_ENV_FLAGS = tuple(name for name in DEFAULTS if name != "worker")  # every serve setting; worker is internal
 TOKEN_FILE_ENV = "BNSERVE_TOKEN_FILE"  # `server predict --token-file`
 
@@ -92,7 +53,7 @@ def _env_defaults(serve: argparse.ArgumentParser, environ: dict[str, str]) -> No
     the command line wins; a value that does not parse is a usage error naming the variable."""
     actions = {a.dest: a for a in serve._actions}
     for dest in SERVE_ENV_FLAGS:
-        name = SERVE_ENV_PREFIX + dest.upper()
+        name = ENV_PREFIX + dest.upper()
         if name not in environ:
             continue
         convert = actions[dest].type
@@ -121,29 +82,28 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     add_timeout_flags(serve)
     serve.add_argument("--host", default=DEFAULTS["host"], help="address to bind both ports on (default %(default)s)")
     serve.add_argument(
-        "--port", type=int, default=DEFAULTS["port"], help="gRPC port (default %(default)s; 0 picks a free one)"
+        "--port", type=_whole, default=DEFAULTS["port"], help="gRPC port (default %(default)s; 0 picks a free one)"
     )
     serve.add_argument(
         "--metrics-port",
-        type=int,
+        type=_whole,
         default=DEFAULTS["metrics_port"],
         help="Prometheus /metrics port (default %(default)s; -1 disables)",
     )
     serve.add_argument(
         "--poll-seconds",
-        type=float,
+        type=_seconds,
         default=DEFAULTS["poll_seconds"],
         help="how often to look for new versions and alias moves (default %(default)s)",
     )
     serve.add_argument(
         "--poll-stall-seconds",
-        type=_positive_seconds,
+        type=_seconds,
         default=DEFAULTS["poll_stall_seconds"],
         help="a poll of the store still running after this long is logged and counted as stalled (default %(default)s)",
     )
     serve.add_argument(
         "--compile",
-        type=_compile_mode,
         default=DEFAULTS["compile"],
         metavar="{eager,lazy}",
         help="compile each loaded version at once (eager) or on its first request (lazy: a faster start "
@@ -151,19 +111,19 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     )
     serve.add_argument(
         "--grace-seconds",
-        type=float,
+        type=_seconds,
         default=DEFAULTS["grace_seconds"],
         help="drain time for in-flight calls on SIGTERM (default %(default)s)",
     )
     serve.add_argument(
         "--threads",
-        type=int,
+        type=_whole,
         default=DEFAULTS["threads"],
         help="work-pool threads, for requests over 32 rows and store reads (default %(default)s; per worker process)",
     )
     serve.add_argument(
         "--workers",
-        type=_positive_int,
+        type=_whole,
         default=DEFAULTS["workers"],
         help="worker processes sharing the port, one core each (default %(default)s: this process serves)",
     )
@@ -173,53 +133,55 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     )
     serve.add_argument(
         "--max-rows",
-        type=_positive_int,
+        type=_whole,
         default=DEFAULTS["max_rows"],
         help=f"most rows one Predict or ModelInfer may hold; more is RESOURCE_EXHAUSTED "
         f"(default {DEFAULTS['max_rows']:,})",
     )
     serve.add_argument(
         "--max-message-bytes",
-        type=_positive_int,
+        type=_whole,
         default=DEFAULTS["max_message_bytes"],
         help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
         f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)",
     )
     serve.add_argument(
         "--max-streams-per-connection",
-        type=_positive_int,
+        type=_whole,
         default=DEFAULTS["max_streams_per_connection"],
         help="calls one client connection may have open at once; more wait for one to end (default %(default)s)",
     )
     serve.add_argument(
         "--idle-seconds",
-        type=_positive_seconds,
+        type=_seconds,
         default=DEFAULTS["idle_seconds"],
         help="close a client connection that has had no call open this long (default %(default)s)",
     )
     serve.add_argument(
         "--plan-cache-bytes",
-        type=_byte_count,
+        type=_bytes,
         default=DEFAULTS["plan_cache_bytes"],
         help=f"bytes of missing-value plans kept for reuse, all models together; a plan that does not fit "
         f"is built for its call alone (default {DEFAULTS['plan_cache_bytes']:,}, 64 MiB; per worker process)",
     )
     serve.add_argument(
         "--tls-cert",
-        type=_file_path,
+        type=argtypes.file_path,
         metavar="FILE",
         help="PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)",
     )
-    serve.add_argument("--tls-key", type=_file_path, metavar="FILE", help="PEM private key (unencrypted) of --tls-cert")
+    serve.add_argument(
+        "--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key (unencrypted) of --tls-cert"
+    )
     serve.add_argument(
         "--tls-client-ca",
-        type=_file_path,
+        type=argtypes.file_path,
         metavar="FILE",
         help="PEM CA bundle: clients must present a certificate it signed (mutual TLS; needs --tls-cert)",
     )
     serve.add_argument(
         "--auth-token-file",
-        type=_file_path,
+        type=argtypes.file_path,
         metavar="FILE",
         help="bearer tokens, one a line: every call but grpc.health.v1.Health must carry "
         "'authorization: Bearer <one of them>' (re-read when the file changes)",
@@ -256,17 +218,17 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     )
     predict.add_argument(
         "--tls-ca",
-        type=_file_path,
+        type=argtypes.file_path,
         metavar="FILE",
         help="PEM CA bundle to trust for the server's certificate: connect with TLS",
     )
     predict.add_argument(
         "--tls-cert",
-        type=_file_path,
+        type=argtypes.file_path,
         metavar="FILE",
         help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)",
     )
-    predict.add_argument("--tls-key", type=_file_path, metavar="FILE", help="PEM private key of --tls-cert")
+    predict.add_argument("--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key of --tls-cert")
     predict.add_argument(
         "--tls-server-name",
         metavar="NAME",
@@ -275,7 +237,7 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     )
     predict.add_argument(
         "--token-file",
-        type=_file_path,
+        type=argtypes.file_path,
         metavar="FILE",
         help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})",
     )
@@ -395,14 +357,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from bnserve.server.app import serve
-    from bnserve.server.config import ServeConfig
 
     try:
         store_url = resolve_store_url(args.store)
     except BnServeError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return 1
-    config = ServeConfig(store_url=store_url, worker=worker, **{name: getattr(args, name) for name in SERVE_ENV_FLAGS})
+    try:
+        config = ServeConfig(
+            store_url=store_url, worker=worker, **{name: getattr(args, name) for name in SERVE_ENV_FLAGS}
+        )
+    except ConfigError as exc:  # a flag or a BNSERVE_* variable out of its bounds: a usage error
+        parser = build_parser()
+        parser.subcommands["serve"].error(exc.message)
     try:
         if args.workers > 1 and not worker:
             from bnserve.server.workers import serve_workers

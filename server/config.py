@@ -1,13 +1,26 @@
-"""What ``server serve`` runs with: every setting and its default, in one place (the CLI's
-flags and ``BNSERVE_*`` variables take their defaults from here)."""
+"""What ``server serve`` runs with: every setting, its default and its bounds, in one place.
+The CLI's flags and ``BNSERVE_*`` variables take their defaults from here, and every
+``ServeConfig`` checks itself, so a flag, a variable and a Python caller meet one rule."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from bnserve.argtypes import Bound, one_of, seconds, text, whole
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
+from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
 from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
+
+ENV_PREFIX = "BNSERVE_"  # each setting may come from BNSERVE_<FIELD> (e.g. BNSERVE_GRACE_SECONDS)
+COMPILE_MODES = ("eager", "lazy")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+MAX_PORT = 65535
+MAX_GRPC_BYTES = 2**31 - 1  # gRPC's message limits are C ints
+
+
+class ConfigError(InvalidInput):
+    """A setting out of its bounds; the message names the field, its flag and its variable."""
 
 
 @dataclass(frozen=True)
@@ -36,9 +49,48 @@ class ServeConfig:
     store_connect_timeout: float = DEFAULT_TIMEOUTS.connect_seconds  # seconds; bnserve.store.timeouts
     store_statement_timeout: float = DEFAULT_TIMEOUTS.statement_seconds  # seconds, 0: no limit
 
+    def __post_init__(self) -> None:
+        for name, bound in BOUNDS.items():
+            value = getattr(self, name)
+            problem = None if value is None and name in OPTIONAL else bound(value)
+            if problem is not None:
+                raise ConfigError(f"{name} {problem}, got {value!r} ({flag_of(name)}, {ENV_PREFIX}{name.upper()})")
+
     @property
     def store_timeouts(self) -> StoreTimeouts:
         return StoreTimeouts(self.store_connect_timeout, self.store_statement_timeout)
+
+
+BOUNDS: dict[str, Bound] = {
+    "store_url": text,
+    "host": text,
+    "port": whole(0, MAX_PORT),  # 0: a free port, picked at start
+    "metrics_port": whole(-1, MAX_PORT),  # -1: no metrics endpoint; 0: a free port
+    "poll_seconds": seconds(),  # 0 would poll without pause
+    "poll_stall_seconds": seconds(),
+    "compile": one_of(COMPILE_MODES),
+    "grace_seconds": seconds(zero=True),  # 0: in-flight calls are cancelled at once
+    "threads": whole(1),
+    "max_message_bytes": whole(1, MAX_GRPC_BYTES),
+    "max_rows": whole(1),
+    "max_streams_per_connection": whole(1),
+    "idle_seconds": seconds(),
+    "plan_cache_bytes": whole(0),  # 0: no plan is kept
+    "tls_cert": text,
+    "tls_key": text,
+    "tls_client_ca": text,
+    "auth_token_file": text,
+    "workers": whole(1),
+    "log_level": one_of(LOG_LEVELS, case=False),
+    "store_connect_timeout": seconds(),
+    "store_statement_timeout": seconds(zero=True),  # 0: no limit
+}
+OPTIONAL = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}  # None: not given
+
+
+def flag_of(name: str) -> str:
+    """The ``server serve`` flag of a setting (every one has a flag but ``worker``, set by a parent)."""
+    return "--store" if name == "store_url" else "--" + name.replace("_", "-")
 
 
 DEFAULTS = {f.name: f.default for f in fields(ServeConfig) if f.name != "store_url"}

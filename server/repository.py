@@ -32,7 +32,7 @@ import numpy as np
 
 from bnserve.server import metrics
 from bnserve.store.db import CatalogueMark, ModelStore, ModelSummary
-from bnserve.store.errors import BnServeError, InvalidModel, NotFound, PermissionDenied, StoreUnavailable
+from bnserve.store.errors import BnServeError, InvalidModel, NotFound, PermissionDenied, StoreRefused, StoreUnavailable
 from bnserve.store.model import Model
 from bnserve.store.model.names import resolve_version
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES, CompiledModel, PlanCache, compile_model
@@ -41,7 +41,9 @@ log = logging.getLogger(__name__)
 
 ON_DEMAND_CAPACITY = 16
 FULL_READ_EVERY = 10  # polls: one in this many reads the whole catalogue
-STORE_TROUBLE = (StoreUnavailable, PermissionDenied)  # the store's failure, not a version's: the poll fails
+# the store's failure, not a version's: the poll fails, a load on demand fails its call, and
+# nothing is remembered as refused (the version loads once the store is mended)
+STORE_TROUBLE = (StoreUnavailable, PermissionDenied, StoreRefused)
 MAX_REASON_CHARS = 500  # of an unexpected error's text, in a refusal
 
 
@@ -228,6 +230,8 @@ class ModelRepository:
         for name in sorted(changed & summaries.keys()):
             models[name] = self._refresh_one(summaries[name], old.get(name))
         self._snapshot = Snapshot(models)
+        if self._ready.is_set():  # the first read loads everything; later ones say what changed
+            _log_changes({n: old[n] for n in changed if n in old}, {n: models[n] for n in changed if n in models})
         self._forget_deleted(models)
         self._publish_info([old[n] for n in changed if n in old], [models[n] for n in changed if n in models])
 
@@ -445,6 +449,25 @@ class ModelRepository:
         finally:
             with self._lock:
                 del self._loading[key]
+
+
+def _log_changes(old: Mapping[str, ModelEntry], new: Mapping[str, ModelEntry]) -> None:
+    """One INFO line per version dropped because it was deleted from the store, and per
+    alias set, moved or removed (as served: an alias held back at load says so in a warning)."""
+    for name in sorted(old.keys() | new.keys()):
+        before, after = old.get(name), new.get(name)
+        kept = set(after.versions) if after is not None else set()
+        for version in sorted(set(before.versions if before is not None else ()) - kept):
+            log.info("dropped %s version %d: deleted from the store", name, version)
+        was = dict(before.aliases) if before is not None else {}
+        now = dict(after.aliases) if after is not None else {}
+        for alias in sorted(was.keys() | now.keys()):
+            if alias not in now:
+                log.info("alias %s of %s removed (it named version %d)", alias, name, was[alias])
+            elif alias not in was:
+                log.info("alias %s of %s set to version %d", alias, name, now[alias])
+            elif was[alias] != now[alias]:
+                log.info("alias %s of %s moved from version %d to version %d", alias, name, was[alias], now[alias])
 
 
 class Poller:

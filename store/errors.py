@@ -42,9 +42,18 @@ class IntegrityError(BnServeError):
 
 
 class StoreUnavailable(BnServeError):
-    """The database cannot be reached or is locked; the caller may retry."""
+    """The database cannot be reached, is locked, timed out or is short of resources; the
+    caller may retry."""
 
     code = "UNAVAILABLE"
+
+
+class StoreRefused(BnServeError):
+    """The database refused the work for a reason retrying cannot mend: a constraint of its
+    own (not a lost race), a schema that is not this code's, a corrupt file. An operator, or
+    a different request, must act."""
+
+    code = "FAILED_PRECONDITION"
 
 
 class PermissionDenied(BnServeError):

@@ -16,6 +16,7 @@ import argparse
 import math
 from dataclasses import dataclass
 
+from bnserve.argtypes import positive_seconds
 from bnserve.store.errors import InvalidInput
 
 NO_LIMIT_SQLITE_MS = 2**31 - 1  # SQLite's busy timeout is an int of milliseconds; 0 would not wait at all
@@ -61,7 +62,7 @@ def add_timeout_flags(parser: argparse.ArgumentParser) -> None:
     store_statement_timeout), as ``trainer`` and ``server serve`` both take them."""
     parser.add_argument(
         "--store-connect-timeout",
-        type=_seconds(zero=False),
+        type=positive_seconds(),
         default=DEFAULT_TIMEOUTS.connect_seconds,
         metavar="SECONDS",
         help="longest wait to connect to the store; a store that does not answer is an error "
@@ -69,7 +70,7 @@ def add_timeout_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--store-statement-timeout",
-        type=_seconds(zero=True),
+        type=positive_seconds(zero=True),
         default=DEFAULT_TIMEOUTS.statement_seconds,
         metavar="SECONDS",
         help="longest one store statement may run (PostgreSQL: statement_timeout, and the client gives up "
@@ -79,17 +80,3 @@ def add_timeout_flags(parser: argparse.ArgumentParser) -> None:
 
 def timeouts_of(args: argparse.Namespace) -> StoreTimeouts:
     return StoreTimeouts(args.store_connect_timeout, args.store_statement_timeout)
-
-
-def _seconds(*, zero: bool):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-            raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'more than 0'}, got {text}")
-        return value
-
-    parse.__name__ = "seconds"  # argparse names the type in its errors
-    return parse

@@ -24,7 +24,7 @@ from bnserve.server.tensors import (
     requested_outputs,
     write_outputs,
 )
-from bnserve.store.errors import InvalidInput, InvalidModel, NotFound, StoreUnavailable
+from bnserve.store.errors import InvalidInput, InvalidModel, NotFound, StoreRefused, StoreUnavailable
 from bnserve.store.version import code_version
 
 SERVER_NAME = "bnserve"
@@ -66,7 +66,7 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
             return pb.ModelReadyResponse(ready=False)
         try:
             await self._dataplane.model(request.name, version=version)
-        except (NotFound, InvalidModel, StoreUnavailable):
+        except (NotFound, InvalidModel, StoreUnavailable, StoreRefused):
             return pb.ModelReadyResponse(ready=False)
         return pb.ModelReadyResponse(ready=True)
 

@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from bnserve.store.db.engine import create_store_engine, writer
+from bnserve.store.db.failures import RACE, first_line, kind_of, translate
 from bnserve.store.db.rows import model_to_rows, rows_to_model
 from bnserve.store.db.schema import UPGRADE_COMMAND, check_schema
 from bnserve.store.db.tables import (
@@ -44,9 +45,7 @@ from bnserve.store.errors import (
     InUse,
     InvalidInput,
     NotFound,
-    PermissionDenied,
     SchemaMismatch,
-    StoreUnavailable,
 )
 from bnserve.store.model import Model
 from bnserve.store.model.names import (
@@ -607,30 +606,11 @@ def _key(table: Any, model_id: int, version: int) -> tuple:
 
 
 def _translate(exc: sa_exc.SQLAlchemyError, what: str, store: str) -> BnServeError:
-    """The store.errors kind for a database error; the message carries the driver's first
-    line only, without any secret of ``store`` in it."""
-    detail = redacted(store, _first_line(exc.orig if isinstance(exc, sa_exc.DBAPIError) else exc))
-    if isinstance(exc, sa_exc.IntegrityError):
-        if _is_unique_violation(exc):
-            return _WriteRace(f"{what}: a concurrent write took the same key ({detail})")
-        return InvalidInput(f"{what}: the database refused the write: {detail}")
-    if isinstance(exc, sa_exc.DataError):
-        return InvalidInput(f"{what}: the database refused a value: {detail}")
-    if getattr(getattr(exc, "orig", None), "sqlstate", None) == "42501":  # insufficient_privilege
-        return PermissionDenied(f"{what}: the store's role may not do this: {detail}")
-    return StoreUnavailable(f"{what}: the store failed: {detail}")
-
-
-def _is_unique_violation(exc: sa_exc.IntegrityError) -> bool:
-    sqlstate = getattr(exc.orig, "sqlstate", None)  # psycopg
-    if sqlstate is not None:
-        return sqlstate == "23505"
-    return getattr(exc.orig, "sqlite_errorname", "") in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY")
-
-
-def _first_line(error: object) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    """``translate``, but a lost race on a unique key is ``_WriteRace``: retried by ``_write``."""
+    if kind_of(exc) == RACE:
+        detail = redacted(store, first_line(exc))
+        return _WriteRace(f"{what}: a concurrent write took the same key ({detail})")
+    return translate(exc, what, store)
 
 
 def _rollback_quietly(session: Session) -> None:

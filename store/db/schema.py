@@ -21,6 +21,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from bnserve.store.db.engine import create_store_engine, retry_while_locked, writer
+from bnserve.store.db.failures import translate
 from bnserve.store.db.url import redacted
 from bnserve.store.errors import SchemaMismatch, StoreUnavailable
 from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
@@ -95,8 +96,7 @@ def upgrade_store(url: str, timeouts: StoreTimeouts = DEFAULT_TIMEOUTS) -> tuple
     try:
         return upgrade_to_head(engine)
     except SQLAlchemyError as exc:
-        detail = redacted(url, str(exc).strip().splitlines()[0])
-        raise StoreUnavailable(f"upgrading the store at {redacted(url)}: {detail}") from None
+        raise translate(exc, f"upgrading the store at {redacted(url)}", url) from None
     finally:
         engine.dispose()
 

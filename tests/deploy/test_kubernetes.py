@@ -243,11 +243,13 @@ def test_deployment_keeps_two_replicas_through_a_rollout():
 
 def test_server_settings_parse_with_the_servers_parser_and_match_the_ports():
     """`server serve` as the pod runs it: the container's args with its environment."""
-    from bnserve.server.cli import build_parser
+    from bnserve.server.cli import SERVE_ENV_FLAGS, build_parser
+    from bnserve.server.config import ServeConfig
 
     container = server_container()
     args = build_parser(environ=container_env(container)).parse_args(container.get("args", []))
     assert args.command == "serve"
+    ServeConfig(store_url="sqlite://", **{name: getattr(args, name) for name in SERVE_ENV_FLAGS})  # within bounds
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"grpc": args.port, "metrics": args.metrics_port}
     assert args.grace_seconds == float(config()["BNSERVE_GRACE_SECONDS"])

@@ -64,6 +64,73 @@ def test_rows_go_in_batches_of_batch_rows(server, fitted):
     assert single.probabilities.shape == (1, 2)
 
 
+def test_the_class_column_and_other_columns_are_left_out_unless_asked_to_refuse(server, fitted):
+    clf, X = fitted
+    whole = X.assign(**{"class": "LIVE", "row id": range(len(X))})  # a training frame, plus an id
+    with Client(f"127.0.0.1:{server.port}") as client:
+        by_frame = client.predict("hepatitis", whole)
+        by_dicts = client.predict("hepatitis", whole.to_dict(orient="records"))
+        with pytest.raises(grpc.RpcError) as strict:
+            client.predict("hepatitis", whole, extra_columns="error")
+        with pytest.raises(ValueError, match="extra_columns must be one of ignore, error, got 'drop'"):
+            client.predict("hepatitis", X, extra_columns="drop")
+    for answer in (by_frame, by_dicts):
+        np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X), rtol=0, atol=1e-12)
+    assert strict.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert strict.value.details() == "'class' is the class variable; send features only"
+
+
+def _recording_predicts(client: Client, after_first=lambda: None) -> list[int]:
+    """The rows of each Predict the client sends (to the real server); ``after_first`` runs
+    once the first has been answered."""
+    sizes: list[int] = []
+    real = client._stub.Predict
+
+    def predict(request, **kwargs):
+        reply = real(request, **kwargs)
+        sizes.append(len(request.instances) or len(request.dense.codes) // len(request.dense.features))
+        if len(sizes) == 1:
+            after_first()
+        return reply
+
+    client._stub.Predict = predict
+    return sizes
+
+
+@pytest.mark.parametrize("form", ["frame", "codes"])
+def test_rows_are_sent_in_requests_of_batch_rows(server, fitted, form):
+    clf, X = fitted
+    rows = X.head(30) if form == "frame" else clf._codes(X.head(30))
+    with Client(f"127.0.0.1:{server.port}", batch_rows=7) as client:
+        sizes = _recording_predicts(client)
+        answer = client.predict("hepatitis", rows)
+    assert sizes == [7, 7, 7, 7, 2]
+    np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X.head(30)), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("extra_columns", ["ignore", "error"])
+def test_later_batches_go_to_the_first_batchs_version_when_the_alias_moves(fitted, tmp_path, extra_columns):
+    clf, X = fitted
+    other = BayesNetClassifier("nb").fit(X, clf.classes_[np.zeros(len(X), dtype=int) + (X.index % 2)])
+    with running_app(tmp_path, {"hepatitis": [clf.model_, other.model_]}) as app:
+        with ModelStore(app.config.store_url) as store:
+            store.set_alias("hepatitis", "production", 1)
+        app.repository.refresh()
+
+        def move_alias():
+            with ModelStore(app.config.store_url) as store:
+                store.set_alias("hepatitis", "production", 2)
+            app.repository.refresh()
+
+        with Client(f"127.0.0.1:{app.port}", batch_rows=7) as client:
+            sizes = _recording_predicts(client, after_first=move_alias)
+            answer = client.predict("hepatitis", X.head(30), alias="production", extra_columns=extra_columns)
+            moved = client.predict("hepatitis", X.head(30), alias="production")
+    assert sizes[:5] == [7, 7, 7, 7, 2] and answer.version == 1 and moved.version == 2
+    np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X.head(30)), rtol=0, atol=1e-12)
+    assert not np.allclose(moved.probabilities, answer.probabilities)
+
+
 def test_metadata_and_the_model_list(server, fitted):
     clf, _ = fitted
     with Client(f"127.0.0.1:{server.port}") as client:
