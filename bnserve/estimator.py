@@ -214,9 +214,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
         columns = [table.columns[table.header.index(v.name)] for v in features]
         try:
-            return encode_columns(
-                features, columns, table.n_rows, source="X", unknown=self.handle_unknown
-            )
+            return encode_columns(features, columns, table.n_rows, source="X", unknown=self.handle_unknown)
         except InvalidInput as exc:
             raise ValueError(exc.message) from None
 

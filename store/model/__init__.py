@@ -16,6 +16,15 @@ from bnserve.store.model.network import (
     Network,
     Node,
 )
+from bnserve.store.model.unseen import (
+    DEFAULT_UNKNOWN,
+    READ_AS_MISSING,
+    REFUSE,
+    UNKNOWN_POLICIES,
+    settle_unknown,
+    unknown_policy,
+    unseen_code,
+)
 from bnserve.store.model.variable import (
     CLASS,
     FEATURE,
@@ -27,15 +36,6 @@ from bnserve.store.model.variable import (
     ROLES,
     UNKNOWN,
     Variable,
-)
-from bnserve.store.model.unseen import (
-    DEFAULT_UNKNOWN,
-    READ_AS_MISSING,
-    REFUSE,
-    UNKNOWN_POLICIES,
-    settle_unknown,
-    unknown_policy,
-    unseen_code,
 )
 
 __all__ = [

@@ -18,9 +18,8 @@ import numpy as np
 import pytest
 
 from bnserve.server.api import grpc_service_pb2 as infer_pb
-from bnserve.server.api import grpc_service_pb2_grpc
+from bnserve.server.api import grpc_service_pb2_grpc, predictor_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.server.api import predictor_pb2_grpc
 from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
 
 HEADER = ["Time", "Purpose", "Amount", "Status"]
