@@ -140,7 +140,7 @@ class Client:
         version: int | None = None,
         alias: str | None = None,
         features: Sequence[str] | None = None,
-        unseen_as_missing: bool = False,
+        unknown: str = "",
         extra_columns: str = "ignore",
         timeout: float | None = None,
     ) -> Predictions:
@@ -152,7 +152,9 @@ class Client:
         columns by name, NaN/None missing), or a 2-D integer array of state codes (-1 missing)
         whose columns are ``features`` (default: the model's features, in order). Batches go
         to one version: the first batch's, pinned for the rest, so an alias that moves
-        meanwhile cannot split the answer between two models.
+        meanwhile cannot split the answer between two models. ``unknown``: a label no
+        training row had is read as missing (``"missing"``, or ``""``: the server's default)
+        or refused (``"error"``), as ``PredictRequest.unknown``.
 
         ``extra_columns``: what to do with a column (or dict key) of ``rows`` that is not one
         of the version's features, such as the class column of a training frame. "ignore"
@@ -175,7 +177,7 @@ class Client:
         else:
             instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None)
             requests = (
-                pb.PredictRequest(instances=instances[i : i + self.batch_rows], unseen_as_missing=unseen_as_missing)
+                pb.PredictRequest(instances=instances[i : i + self.batch_rows], unknown=unknown)
                 for i in range(0, max(len(instances), 1), self.batch_rows)
             )
         answers = []

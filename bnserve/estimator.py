@@ -20,7 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import Model
+from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES, Model
 from bnserve.store.predictor import CompiledModel, compile_model
 from bnserve.store.predictor.precision import with_table_precision
 from bnserve.trainer.auto import DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
@@ -33,7 +33,6 @@ from bnserve.trainer.io.frames import column_array, frame_table
 from bnserve.trainer.learners.registry import LEARNERS
 
 AUTO = "auto"
-UNKNOWN_POLICIES = ("missing", "error")
 CLASS_LABELS = "class_labels"  # metadata: the fitted y's labels as JSON values, so load gives them back
 
 
@@ -74,7 +73,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         missing: str = "available-case",
         nominal: Sequence[str | int] | None = None,
         numeric: Sequence[str | int] | None = None,
-        handle_unknown: str = "missing",
+        handle_unknown: str = DEFAULT_UNKNOWN,
         precision: str = "float64",
         candidates: Sequence[str] | None = None,
         time_budget: float | None = DEFAULT_BUDGET,
@@ -215,9 +214,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
         columns = [table.columns[table.header.index(v.name)] for v in features]
         try:
-            return encode_columns(
-                features, columns, table.n_rows, source="X", unknown_as_missing=self.handle_unknown == "missing"
-            )
+            return encode_columns(features, columns, table.n_rows, source="X", unknown=self.handle_unknown)
         except InvalidInput as exc:
             raise ValueError(exc.message) from None
 

@@ -68,6 +68,12 @@ PREDICTION_ROWS = Counter("bnserve_prediction_rows_total", "Rows predicted, per 
 PREDICTED_CLASS_ROWS = Counter(
     "bnserve_predicted_class_rows_total", "Rows predicted, per model and most probable class.", ("model", "class")
 )
+UNKNOWN_VALUES = Counter(
+    "bnserve_unknown_values_total",
+    "Values unseen in training read as missing (request policy unknown=missing), per model and feature; "
+    "a series appears at its first count, for a feature of a loaded model only.",
+    ("model", "feature"),
+)
 REQUEST_SECONDS = Histogram(
     "bnserve_request_seconds",
     "Time to answer one prediction request (Predict or ModelInfer) in the handler, per model: "

@@ -115,6 +115,13 @@ class ServedModel:
         assert compiled is not None, "the repository hands out compiled versions only"
         return compiled
 
+    def record_unseen(self, unseen: Mapping[int, int]) -> None:
+        """Count values unseen in training read as missing: feature column -> how many.
+        The series are this model's features only, made at their first count, so what a
+        client sends cannot add series."""
+        for j, n in unseen.items():
+            metrics.UNKNOWN_VALUES.labels(self.name, self.compiled.features[j].name).inc(n)
+
     def record(self, winners: np.ndarray, started: float) -> None:
         """Count one answered request: its rows, their most probable classes, its batch size,
         and its time since ``started`` (``time.perf_counter()`` when the handler began)."""

@@ -1,7 +1,9 @@
 """Turn the wire forms of a prediction request into the coded matrix the model takes.
 
 This is the boundary: every name, label and code is checked here (with a message
-naming it), so the compiled model can trust its input. Both APIs come through here:
+naming it), so the compiled model can trust its input; a value unseen in training is
+read as missing (and counted) or refused by the store's one rule
+(``bnserve.store.model.unseen``). Both APIs come through here:
 Predict's instances and dense batches, and the Open Inference Protocol's feature
 columns and codes (``bnserve.server.tensors`` decodes its tensors first).
 """
@@ -18,7 +20,7 @@ from typing import NoReturn
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import MISSING, NOMINAL, NUMERIC, UNKNOWN, Variable
+from bnserve.store.model import DEFAULT_UNKNOWN, MISSING, NUMERIC, UNKNOWN, Variable, settle_unknown, unseen_code
 from bnserve.store.model.discretization import interval_code, interval_codes
 from bnserve.store.predictor import CompiledModel, check_codes
 
@@ -78,15 +80,16 @@ def codes_from_instances(
     compiled: CompiledModel,
     class_name: str,
     instances: Iterable[tuple[Mapping[str, str], Mapping[str, float]]],
-    unseen_as_missing: bool = False,
+    unknown: str = DEFAULT_UNKNOWN,
+    unseen: dict[int, int] | None = None,
 ) -> np.ndarray:
     """(rows, n_features) codes from (text values, numbers) maps, one pair per row.
 
     A text value is a state label or, for a numeric feature, a number; an empty text, an
-    absent feature or a NaN number is missing. With ``unseen_as_missing`` a text that is
-    not a state of a nominal feature counts as missing instead of being refused.
-    Values are looked up in the model's ``FeatureTables``; what they miss is coded, or
-    refused, one value at a time in the same order, so the first error is the same.
+    absent feature or a NaN number is missing. A text no training row had is what
+    ``unknown`` makes of it (``unseen_code``: missing, counted per column in ``unseen``, or
+    refused). Values are looked up in the model's ``FeatureTables``; what they miss is
+    coded, or refused, one value at a time in the same order, so the first error is the same.
     """
     tables = tables_of(compiled)
     column_of, labels, cuts_of = tables.column.get, tables.labels, tables.cuts
@@ -99,7 +102,14 @@ def codes_from_instances(
             j = column_of(name)
             if j is None or (code := labels[j].get(text)) is None:
                 j = _feature_column(compiled, name, class_name)
-                code = _code_of_text(compiled.features[j], text, r, unseen_as_missing)
+                variable = compiled.features[j]
+                code = variable.code_of(text)
+                if code == UNKNOWN:
+                    code = unseen_code(variable, unknown)
+                    if code == UNKNOWN:
+                        _refuse(variable, text, f"instance {r}")
+                    if unseen is not None:
+                        unseen[j] = unseen.get(j, 0) + 1
             row[j] = code
         for name, number in numbers.items():
             j = column_of(name)
@@ -117,6 +127,8 @@ def codes_from_columns(
     rows: int,
     texts: Mapping[str, Sequence[str]],
     numbers: Mapping[str, np.ndarray],
+    unknown: str = DEFAULT_UNKNOWN,
+    unseen: dict[int, int] | None = None,
 ) -> np.ndarray:
     """(rows, n_features) codes from one column of ``rows`` raw values per feature.
 
@@ -125,7 +137,8 @@ def codes_from_columns(
     numeric features (NaN is missing). Unlisted features are missing. The text columns
     are looked up in the model's ``FeatureTables`` into one array; if a name or a text
     misses them, they are coded (or refused) again column by column with
-    ``Variable.codes_of``, in order, so the first error is the same.
+    ``Variable.codes_of``, in order, so the first error is the same. ``unknown`` and
+    ``unseen``: as ``codes_from_instances``.
     """
     tables = tables_of(compiled)
     column_of, labels = tables.column.get, tables.labels
@@ -139,7 +152,7 @@ def codes_from_columns(
         flat += map(labels[j].get, column, repeat(UNKNOWN))
     given = np.fromiter(flat, dtype=np.int64, count=len(flat)).reshape(len(columns), rows)
     if len(columns) < len(texts) or (given == UNKNOWN).any():
-        columns, given = _text_columns(compiled, class_name, rows, texts)
+        columns, given = _text_columns(compiled, class_name, rows, texts, unknown, unseen)
     codes = np.full((rows, len(labels)), MISSING, dtype=np.int64)
     codes[:, columns] = given.T
     for name, numeric in numbers.items():
@@ -151,33 +164,31 @@ def codes_from_columns(
 
 
 def _text_columns(
-    compiled: CompiledModel, class_name: str, rows: int, texts: Mapping[str, Sequence[str]]
+    compiled: CompiledModel,
+    class_name: str,
+    rows: int,
+    texts: Mapping[str, Sequence[str]],
+    unknown: str,
+    unseen: dict[int, int] | None,
 ) -> tuple[list[int], np.ndarray]:
     """(columns, codes (len(columns), rows)) of text columns, one ``Variable.codes_of`` each:
-    numbers as text, whole numbers such as "14.0", and the first unknown name or text refused."""
+    numbers as text, whole numbers such as "14.0", unseen texts as ``settle_unknown`` says,
+    and the first unknown name or text left refused."""
     columns: list[int] = []
     given = np.empty((len(texts), rows), dtype=np.int64)
     for k, (name, column) in enumerate(texts.items()):
         j = _feature_column(compiled, name, class_name)
         variable = compiled.features[j]
-        given[k] = coded = variable.codes_of(column)
-        unknown = np.flatnonzero(coded == UNKNOWN)
-        if unknown.size:
-            _refuse(variable, column[int(unknown[0])], f"row {int(unknown[0])}")
+        coded = variable.codes_of(column)
+        settled = settle_unknown(variable, coded, unknown)
+        if settled.size and unseen is not None:
+            unseen[j] = unseen.get(j, 0) + settled.size
+        left = np.flatnonzero(coded == UNKNOWN)
+        if left.size:
+            _refuse(variable, column[int(left[0])], f"row {int(left[0])}")
+        given[k] = coded
         columns.append(j)
     return columns, given
-
-
-def _code_of_text(variable: Variable, text: str, row: int, unseen_as_missing: bool) -> int:
-    """The state code of one raw text value of instance ``row`` (``Variable.code_of``); an
-    unseen label of a nominal feature is missing when ``unseen_as_missing``; anything else
-    unknown is refused."""
-    code = variable.code_of(text)
-    if code != UNKNOWN:
-        return code
-    if unseen_as_missing and variable.kind == NOMINAL:
-        return MISSING
-    _refuse(variable, text, f"instance {row}")
 
 
 def _refuse(variable: Variable, text: str, where: str) -> NoReturn:

@@ -20,9 +20,11 @@ import numpy as np
 
 from bnserve.server.requests import codes_from_columns, codes_from_dense
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES, unknown_policy
 from bnserve.store.predictor import CompiledModel
 
 CODES = "codes"
+UNKNOWN = "unknown"  # the request parameter naming the policy for values unseen in training
 LABEL = "label"
 PROBABILITIES = "probabilities"
 OUTPUTS = (LABEL, PROBABILITIES)
@@ -171,8 +173,26 @@ def _text(name: str, index: int, item: bytes) -> str:
         raise InvalidInput(f"input {name!r}: element {index} is not UTF-8 text") from None
 
 
-def codes_from_inputs(compiled: CompiledModel, class_name: str, tensors: list[Tensor]) -> np.ndarray:
-    """(rows, n_features) codes from the decoded inputs, in either form."""
+def unknown_parameter(request: Any) -> str:
+    """The request's ``unknown`` parameter (a string: missing or error; absent, the default):
+    what a value unseen in training becomes (``bnserve.store.model.unseen``)."""
+    if UNKNOWN not in request.parameters:
+        return DEFAULT_UNKNOWN
+    parameter = request.parameters[UNKNOWN]
+    if parameter.WhichOneof("parameter_choice") != "string_param":
+        raise InvalidInput(f"parameter {UNKNOWN!r} must be a string_param, one of {', '.join(UNKNOWN_POLICIES)}")
+    return unknown_policy(parameter.string_param, f"parameter {UNKNOWN!r}")
+
+
+def codes_from_inputs(
+    compiled: CompiledModel,
+    class_name: str,
+    tensors: list[Tensor],
+    unknown: str = DEFAULT_UNKNOWN,
+    unseen: dict[int, int] | None = None,
+) -> np.ndarray:
+    """(rows, n_features) codes from the decoded inputs, in either form; ``unknown`` and
+    ``unseen`` apply to feature tensors (``codes_from_columns``), not to state codes."""
     if not tensors:
         raise InvalidInput(f"the request has no inputs; send one tensor per feature, or one {CODES!r} tensor")
     if CODES not in compiled.feature_index and any(t.name == CODES for t in tensors):
@@ -192,7 +212,7 @@ def codes_from_inputs(compiled: CompiledModel, class_name: str, tensors: list[Te
             texts[t.name] = t.texts
         else:
             numbers[t.name] = np.asarray(t.numbers, dtype=np.float64)
-    return codes_from_columns(compiled, class_name, first.shape[0], texts, numbers)
+    return codes_from_columns(compiled, class_name, first.shape[0], texts, numbers, unknown, unseen)
 
 
 def _codes_tensor(compiled: CompiledModel, class_name: str, tensor: Tensor) -> np.ndarray:

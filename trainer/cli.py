@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from bnserve.store.errors import BnServeError, InvalidInput
-from bnserve.store.model import Model
+from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES, Model
 from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags, parse_ref
 from bnserve.store.model.serialization import structure_dict
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS, with_table_precision
@@ -280,6 +280,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_CHUNK_ROWS,
         metavar="N",
         help=f"read, score and write N rows at a time (default {DEFAULT_CHUNK_ROWS:,})",
+    )
+    p.add_argument(
+        "--unknown",
+        choices=UNKNOWN_POLICIES,
+        default=DEFAULT_UNKNOWN,
+        help="a value no training row had: 'missing' reads it as missing (summed out) and counts it on stderr; "
+        "'error' refuses the file, naming the column and value (default %(default)s)",
     )
     _reading_flags(p, as_trained=True)
     _quiet_flag(p)
@@ -817,7 +824,14 @@ def _predict(args: argparse.Namespace) -> int:
     keep = list(dict.fromkeys(args.keep))
     reading = as_trained(mv.model, args.na_values, args.keep_whitespace, args.delimiter, _read_limits(args, False))
     scored = score_file(
-        mv.model, args.data, args.out, keep=keep, fmt=args.fmt, preprocessing=reading, chunk_rows=args.chunk_rows
+        mv.model,
+        args.data,
+        args.out,
+        keep=keep,
+        fmt=args.fmt,
+        preprocessing=reading,
+        chunk_rows=args.chunk_rows,
+        unknown=args.unknown,
     )
     where = f" into {args.out}" if args.out else ""
     print(
@@ -831,6 +845,8 @@ def _predict(args: argparse.Namespace) -> int:
             f"{PROG}: accuracy {accuracy} ({scored.correct:,} of the {scored.with_class:,} rows with a class)",
             file=sys.stderr,
         )
+    if scored.unseen.total:
+        print(f"{PROG}: {scored.unseen.summary()}", file=sys.stderr)
     return 0
 
 

@@ -3,6 +3,8 @@ model version's variables as the server codes a request (``Variable.codes_of``: 
 a state label, a number for a numeric feature), their class probabilities from the model
 compiled as the server compiles it (``compile_model``: the version's table precision;
 missing values marginalised exactly), and written a chunk at a time as CSV or Parquet.
+A value unseen in training is read as missing and counted, or refused with ``unknown``
+"error" (``bnserve.store.model.unseen``, the server's and the estimator's rule too).
 
 What is held is one chunk, whatever the file's size (ARFF, which is not read in chunks,
 is read whole). An output file is written beside its final name and renamed into place at
@@ -15,8 +17,8 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
@@ -25,10 +27,11 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import Model
+from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data.encoded import encode_table
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES, Preprocessing
+from bnserve.trainer.data.unseen import UnseenValues
 from bnserve.trainer.io import (
     CHUNKED,
     DEFAULT_READ_LIMITS,
@@ -80,12 +83,14 @@ def as_trained(
 @dataclass
 class Scored:
     """What scoring a file found: rows scored, those with a missing feature value, and where
-    the file has the class column, the rows with a class and how many were predicted right."""
+    the file has the class column, the rows with a class and how many were predicted right;
+    the values unseen in training read as missing (``unseen``)."""
 
     rows: int = 0
     with_missing: int = 0
     with_class: int | None = None
     correct: int = 0
+    unseen: UnseenValues = field(default_factory=UnseenValues)
 
     @property
     def accuracy(self) -> float | None:
@@ -101,10 +106,13 @@ def score_file(
     fmt: str | None = None,
     preprocessing: Preprocessing | None = None,
     chunk_rows: int = 100_000,
+    unknown: str = DEFAULT_UNKNOWN,
 ) -> Scored:
     """Score every row of ``source`` and write ``keep`` (columns copied through as text),
     ``PREDICTED`` and one ``probability_column`` per class to ``out`` (.csv or .parquet;
-    None: CSV on stdout)."""
+    None: CSV on stdout). ``unknown``: what a value unseen in training becomes
+    (``bnserve.store.model.unseen``). Nothing is written before the first chunk is coded,
+    so a file refused at its first chunk leaves no header on stdout."""
     preprocessing = preprocessing or Preprocessing()
     out_fmt = output_format(out)
     if out_fmt is None:
@@ -119,19 +127,24 @@ def score_file(
     )
     missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
     scored = Scored()
-    with _writer(out, out_fmt, schema) as write, stage("scoring", unit="rows") as bar:
+    with ExitStack() as output, stage("scoring", unit="rows") as bar:
+        write = None
         for table in _tables(source, fmt, preprocessing, chunk_rows):
             absent = [name for name in keep if name not in table.header]
             if absent:
                 raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
-            X, y = encode_table(table, model.variables, class_optional=True)
+            X, y = encode_table(table, model.variables, class_optional=True, unknown=unknown, unseen=scored.unseen)
             proba = compiled.predict_proba(X)
             winners = np.argmax(proba, axis=1)
             _count(scored, X, y, winners, missing_codes)
             kept = [_strings(table.columns[table.header.index(name)]) for name in keep]
             predicted = _strings(TextColumn(np.array(compiled.classes, dtype=object), winners))
+            if write is None:
+                write = output.enter_context(_writer(out, out_fmt, schema))
             write(pa.record_batch([*kept, predicted, *np.ascontiguousarray(proba.T)], schema=schema))
             bar.update(table.n_rows)
+        if write is None:  # no rows: the header alone
+            output.enter_context(_writer(out, out_fmt, schema))
     return scored
 
 

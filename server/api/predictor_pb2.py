@@ -25,13 +25,15 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62nserve/v1/predictor.proto\x12\nbnserve.v1\"\xd2\x01\n\x0ePredictRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\x07version\x18\x02 \x01(\x03H\x00\x12\x0f\n\x05\x61lias\x18\x03 \x01(\tH\x00\x12\'\n\tinstances\x18\x04 \x03(\x0b\x32\x14.bnserve.v1.Instance\x12%\n\x05\x64\x65nse\x18\x05 \x01(\x0b\x32\x16.bnserve.v1.DenseBatch\x12\x19\n\x11unseen_as_missing\x18\x06 \x01(\x08\x12\x16\n\x0e\x64\x65nse_response\x18\x07 \x01(\x08\x42\n\n\x08selector\"\xcf\x01\n\x08Instance\x12\x30\n\x06values\x18\x01 \x03(\x0b\x32 .bnserve.v1.Instance.ValuesEntry\x12\x32\n\x07numbers\x18\x02 \x03(\x0b\x32!.bnserve.v1.Instance.NumbersEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0cNumbersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"=\n\nDenseBatch\x12\x10\n\x08\x66\x65\x61tures\x18\x01 \x03(\t\x12\r\n\x05\x63odes\x18\x02 \x03(\x11\x12\x0e\n\x06values\x18\x03 \x03(\x01\"\x9c\x01\n\x0fPredictResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07\x63lasses\x18\x03 \x03(\t\x12+\n\x0bpredictions\x18\x04 \x03(\x0b\x32\x16.bnserve.v1.Prediction\x12+\n\x05\x64\x65nse\x18\x05 \x01(\x0b\x32\x1c.bnserve.v1.DensePredictions\"9\n\x10\x44\x65nsePredictions\x12\x0e\n\x06labels\x18\x01 \x03(\r\x12\x15\n\rprobabilities\x18\x02 \x03(\x01\"2\n\nPrediction\x12\r\n\x05label\x18\x01 \x01(\t\x12\x15\n\rprobabilities\x18\x02 \x03(\x01\"t\n\x17GetModelMetadataRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\x07version\x18\x02 \x01(\x03H\x00\x12\x0f\n\x05\x61lias\x18\x03 \x01(\tH\x00\x12\x1a\n\x12include_parameters\x18\x04 \x01(\x08\x42\n\n\x08selector\"i\n\x08Variable\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06states\x18\x03 \x03(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04\x63uts\x18\x05 \x03(\x01\x12\x15\n\rmissing_state\x18\x06 \x01(\x08\"5\n\x03\x41rc\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\r\n\x05\x63hild\x18\x02 \x01(\t\x12\x0f\n\x07network\x18\x03 \x01(\x05\"T\n\x03\x43pt\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07parents\x18\x02 \x03(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0e\n\x06values\x18\x04 \x03(\x01\x12\x0f\n\x07network\x18\x05 \x01(\x05\"\x18\n\x07Network\x12\r\n\x05nodes\x18\x01 \x03(\t\"\xe6\x02\n\rModelMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07\x61liases\x18\x03 \x03(\t\x12\x11\n\talgorithm\x18\x04 \x01(\t\x12\x17\n\x0fparameters_json\x18\x05 \x01(\t\x12\'\n\tvariables\x18\x06 \x03(\x0b\x32\x14.bnserve.v1.Variable\x12\x1d\n\x04\x61rcs\x18\x07 \x03(\x0b\x32\x0f.bnserve.v1.Arc\x12\x1d\n\x04\x63pts\x18\x08 \x03(\x0b\x32\x0f.bnserve.v1.Cpt\x12\x13\n\x0b\x63ombination\x18\t \x01(\t\x12\x16\n\x0e\x63lass_variable\x18\n \x01(\t\x12%\n\x08networks\x18\x0b \x03(\x0b\x32\x13.bnserve.v1.Network\x12\x15\n\rmetadata_json\x18\x0c \x01(\t\x12\x15\n\rcreated_at_ms\x18\r \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x0e \x01(\t\"\x13\n\x11ListModelsRequest\"\xae\x01\n\x0cModelSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08versions\x18\x02 \x03(\x03\x12\x36\n\x07\x61liases\x18\x03 \x03(\x0b\x32%.bnserve.v1.ModelSummary.AliasesEntry\x12\x16\n\x0elatest_version\x18\x04 \x01(\x03\x1a.\n\x0c\x41liasesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\">\n\x12ListModelsResponse\x12(\n\x06models\x18\x01 \x03(\x0b\x32\x18.bnserve.v1.ModelSummary2\xf0\x01\n\tPredictor\x12\x42\n\x07Predict\x12\x1a.bnserve.v1.PredictRequest\x1a\x1b.bnserve.v1.PredictResponse\x12R\n\x10GetModelMetadata\x12#.bnserve.v1.GetModelMetadataRequest\x1a\x19.bnserve.v1.ModelMetadata\x12K\n\nListModels\x12\x1d.bnserve.v1.ListModelsRequest\x1a\x1e.bnserve.v1.ListModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x62nserve/v1/predictor.proto\x12\nbnserve.v1\"\xe7\x01\n\x0ePredictRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\x07version\x18\x02 \x01(\x03H\x00\x12\x0f\n\x05\x61lias\x18\x03 \x01(\tH\x00\x12\'\n\tinstances\x18\x04 \x03(\x0b\x32\x14.bnserve.v1.Instance\x12%\n\x05\x64\x65nse\x18\x05 \x01(\x0b\x32\x16.bnserve.v1.DenseBatch\x12\x1d\n\x11unseen_as_missing\x18\x06 \x01(\x08\x42\x02\x18\x01\x12\x16\n\x0e\x64\x65nse_response\x18\x07 \x01(\x08\x12\x0f\n\x07unknown\x18\x08 \x01(\tB\n\n\x08selector\"\xcf\x01\n\x08Instance\x12\x30\n\x06values\x18\x01 \x03(\x0b\x32 .bnserve.v1.Instance.ValuesEntry\x12\x32\n\x07numbers\x18\x02 \x03(\x0b\x32!.bnserve.v1.Instance.NumbersEntry\x1a-\n\x0bValuesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a.\n\x0cNumbersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"=\n\nDenseBatch\x12\x10\n\x08\x66\x65\x61tures\x18\x01 \x03(\t\x12\r\n\x05\x63odes\x18\x02 \x03(\x11\x12\x0e\n\x06values\x18\x03 \x03(\x01\"\x9c\x01\n\x0fPredictResponse\x12\r\n\x05model\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07\x63lasses\x18\x03 \x03(\t\x12+\n\x0bpredictions\x18\x04 \x03(\x0b\x32\x16.bnserve.v1.Prediction\x12+\n\x05\x64\x65nse\x18\x05 \x01(\x0b\x32\x1c.bnserve.v1.DensePredictions\"9\n\x10\x44\x65nsePredictions\x12\x0e\n\x06labels\x18\x01 \x03(\r\x12\x15\n\rprobabilities\x18\x02 \x03(\x01\"2\n\nPrediction\x12\r\n\x05label\x18\x01 \x01(\t\x12\x15\n\rprobabilities\x18\x02 \x03(\x01\"t\n\x17GetModelMetadataRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x11\n\x07version\x18\x02 \x01(\x03H\x00\x12\x0f\n\x05\x61lias\x18\x03 \x01(\tH\x00\x12\x1a\n\x12include_parameters\x18\x04 \x01(\x08\x42\n\n\x08selector\"i\n\x08Variable\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06states\x18\x03 \x03(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x0c\n\x04\x63uts\x18\x05 \x03(\x01\x12\x15\n\rmissing_state\x18\x06 \x01(\x08\"5\n\x03\x41rc\x12\x0e\n\x06parent\x18\x01 \x01(\t\x12\r\n\x05\x63hild\x18\x02 \x01(\t\x12\x0f\n\x07network\x18\x03 \x01(\x05\"T\n\x03\x43pt\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07parents\x18\x02 \x03(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\x12\x0e\n\x06values\x18\x04 \x03(\x01\x12\x0f\n\x07network\x18\x05 \x01(\x05\"\x18\n\x07Network\x12\r\n\x05nodes\x18\x01 \x03(\t\"\xe6\x02\n\rModelMetadata\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07\x61liases\x18\x03 \x03(\t\x12\x11\n\talgorithm\x18\x04 \x01(\t\x12\x17\n\x0fparameters_json\x18\x05 \x01(\t\x12\'\n\tvariables\x18\x06 \x03(\x0b\x32\x14.bnserve.v1.Variable\x12\x1d\n\x04\x61rcs\x18\x07 \x03(\x0b\x32\x0f.bnserve.v1.Arc\x12\x1d\n\x04\x63pts\x18\x08 \x03(\x0b\x32\x0f.bnserve.v1.Cpt\x12\x13\n\x0b\x63ombination\x18\t \x01(\t\x12\x16\n\x0e\x63lass_variable\x18\n \x01(\t\x12%\n\x08networks\x18\x0b \x03(\x0b\x32\x13.bnserve.v1.Network\x12\x15\n\rmetadata_json\x18\x0c \x01(\t\x12\x15\n\rcreated_at_ms\x18\r \x01(\x03\x12\x10\n\x08\x63hecksum\x18\x0e \x01(\t\"\x13\n\x11ListModelsRequest\"\xae\x01\n\x0cModelSummary\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08versions\x18\x02 \x03(\x03\x12\x36\n\x07\x61liases\x18\x03 \x03(\x0b\x32%.bnserve.v1.ModelSummary.AliasesEntry\x12\x16\n\x0elatest_version\x18\x04 \x01(\x03\x1a.\n\x0c\x41liasesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\">\n\x12ListModelsResponse\x12(\n\x06models\x18\x01 \x03(\x0b\x32\x18.bnserve.v1.ModelSummary2\xf0\x01\n\tPredictor\x12\x42\n\x07Predict\x12\x1a.bnserve.v1.PredictRequest\x1a\x1b.bnserve.v1.PredictResponse\x12R\n\x10GetModelMetadata\x12#.bnserve.v1.GetModelMetadataRequest\x1a\x19.bnserve.v1.ModelMetadata\x12K\n\nListModels\x12\x1d.bnserve.v1.ListModelsRequest\x1a\x1e.bnserve.v1.ListModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'bnserve.v1.predictor_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_PREDICTREQUEST'].fields_by_name['unseen_as_missing']._loaded_options = None
+  _globals['_PREDICTREQUEST'].fields_by_name['unseen_as_missing']._serialized_options = b'\030\001'
   _globals['_INSTANCE_VALUESENTRY']._loaded_options = None
   _globals['_INSTANCE_VALUESENTRY']._serialized_options = b'8\001'
   _globals['_INSTANCE_NUMBERSENTRY']._loaded_options = None
@@ -39,41 +41,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MODELSUMMARY_ALIASESENTRY']._loaded_options = None
   _globals['_MODELSUMMARY_ALIASESENTRY']._serialized_options = b'8\001'
   _globals['_PREDICTREQUEST']._serialized_start=43
-  _globals['_PREDICTREQUEST']._serialized_end=253
-  _globals['_INSTANCE']._serialized_start=256
-  _globals['_INSTANCE']._serialized_end=463
-  _globals['_INSTANCE_VALUESENTRY']._serialized_start=370
-  _globals['_INSTANCE_VALUESENTRY']._serialized_end=415
-  _globals['_INSTANCE_NUMBERSENTRY']._serialized_start=417
-  _globals['_INSTANCE_NUMBERSENTRY']._serialized_end=463
-  _globals['_DENSEBATCH']._serialized_start=465
-  _globals['_DENSEBATCH']._serialized_end=526
-  _globals['_PREDICTRESPONSE']._serialized_start=529
-  _globals['_PREDICTRESPONSE']._serialized_end=685
-  _globals['_DENSEPREDICTIONS']._serialized_start=687
-  _globals['_DENSEPREDICTIONS']._serialized_end=744
-  _globals['_PREDICTION']._serialized_start=746
-  _globals['_PREDICTION']._serialized_end=796
-  _globals['_GETMODELMETADATAREQUEST']._serialized_start=798
-  _globals['_GETMODELMETADATAREQUEST']._serialized_end=914
-  _globals['_VARIABLE']._serialized_start=916
-  _globals['_VARIABLE']._serialized_end=1021
-  _globals['_ARC']._serialized_start=1023
-  _globals['_ARC']._serialized_end=1076
-  _globals['_CPT']._serialized_start=1078
-  _globals['_CPT']._serialized_end=1162
-  _globals['_NETWORK']._serialized_start=1164
-  _globals['_NETWORK']._serialized_end=1188
-  _globals['_MODELMETADATA']._serialized_start=1191
-  _globals['_MODELMETADATA']._serialized_end=1549
-  _globals['_LISTMODELSREQUEST']._serialized_start=1551
-  _globals['_LISTMODELSREQUEST']._serialized_end=1570
-  _globals['_MODELSUMMARY']._serialized_start=1573
-  _globals['_MODELSUMMARY']._serialized_end=1747
-  _globals['_MODELSUMMARY_ALIASESENTRY']._serialized_start=1701
-  _globals['_MODELSUMMARY_ALIASESENTRY']._serialized_end=1747
-  _globals['_LISTMODELSRESPONSE']._serialized_start=1749
-  _globals['_LISTMODELSRESPONSE']._serialized_end=1811
-  _globals['_PREDICTOR']._serialized_start=1814
-  _globals['_PREDICTOR']._serialized_end=2054
+  _globals['_PREDICTREQUEST']._serialized_end=274
+  _globals['_INSTANCE']._serialized_start=277
+  _globals['_INSTANCE']._serialized_end=484
+  _globals['_INSTANCE_VALUESENTRY']._serialized_start=391
+  _globals['_INSTANCE_VALUESENTRY']._serialized_end=436
+  _globals['_INSTANCE_NUMBERSENTRY']._serialized_start=438
+  _globals['_INSTANCE_NUMBERSENTRY']._serialized_end=484
+  _globals['_DENSEBATCH']._serialized_start=486
+  _globals['_DENSEBATCH']._serialized_end=547
+  _globals['_PREDICTRESPONSE']._serialized_start=550
+  _globals['_PREDICTRESPONSE']._serialized_end=706
+  _globals['_DENSEPREDICTIONS']._serialized_start=708
+  _globals['_DENSEPREDICTIONS']._serialized_end=765
+  _globals['_PREDICTION']._serialized_start=767
+  _globals['_PREDICTION']._serialized_end=817
+  _globals['_GETMODELMETADATAREQUEST']._serialized_start=819
+  _globals['_GETMODELMETADATAREQUEST']._serialized_end=935
+  _globals['_VARIABLE']._serialized_start=937
+  _globals['_VARIABLE']._serialized_end=1042
+  _globals['_ARC']._serialized_start=1044
+  _globals['_ARC']._serialized_end=1097
+  _globals['_CPT']._serialized_start=1099
+  _globals['_CPT']._serialized_end=1183
+  _globals['_NETWORK']._serialized_start=1185
+  _globals['_NETWORK']._serialized_end=1209
+  _globals['_MODELMETADATA']._serialized_start=1212
+  _globals['_MODELMETADATA']._serialized_end=1570
+  _globals['_LISTMODELSREQUEST']._serialized_start=1572
+  _globals['_LISTMODELSREQUEST']._serialized_end=1591
+  _globals['_MODELSUMMARY']._serialized_start=1594
+  _globals['_MODELSUMMARY']._serialized_end=1768
+  _globals['_MODELSUMMARY_ALIASESENTRY']._serialized_start=1722
+  _globals['_MODELSUMMARY_ALIASESENTRY']._serialized_end=1768
+  _globals['_LISTMODELSRESPONSE']._serialized_start=1770
+  _globals['_LISTMODELSRESPONSE']._serialized_end=1832
+  _globals['_PREDICTOR']._serialized_start=1835
+  _globals['_PREDICTOR']._serialized_end=2075
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PredictRequest(_message.Message):
-    __slots__ = ("model", "version", "alias", "instances", "dense", "unseen_as_missing", "dense_response")
+    __slots__ = ("model", "version", "alias", "instances", "dense", "unseen_as_missing", "dense_response", "unknown")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ALIAS_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class PredictRequest(_message.Message):
     DENSE_FIELD_NUMBER: _ClassVar[int]
     UNSEEN_AS_MISSING_FIELD_NUMBER: _ClassVar[int]
     DENSE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_FIELD_NUMBER: _ClassVar[int]
     model: str
     version: int
     alias: str
@@ -23,7 +24,8 @@ class PredictRequest(_message.Message):
     dense: DenseBatch
     unseen_as_missing: bool
     dense_response: bool
-    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., dense: _Optional[_Union[DenseBatch, _Mapping]] = ..., unseen_as_missing: _Optional[bool] = ..., dense_response: _Optional[bool] = ...) -> None: ...
+    unknown: str
+    def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., instances: _Optional[_Iterable[_Union[Instance, _Mapping]]] = ..., dense: _Optional[_Union[DenseBatch, _Mapping]] = ..., unseen_as_missing: _Optional[bool] = ..., dense_response: _Optional[bool] = ..., unknown: _Optional[str] = ...) -> None: ...
 
 class Instance(_message.Message):
     __slots__ = ("values", "numbers")

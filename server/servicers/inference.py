@@ -22,6 +22,7 @@ from bnserve.server.tensors import (
     output_metadata,
     read_inputs,
     requested_outputs,
+    unknown_parameter,
     write_outputs,
 )
 from bnserve.store.errors import InvalidInput, InvalidModel, NotFound, StoreRefused, StoreUnavailable
@@ -91,10 +92,14 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(
         self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext
     ) -> pb.ModelInferResponse:
-        outputs = requested_outputs(request)  # a check of the request alone: before any lookup
+        outputs = requested_outputs(request)  # checks of the request alone: before any lookup
+        unknown = unknown_parameter(request)
 
         def decode(served: ServedModel) -> np.ndarray:
-            return codes_from_inputs(served.compiled, served.class_name, read_inputs(request))
+            unseen: dict[int, int] = {}
+            codes = codes_from_inputs(served.compiled, served.class_name, read_inputs(request), unknown, unseen)
+            served.record_unseen(unseen)
+            return codes
 
         def encode(served: ServedModel, proba: np.ndarray, winners: np.ndarray) -> pb.ModelInferResponse:
             response = pb.ModelInferResponse(model_name=served.name, model_version=str(served.version), id=request.id)

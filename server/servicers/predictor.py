@@ -19,6 +19,7 @@ from bnserve.server.repository import ServedModel
 from bnserve.server.requests import codes_from_dense, codes_from_instances
 from bnserve.server.responses import predict_response
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model import REFUSE, unknown_policy
 
 
 def _selector(request) -> dict:
@@ -32,6 +33,15 @@ def _selector(request) -> dict:
     return {}
 
 
+def _unknown(request: pb.PredictRequest) -> str:
+    """The request's policy for values unseen in training (``unknown``; "" the default).
+    ``unseen_as_missing``, which asked for what is now the default, may not contradict it."""
+    unknown = unknown_policy(request.unknown, "unknown")
+    if request.unseen_as_missing and unknown == REFUSE:
+        raise InvalidInput("unseen_as_missing contradicts unknown 'error'; set unknown alone")
+    return unknown
+
+
 class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
     def __init__(self, dataplane: DataPlane):
         self._dataplane = dataplane
@@ -39,17 +49,18 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
     async def Predict(self, request: pb.PredictRequest, context: grpc.aio.ServicerContext) -> pb.PredictResponse:
         if request.instances and request.HasField("dense"):
             raise InvalidInput("set either instances or dense, not both")
+        unknown = _unknown(request)
 
         def decode(served: ServedModel) -> np.ndarray:
             if request.HasField("dense"):
                 dense = request.dense
                 return codes_from_dense(served.compiled, served.class_name, dense.features, dense.codes, dense.values)
-            return codes_from_instances(
-                served.compiled,
-                served.class_name,
-                ((i.values, i.numbers) for i in request.instances),
-                request.unseen_as_missing,
+            unseen: dict[int, int] = {}
+            codes = codes_from_instances(
+                served.compiled, served.class_name, ((i.values, i.numbers) for i in request.instances), unknown, unseen
             )
+            served.record_unseen(unseen)
+            return codes
 
         def encode(served: ServedModel, proba: np.ndarray, winners: np.ndarray) -> pb.PredictResponse:
             classes = served.compiled.classes  # one Prediction per row, or two flat arrays; no message per row

@@ -1,7 +1,8 @@
 """The model contract: any Bayesian network classifier as variables, DAGs and CPTs, what
 every learner produces and the server serves (``network``), how raw values become states
-(``variable``, ``discretization``), how a model travels as data (``serialization``), and
-the rules for names, aliases and versions (``names``)."""
+(``variable``, ``discretization``) and what a value unseen in training becomes
+(``unseen``), how a model travels as data (``serialization``), and the rules for names,
+aliases and versions (``names``)."""
 
 from bnserve.store.model.network import (
     COMBINATIONS,
@@ -14,6 +15,15 @@ from bnserve.store.model.network import (
     Model,
     Network,
     Node,
+)
+from bnserve.store.model.unseen import (
+    DEFAULT_UNKNOWN,
+    READ_AS_MISSING,
+    REFUSE,
+    UNKNOWN_POLICIES,
+    settle_unknown,
+    unknown_policy,
+    unseen_code,
 )
 from bnserve.store.model.variable import (
     CLASS,
@@ -32,6 +42,7 @@ __all__ = [
     "CLASS",
     "COMBINATIONS",
     "CPT_DTYPE",
+    "DEFAULT_UNKNOWN",
     "FEATURE",
     "KINDS",
     "MAX_NAME_LENGTH",
@@ -42,11 +53,17 @@ __all__ = [
     "NOMINAL",
     "NORMALISATION_TOLERANCE",
     "NUMERIC",
+    "READ_AS_MISSING",
+    "REFUSE",
     "ROLES",
     "SINGLE",
     "UNKNOWN",
+    "UNKNOWN_POLICIES",
     "Model",
     "Network",
     "Node",
     "Variable",
+    "settle_unknown",
+    "unknown_policy",
+    "unseen_code",
 ]

@@ -98,7 +98,8 @@ def test_fkdb_on_chess_over_the_wire(served, chess_rows):
         stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values={"nosuch": "f"})]))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "nosuch" in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
-        stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values={"bkblk": "maybe"})]))
+        stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values={"bkblk": "maybe"})],
+                                       unknown="error"))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "maybe" in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
         stub.Predict(pb.PredictRequest(model="no-such-model"))

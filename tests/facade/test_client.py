@@ -147,8 +147,8 @@ def test_errors_come_as_the_server_sent_them(server):
         with pytest.raises(grpc.RpcError) as missing:
             client.predict("no-such-model", [{}])
         with pytest.raises(grpc.RpcError) as bad:
-            client.predict("hepatitis", [{"SEX": "unknown"}])
-        unseen = client.predict("hepatitis", [{"SEX": "unknown"}], unseen_as_missing=True)
+            client.predict("hepatitis", [{"SEX": "unknown"}], unknown="error")
+        unseen = client.predict("hepatitis", [{"SEX": "unknown"}])
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'unknown'" in bad.value.details()
     assert unseen.probabilities.shape == (1, 2)

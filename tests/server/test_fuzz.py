@@ -70,6 +70,7 @@ names = st.one_of(st.sampled_from(FEATURES), texts)
 @st.composite
 def predict_requests(draw) -> pb.PredictRequest:
     request = pb.PredictRequest(model=draw(model_names), unseen_as_missing=draw(st.booleans()),
+                                unknown=draw(st.sampled_from(["", "missing", "error", "Error", "x" * 1000])),
                                 dense_response=draw(st.booleans()))
     selector = draw(st.sampled_from(["none", "version", "alias"]))
     if selector == "version":

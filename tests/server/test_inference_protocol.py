@@ -145,10 +145,11 @@ def _text_of(draw, variable, code: int) -> str:
     return variable.states[code]
 
 
-def _infer(client, name: str, tensors, outputs=None, request_id: str = "", version: str = "") -> tc.InferResult:
+def _infer(client, name: str, tensors, outputs=None, request_id: str = "", version: str = "",
+           parameters=None) -> tc.InferResult:
     requested = None if outputs is None else [tc.InferRequestedOutput(o) for o in outputs]
     return client.infer(name, [_input(t) for t in tensors], model_version=version, outputs=requested,
-                        request_id=request_id)
+                        request_id=request_id, parameters=parameters)
 
 
 def _input(tensor: tuple[str, str, np.ndarray]) -> tc.InferInput:
@@ -366,7 +367,9 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
         (infer(codes("INT32", [[-2] + one_row[1:]])), "'codes'"),
         (infer(number(nominal.name, "FP64", 1.0)), repr(nominal.name)),
         (infer(number(nominal.name, "INT32", 0)), repr(nominal.name)),
-        (infer(text(nominal.name, "nope")), "'nope'"),
+        (infer(text(nominal.name, "nope"), parameters={"unknown": "error"}), "'nope'"),
+        (infer(text(nominal.name, "nope"), parameters={"unknown": "ignore"}), "'ignore'"),
+        (infer(text(nominal.name, "nope"), parameters={"unknown": True}), "string_param"),
         (infer(text(numeric.name, "abc")), repr(numeric.name)),
         (infer(text(numeric.name, "nan")), "or a number"),
         (infer(text(nominal.name, b"\xff")), repr(nominal.name)),

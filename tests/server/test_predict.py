@@ -134,12 +134,12 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
     def dense(features, codes):
         return pb.PredictRequest(model=name, dense=pb.DenseBatch(features=features, codes=codes))
 
-    def friendly(values):
-        return pb.PredictRequest(model=name, instances=[pb.Instance(values=values)])
+    def friendly(values, unknown=""):
+        return pb.PredictRequest(model=name, instances=[pb.Instance(values=values)], unknown=unknown)
 
     bad = [
         (friendly({"zz": "a"}), "'zz'"),
-        (friendly({f0.name: "nope"}), "'nope'"),
+        (friendly({f0.name: "nope"}, "error"), "'nope'"),
         (friendly({"class": "x"}), "class"),
         (dense([f0.name, f1.name], [0, 0, 0]), "multiple"),
         (dense([f0.name], [f0.cardinality]), f0.name),
@@ -160,7 +160,7 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
         assert culprit in details, (request, details)
 
 
-def test_numeric_features_take_numbers_and_unseen_labels_can_count_as_missing(server):
+def test_numeric_features_take_numbers_and_unseen_labels_count_as_missing_unless_refused(server):
     stub, _ = server
     name = next(n for n, m in MODELS.items() if any(v.kind == NUMERIC for v in m.features) and m.combination == "single")
     model = MODELS[name]
@@ -189,10 +189,20 @@ def test_numeric_features_take_numbers_and_unseen_labels_can_count_as_missing(se
     nominal = next((v for m in MODELS.values() for v in m.features if v.kind != NUMERIC), None)
     owner = next(n for n, m in MODELS.items() if nominal in m.features)
     unseen = pb.PredictRequest(model=owner, instances=[pb.Instance(values={nominal.name: "never seen"})])
-    assert _status(lambda: stub.Predict(unseen))[0] == grpc.StatusCode.INVALID_ARGUMENT
-    unseen.unseen_as_missing = True
     expected = reference_proba(MODELS[owner], _row(MODELS[owner], {}))[0]
     np.testing.assert_allclose(stub.Predict(unseen).predictions[0].probabilities, expected, atol=1e-9)
+    unseen.unseen_as_missing = True  # deprecated: what is now the default
+    np.testing.assert_allclose(stub.Predict(unseen).predictions[0].probabilities, expected, atol=1e-9)
+    unseen.unknown = "error"
+    code, details = _status(lambda: stub.Predict(unseen))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "contradicts unknown 'error'" in details
+    unseen.unseen_as_missing = False
+    code, details = _status(lambda: stub.Predict(unseen))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"feature {nominal.name!r} has no state 'never seen'; allowed: " in details
+    unseen.unknown = "ignore"
+    code, details = _status(lambda: stub.Predict(unseen))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "unknown must be one of missing, error, got 'ignore'" in details
 
 
 def _row(model, codes_by_name: dict) -> np.ndarray:

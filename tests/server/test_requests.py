@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.requests import _feature_column, _numeric_feature, _refuse, codes_from_columns, codes_from_instances
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import MISSING, MISSING_LABEL, NOMINAL, NUMERIC, UNKNOWN, Variable
+from bnserve.store.model import MISSING, MISSING_LABEL, NOMINAL, NUMERIC, UNKNOWN, UNKNOWN_POLICIES, Variable
 from bnserve.store.model.discretization import interval_codes
 from bnserve.store.predictor import compile_model
 from tests.model_factory import CLASS_NAME, random_model
@@ -53,7 +53,7 @@ MODELS = _models()
 COMPILED = [compile_model(m) for m in MODELS]
 
 
-def _slow_instances(compiled, class_name, instances, unseen_as_missing):
+def _slow_instances(compiled, class_name, instances, unknown, unseen):
     codes = np.full((len(instances), len(compiled.features)), MISSING, dtype=np.int64)
     for r, (values, numbers) in enumerate(instances):
         for name, text in values.items():
@@ -61,9 +61,10 @@ def _slow_instances(compiled, class_name, instances, unseen_as_missing):
             variable = compiled.features[column]
             code = variable.code_of(text)
             if code == UNKNOWN:
-                if not (unseen_as_missing and variable.kind == NOMINAL):
+                if not (unknown == "missing" and variable.kind == NOMINAL):
                     _refuse(variable, text, f"instance {r}")
                 code = MISSING
+                unseen[column] = unseen.get(column, 0) + 1
             codes[r, column] = code
         for name, number in numbers.items():
             variable = _numeric_feature(compiled, name, class_name, f"instance {r}")
@@ -73,14 +74,18 @@ def _slow_instances(compiled, class_name, instances, unseen_as_missing):
     return codes
 
 
-def _slow_columns(compiled, class_name, rows, texts, numbers):
+def _slow_columns(compiled, class_name, rows, texts, numbers, unknown, unseen):
     codes = np.full((rows, len(compiled.features)), MISSING, dtype=np.int64)
     for name, column in texts.items():
-        variable = compiled.features[_feature_column(compiled, name, class_name)]
+        j = _feature_column(compiled, name, class_name)
+        variable = compiled.features[j]
         coded = variable.codes_of(column)
-        unknown = np.flatnonzero(coded == UNKNOWN)
-        if unknown.size:
-            _refuse(variable, column[int(unknown[0])], f"row {int(unknown[0])}")
+        if unknown == "missing" and variable.kind == NOMINAL and (coded == UNKNOWN).any():
+            unseen[j] = unseen.get(j, 0) + int(np.count_nonzero(coded == UNKNOWN))
+            coded[coded == UNKNOWN] = MISSING
+        left = np.flatnonzero(coded == UNKNOWN)
+        if left.size:
+            _refuse(variable, column[int(left[0])], f"row {int(left[0])}")
         codes[:, compiled.feature_index[name]] = coded
     for name, numeric in numbers.items():
         variable = _numeric_feature(compiled, name, class_name)
@@ -152,18 +157,22 @@ def requests(draw):
             values = {v.name: draw(st.sampled_from(v.states)) for v in model.features if draw(st.booleans())}
         raw = draw(st.dictionaries(mostly_features, numbers, max_size=3))
         instances.append(pb.Instance(values=values, numbers=raw))
-    return k, instances, draw(st.booleans())
+    return k, instances, draw(st.sampled_from(UNKNOWN_POLICIES))
 
 
 @settings(max_examples=1500, deadline=None)
 @given(request=requests())
 def test_instances_through_the_tables_equal_coding_each_value(request):
-    k, instances, unseen = request
+    """... and count the same values unseen in training, per feature column."""
+    k, instances, unknown = request
     compiled = COMPILED[k]
     pairs = [(i.values, i.numbers) for i in instances]
-    fast = _outcome(lambda: codes_from_instances(compiled, CLASS_NAME, iter(pairs), unseen))
-    slow = _outcome(lambda: _slow_instances(compiled, CLASS_NAME, pairs, unseen))
+    fast_unseen, slow_unseen = {}, {}
+    fast = _outcome(lambda: codes_from_instances(compiled, CLASS_NAME, iter(pairs), unknown, fast_unseen))
+    slow = _outcome(lambda: _slow_instances(compiled, CLASS_NAME, pairs, unknown, slow_unseen))
     _same(fast, slow)
+    if not isinstance(slow, str):
+        assert fast_unseen == slow_unseen
 
 
 @st.composite
@@ -190,17 +199,20 @@ def column_requests(draw):
             texts[name] = draw(st.lists(column, min_size=rows, max_size=rows))
     if texts and raw and draw(st.integers(0, 4)) == 0:  # one feature both ways
         raw[next(iter(texts))] = np.zeros(rows)
-    return k, rows, texts, raw
+    return k, rows, texts, raw, draw(st.sampled_from(UNKNOWN_POLICIES))
 
 
 @settings(max_examples=1000, deadline=None)
 @given(request=column_requests())
 def test_columns_through_the_tables_equal_coding_each_column(request):
-    k, rows, texts, raw = request
+    k, rows, texts, raw, unknown = request
     compiled = COMPILED[k]
-    fast = _outcome(lambda: codes_from_columns(compiled, CLASS_NAME, rows, texts, raw))
-    slow = _outcome(lambda: _slow_columns(compiled, CLASS_NAME, rows, texts, raw))
+    fast_unseen, slow_unseen = {}, {}
+    fast = _outcome(lambda: codes_from_columns(compiled, CLASS_NAME, rows, texts, raw, unknown, fast_unseen))
+    slow = _outcome(lambda: _slow_columns(compiled, CLASS_NAME, rows, texts, raw, unknown, slow_unseen))
     _same(fast, slow)
+    if not isinstance(slow, str):
+        assert fast_unseen == slow_unseen
 
 
 def test_the_models_cover_every_kind_of_feature():

@@ -106,13 +106,15 @@ def test_the_server_takes_14_0_for_14_and_refuses_14_5(tmp_path):
         with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
             stub = predictor_pb2_grpc.PredictorStub(channel)
 
-            def predict(*codes):
+            def predict(*codes, unknown=""):
                 instances = [pb.Instance(values={"code": c, "grade": "a"}) for c in codes]
-                return [list(p.probabilities) for p in stub.Predict(pb.PredictRequest(model="codes", instances=instances)).predictions]
+                request = pb.PredictRequest(model="codes", instances=instances, unknown=unknown)
+                return [list(p.probabilities) for p in stub.Predict(request).predictions]
 
             as_labels = predict("14", "7", "10")
             assert predict("14.0", "7.00", "1e1") == as_labels
             assert as_labels[0] != as_labels[1]  # the code matters, so the test can tell
+            assert predict("14.5") == predict("")  # unseen in training: read as missing by default
             with pytest.raises(grpc.RpcError) as refused:
-                predict("14.5")
+                predict("14.5", unknown="error")
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'14.5'" in refused.value.details()

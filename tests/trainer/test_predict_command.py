@@ -173,6 +173,8 @@ def test_texts_are_read_as_the_model_was_trained_unless_told(capsys, tmp_path, s
 
 
 def test_an_unknown_value_is_an_error_naming_it_and_nothing_is_left_behind(capsys, trained, store, tmp_path):
+    """With --unknown error an unseen label is refused; a text that is no number in a numeric
+    column is refused under either policy."""
     _, scored = trained
     body = list(csv.reader(open(scored)))[1:]
     body[200][1] = "purple"
@@ -180,7 +182,7 @@ def test_an_unknown_value_is_an_error_naming_it_and_nothing_is_left_behind(capsy
     out = tmp_path / "out" / "scores.csv"
     out.parent.mkdir()
     code, stdout, err = run(capsys, "predict", "m", "--data", bad, "--out", str(out), "--chunk-rows", "50",
-                            "--store", store)
+                            "--unknown", "error", "--store", store)
     assert code == 1 and stdout == ""
     assert err == f"trainer: error: {bad}: line 202: column 'colour': unknown value 'purple'; " \
                   "known: blue, green, red\n"
@@ -200,7 +202,8 @@ def test_an_existing_output_stays_as_it_was_when_scoring_fails(capsys, trained, 
     body = list(csv.reader(open(scored)))[1:]
     body[-1][2] = "XL"
     bad = write_csv(tmp_path / "bad.csv", HEADER, body)
-    code, _, err = run(capsys, "predict", "m", "--data", bad, "--out", str(out), "--chunk-rows", "10", "--store", store)
+    code, _, err = run(capsys, "predict", "m", "--data", bad, "--out", str(out), "--chunk-rows", "10",
+                       "--unknown", "error", "--store", store)
     assert code == 1 and "'XL'" in err
     assert out.read_bytes() == b"before"
     assert sorted(os.listdir(tmp_path)) == sorted(["bad.csv", "new.csv", "scores.parquet", "train.csv", "models.db"])
@@ -223,8 +226,10 @@ def test_refusals(capsys, trained, store, tmp_path):
     code, _, err = run(capsys, "predict", "m@production", "--data", scored, "--store", store)
     assert code == 1 and "production" in err
     unseen = write_csv(tmp_path / "unseen.csv", HEADER, [*body[:3], [*body[3][:-1], "maybe"]])
-    code, _, err = run(capsys, "predict", "m", "--data", unseen, "--store", store)
+    code, _, err = run(capsys, "predict", "m", "--data", unseen, "--unknown", "error", "--store", store)
     assert code == 1 and "line 5: column 'label': unknown value 'maybe'; known: no, yes" in err
+    code, _, err = run(capsys, "predict", "m", "--data", unseen, "--unknown", "never", "--store", store)
+    assert code == 2 and "--unknown: invalid choice: 'never'" in err
     (tmp_path / "a_folder.csv").mkdir()
     code, _, err = run(capsys, "predict", "m", "--data", scored, "--out", str(tmp_path / "a_folder.csv"),
                        "--store", store)

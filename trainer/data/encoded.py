@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import FEATURE, MISSING, NUMERIC, UNKNOWN, Variable
+from bnserve.store.model import FEATURE, NUMERIC, REFUSE, UNKNOWN, Variable, settle_unknown
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
+from bnserve.trainer.data.unseen import UnseenValues
 from bnserve.trainer.io import RawTable, TextColumn, read_table
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
@@ -257,19 +258,26 @@ def encode_columns(
     *,
     source: str = "input",
     lines: np.ndarray | Callable[[], np.ndarray] | None = None,
-    unknown_as_missing: bool = False,
+    unknown: str = REFUSE,
+    unseen: UnseenValues | None = None,
 ) -> np.ndarray:
     """``encode_with`` of columns as read (``lines``: or a function that finds them, asked
-    only for an error message). ``unknown_as_missing``: a label that is not a state is
-    coded missing instead of refused (a number that is not one still is)."""
+    only for an error message). ``unknown``: what a value unseen in training becomes
+    (``settle_unknown``: with ``missing``, a nominal one is read as missing and counted in
+    ``unseen``); what is left unknown is refused."""
     X = np.empty((n_rows, len(variables)), dtype=np.int32)
     for j, (var, column) in enumerate(zip(variables, columns)):
         X[:, j] = column.coded(var.codes_of)
-        unknown = np.flatnonzero(X[:, j] == UNKNOWN)
-        if unknown.size and unknown_as_missing and var.kind != NUMERIC:
-            X[unknown, j] = MISSING
-        elif unknown.size:
-            r = int(unknown[0])
+        if not (X[:, j] == UNKNOWN).any():
+            continue
+        settled = settle_unknown(var, X[:, j], unknown)
+        if settled.size and unseen is not None:
+            texts = column.index[settled]
+            _, first = np.unique(texts, return_index=True)
+            unseen.add(var.name, settled.size, column.labels[texts[np.sort(first)]].tolist())
+        left = np.flatnonzero(X[:, j] == UNKNOWN)
+        if left.size:
+            r = int(left[0])
             numbered = lines() if callable(lines) else lines
             where = f"line {numbered[r]}: " if numbered is not None else f"row {r + 1}: "
             known = "a number" if var.kind == NUMERIC else f"known: {', '.join(var.states)}"
@@ -295,7 +303,12 @@ def load_with(
 
 
 def encode_table(
-    table: RawTable, variables: Sequence[Variable], *, class_optional: bool = False
+    table: RawTable,
+    variables: Sequence[Variable],
+    *,
+    class_optional: bool = False,
+    unknown: str = REFUSE,
+    unseen: UnseenValues | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """The rows of ``table`` coded against trained ``variables`` (the features, then the
     class), matching columns by name; other columns are ignored.
@@ -303,6 +316,8 @@ def encode_table(
     Returns the features' codes, int32 (rows, features), -1 = missing, and the class codes,
     int64, -1 where the class is empty; or None for the class when the table has no class
     column and ``class_optional`` (scoring new rows). Every other variable must be a column.
+    ``unknown`` and ``unseen``: as ``encode_columns``; a class label unseen in training
+    read as missing leaves its row out of any accuracy, as an empty class does.
     """
     features, class_variable = variables[:-1], variables[-1]
     has_class = class_variable.name in table.header or not class_optional
@@ -313,7 +328,9 @@ def encode_table(
 
     def coded(some: Sequence[Variable]) -> np.ndarray:
         columns = [table.columns[table.header.index(v.name)] for v in some]
-        return encode_columns(some, columns, table.n_rows, source=table.source, lines=lambda: table.lines)
+        return encode_columns(
+            some, columns, table.n_rows, source=table.source, lines=lambda: table.lines, unknown=unknown, unseen=unseen
+        )
 
     X = coded(features)
     return X, coded([class_variable])[:, 0].astype(np.int64) if has_class else None
