@@ -1,9 +1,8 @@
 """Coded training data, and the preprocessing learned from it.
 
 Three steps: ``columns.columns_of`` types every column (declared by the file, forced by the user,
-or inferred: a column whose values are all numbers is numeric, unless they are whole
-numbers with at most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a
-nominal column) into ``Columns``; ``prepare`` learns from a set of rows what depends on
+or inferred: a column whose values are all numbers is numeric, unless they are all whole
+numbers from 0 to ``MAX_CODE``, which read as codes of a nominal column) into ``Columns``; ``prepare`` learns from a set of rows what depends on
 the data (cut points of numeric columns, imputed values) and gives ``EncodedData``;
 ``encode_like`` codes other rows with those learned variables. Cross-validation prepares
 each training fold afresh (``EncodedData.split``), so nothing leaks from the test fold.

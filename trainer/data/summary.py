@@ -17,7 +17,7 @@ import numpy as np
 from bnserve.store.model import CLASS, NUMERIC, Variable
 from bnserve.store.model.discretization import number_of
 from bnserve.store.model.variable import whole_number
-from bnserve.trainer.data.columns import MAX_INTEGER_CODES, is_numeric_column
+from bnserve.trainer.data.columns import MAX_CODE, is_numeric_column
 from bnserve.trainer.data.encoded import EncodedData, TrainingView
 from bnserve.trainer.data.preprocessing import Preprocessing
 
@@ -183,7 +183,8 @@ def _row(f: ColumnFacts, rows: int, warned: bool) -> tuple[str, str, str, str, s
         kind = kind if v.cuts else "numeric, not cut"
         states = f"{len(v.states):,}"
     else:
-        whole = 0 < len(labels) <= MAX_INTEGER_CODES and all(whole_number(s) is not None for s in labels)
+        numbers = [whole_number(s) for s in labels]
+        whole = bool(labels) and all(n is not None and 0 <= n <= MAX_CODE for n in numbers)
         kind = "nominal, whole-number codes" if whole else "nominal"
         shown = ", ".join(v.states[:SHOWN_STATES]) + (", …" if len(v.states) > SHOWN_STATES else "")
         states = f"{len(v.states):,}: {shown if len(shown) <= MAX_STATES_TEXT else shown[: MAX_STATES_TEXT - 1] + '…'}"
