@@ -24,6 +24,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import FEATURE, MISSING, NUMERIC, UNKNOWN, Variable
 from bnserve.store.model.discretization import interval_codes, interval_labels
+from bnserve.store.model.markers import COMMON_MARKERS
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
@@ -260,7 +261,9 @@ def encode_columns(
 ) -> np.ndarray:
     """``encode_with`` of columns as read (``lines``: or a function that finds them, asked
     only for an error message). ``unknown_as_missing``: a label that is not a state is
-    coded missing instead of refused (a number that is not one still is)."""
+    coded missing instead of refused (a number that is not one still is). A refused value
+    that is a common spelling of missing (``COMMON_MARKERS``: "NA" for a model trained
+    before "NA" was a default marker) suggests ``--na-values``."""
     X = np.empty((n_rows, len(variables)), dtype=np.int32)
     for j, (var, column) in enumerate(zip(variables, columns)):
         X[:, j] = column.coded(var.codes_of)
@@ -273,7 +276,8 @@ def encode_columns(
             where = f"line {numbered[r]}: " if numbered is not None else f"row {r + 1}: "
             known = "a number" if var.kind == NUMERIC else f"known: {', '.join(var.states)}"
             value = column.labels[column.index[r]]
-            raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {value!r}; {known}")
+            hint = f"; if {value!r} marks a missing value, name it in --na-values" if value in COMMON_MARKERS else ""
+            raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {value!r}; {known}{hint}")
     return X
 
 
