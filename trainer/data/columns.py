@@ -1,11 +1,12 @@
 """Typing the columns of a data file: declared by the file, forced by the user, or inferred
 (``is_numeric_column``): a column whose values are all numbers is numeric, unless they are
-all whole numbers from 0 to ``MAX_CODE``, which read as codes of a nominal column, one
-state per number (``code_states``: a scale of 1 to 10, levels 0..9, a flag 0/1). The
-rule looks at the range of the values, not at how many distinct ones a sample happens to
-hold, so a column keeps its kind in every fold of a file: durations 6, 12, … 60 months are
-numeric with or without a rare 72, integer-coded levels 0..9 are codes with or without a
-rare level. The nominal columns are coded against their states (``nominal_states``, one
+whole numbers of which nearly all (``CODE_SHARE`` of the rows) lie from 0 to ``MAX_CODE``:
+those read as codes of a nominal column, one state per number (``code_states``: a scale of
+1 to 10, levels 0..9, a flag 0/1, a count of few). The rule weighs the bulk of the values,
+not the extremes nor how many distinct ones a sample holds, so a column keeps its kind in
+every fold of a file: durations 6, 12, … 60 months are numeric with or without a rare 72,
+integer-coded levels 0..9 are codes with or without a rare level, or a rare 12 among them
+(then one more state). rare level. The nominal columns are coded against their states (``nominal_states``, one
 rule for files in memory and in chunks); numeric ones keep their raw numbers until cut
 points are learned (``encoded.prepare``). The class is nominal; rows without a class are
 dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
@@ -27,6 +28,7 @@ from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
 
 MAX_CODE = 10  # whole numbers from 0 to this are codes of a nominal column (a 1-10 scale is one)
+CODE_SHARE = 0.99  # ... when at least this share of the rows' values are such numbers
 MAX_CLASS_STATES = 256  # more, and the class column is likely not one (an id, a measurement)
 
 
@@ -94,7 +96,8 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         column = table.columns[j] if rows == table.n_rows else table.columns[j].rows(kept)
         label_numbers = _numbers(column.labels) if name not in preprocessing.nominal else None
         present = None if label_numbers is None else label_numbers[column.labels != ""]
-        if is_numeric_column(name, declared[j], present, preprocessing):
+        rows_of = np.bincount(column.index, minlength=column.labels.size)[column.labels != ""]
+        if is_numeric_column(name, declared[j], present, preprocessing, rows_of):
             if label_numbers is None:
                 bad = np.array([t != "" and math.isnan(number_of(t)) for t in column.labels.tolist()])
                 r = int(np.flatnonzero(bad[column.index])[0])
@@ -177,10 +180,13 @@ def check_class(src: str, name: str, states: Sequence[str], preprocessing: Prepr
         )
 
 
-def is_numeric_column(name: str, declared, numbers: np.ndarray | None, preprocessing: Preprocessing) -> bool:
-    """The typing rule: forced, else declared, else all numbers and not all whole numbers
-    from 0 to ``MAX_CODE`` (codes). ``numbers``: the column's values (or just its distinct
-    ones) as floats, NaN missing; None if one is not a number."""
+def is_numeric_column(
+    name: str, declared, numbers: np.ndarray | None, preprocessing: Preprocessing, rows: np.ndarray | None = None
+) -> bool:
+    """The typing rule: forced, else declared, else all numbers and not codes (whole numbers,
+    at least ``CODE_SHARE`` of them from 0 to ``MAX_CODE``). ``numbers``: the column's
+    distinct values as floats, NaN missing, None if one is not a number; ``rows``: how many
+    rows hold each (None: one each)."""
     if name in preprocessing.nominal:
         return False
     if name in preprocessing.numeric:
@@ -189,11 +195,15 @@ def is_numeric_column(name: str, declared, numbers: np.ndarray | None, preproces
         return declared.kind == NUMERIC
     if numbers is None:
         return False
-    present = numbers[~np.isnan(numbers)]
-    if present.size == 0 or not np.all(np.isfinite(present)):
+    present = ~np.isnan(numbers)
+    values = numbers[present]
+    if values.size == 0 or not np.all(np.isfinite(values)):
         return False
-    codes = np.all(present == np.round(present)) and present.min() >= 0 and present.max() <= MAX_CODE
-    return not codes
+    if np.any(values != np.round(values)):
+        return True
+    weights = np.ones(values.size) if rows is None else rows[present]
+    in_range = weights[(values >= 0) & (values <= MAX_CODE)].sum()
+    return bool(in_range < CODE_SHARE * weights.sum())
 
 
 def _numbers(labels: np.ndarray) -> np.ndarray | None:

@@ -415,7 +415,9 @@ def _present_variable(
     labels = [label for label in tally.labels if label != ""]
     parsed = np.array([number_of(label) for label in labels], dtype=np.float64)
     numbers = (parsed if labels else np.array([np.nan])) if not np.isnan(parsed).any() else None
-    if not is_numeric_column(name, declared, numbers, preprocessing):
+    rows = [tally.labels[label] for label in labels]
+    counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)
+    if not is_numeric_column(name, declared, numbers, preprocessing, counts.sum(axis=1) if rows else None):
         states = nominal_states(name, labels, numbers, declared, preprocessing)  # as columns_of takes them
         if not states:
             raise InvalidInput(f"{source}: column {name!r}: every value is empty")
@@ -423,8 +425,6 @@ def _present_variable(
     if numbers is None:
         bad = labels[int(np.flatnonzero(np.isnan(parsed))[0])]
         raise InvalidInput(f"{source}: column {name!r} is numeric, but has the value {bad!r}")
-    rows = [tally.labels[label] for label in labels]
-    counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)
     values, table = merge_value_tables([(numbers[: len(rows)], counts)])  # labels "1" and "1.0" are one value
     cuts = preprocessing.method(name).cuts_from_table(values, table)
     return Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts)
