@@ -71,13 +71,14 @@ def test_a_duration_of_months_is_numeric_in_every_fold(tmp_path):
 
 def test_integer_coded_levels_are_codes_in_every_fold(tmp_path):
     """85 columns as in the insurance benchmark: a customer subtype 1..41, 42 columns of levels
-    0..9 (the high ones rare), 41 counts of policies 0..7 with a rare 12, and the class 0/1."""
+    0..9 or 0..10 (the high ones rare), 41 counts of policies 0..7 with a rare 12, and the class 0/1."""
     rng = np.random.default_rng(1)
     n = 2000
     levels = np.exp(-0.8 * np.arange(10))
     columns = {"subtype": rng.integers(1, 42, n)}
     for j in range(42):
         columns[f"level{j}"] = rng.choice(10, n, p=levels / levels.sum())
+        columns[f"level{j}"][rng.integers(n)] = 10 if j % 2 else 9  # a rare top level: 0..10 or 0..9
     for j in range(41):
         counts = rng.choice(8, n, p=np.exp(-1.5 * np.arange(8)) / np.exp(-1.5 * np.arange(8)).sum())
         counts[rng.integers(n)] = 12
