@@ -5,8 +5,9 @@ those read as codes of a nominal column, one state per number (``code_states``: 
 1 to 10, levels 0..9, a flag 0/1, a count of few). The rule weighs the bulk of the values,
 not the extremes nor how many distinct ones a sample holds, so a column keeps its kind in
 every fold of a file: durations 6, 12, … 60 months are numeric with or without a rare 72,
-integer-coded levels 0..9 are codes with or without a rare level, or a rare 12 among them
-(then one more state). rare level. The nominal columns are coded against their states (``nominal_states``, one
+integer-coded levels 0..9 are codes with or without a rare level, or a 12 in fewer than one
+row in 1,000 (then one more state), while a scale 0..15 with 0.4% of its values past 10
+(letter's) stays numeric. rare level. The nominal columns are coded against their states (``nominal_states``, one
 rule for files in memory and in chunks); numeric ones keep their raw numbers until cut
 points are learned (``encoded.prepare``). The class is nominal; rows without a class are
 dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
@@ -28,7 +29,7 @@ from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
 
 MAX_CODE = 10  # whole numbers from 0 to this are codes of a nominal column (a 1-10 scale is one)
-CODE_SHARE = 0.99  # ... when at least this share of the rows' values are such numbers
+CODE_SHARE = 0.999  # ... when at least this share of the rows hold such numbers (1 in 1,000 may not)
 MAX_CLASS_STATES = 256  # more, and the class column is likely not one (an id, a measurement)
 
 
