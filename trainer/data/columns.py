@@ -7,8 +7,8 @@ not the extremes nor how many distinct ones a sample holds, so a column keeps it
 every fold of a file: durations 6, 12, … 60 months are numeric with or without a rare 72,
 integer-coded levels 0..9 are codes with or without a rare level, or a 12 in fewer than one
 row in 1,000 (then one more state), while a scale 0..15 with 0.4% of its values past 10
-(letter's) stays numeric. rare level. The nominal columns are coded against their states (``nominal_states``, one
-rule for files in memory and in chunks); numeric ones keep their raw numbers until cut
+(letter's) stays numeric. The nominal columns are coded against their states
+(``nominal_states``, one rule for files in memory and in chunks); numeric ones keep their raw numbers until cut
 points are learned (``encoded.prepare``). The class is nominal; rows without a class are
 dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
 """
