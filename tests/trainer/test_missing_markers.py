@@ -182,3 +182,22 @@ def test_every_reader_takes_the_same_markers(tmp_path):
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp_path / "credit.parquet")
     from_parquet = load(str(tmp_path / "credit.parquet")).variables  # string columns: declared nominal
     assert from_parquet[1] == in_memory.variables[1] and not any("NA" in v.states for v in from_parquet)
+
+
+def test_the_estimator_reads_na_in_text_columns_as_missing():
+    """A frame read with keep_default_na=False (every cell a text, "NA" kept) fits the model
+    the file gives, and "NA" at predict time is missing, as None is."""
+    from bnserve import BayesNetClassifier
+
+    text = _r_csv(_credit(300, 5))
+    frame = pd.read_csv(io.StringIO(text), keep_default_na=False, dtype=str)
+    X, y = frame.drop(columns="Status"), frame["Status"]
+    model = BayesNetClassifier("nb").fit(X, y).model_
+    kinds = {v.name: v.kind for v in model.features}
+    assert all(kinds[c] == NUMERIC for c in NUMERIC_COLUMNS) and "NA" not in model.features[1].states
+    row = X.iloc[:1].copy()
+    row.loc[:, ["Home", "Income"]] = "NA"
+    as_none = row.copy()
+    as_none.loc[:, ["Home", "Income"]] = None
+    estimator = BayesNetClassifier("nb").fit(X, y)
+    assert estimator.predict_proba(row).tolist() == estimator.predict_proba(as_none).tolist()
