@@ -14,8 +14,8 @@ import pytest
 
 from bnserve.trainer.cli import _summarize
 from bnserve.trainer.data import Preprocessing, load
-from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
+from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.data.summary import MAX_LINES, summary_text
 from tests.data_helpers import SHIPPED, shared_datasets, write
 from tests.trainer.conftest import run

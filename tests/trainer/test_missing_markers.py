@@ -42,14 +42,18 @@ def _credit(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     bad = rng.random(n) < 0.3
     income = np.round(rng.normal(np.where(bad, 90, 160), 30), 1)
-    frame = pd.DataFrame({
-        "Seniority": rng.integers(0, 40, n).astype(float),
-        "Home": np.where(rng.random(n) < np.where(bad, 0.7, 0.2), "rent", rng.choice(["owner", "parents", "other"], n)),
-        "Time": rng.choice(np.arange(6, 66, 6), n).astype(float),
-        "Income": income,
-        "Assets": np.round(rng.gamma(2, 3000, n)),
-        "Status": np.where(bad, "bad", "good"),
-    })
+    frame = pd.DataFrame(
+        {
+            "Seniority": rng.integers(0, 40, n).astype(float),
+            "Home": np.where(
+                rng.random(n) < np.where(bad, 0.7, 0.2), "rent", rng.choice(["owner", "parents", "other"], n)
+            ),
+            "Time": rng.choice(np.arange(6, 66, 6), n).astype(float),
+            "Income": income,
+            "Assets": np.round(rng.gamma(2, 3000, n)),
+            "Status": np.where(bad, "bad", "good"),
+        }
+    )
     for column, share in (("Seniority", 0.02), ("Income", 0.08), ("Assets", 0.05)):
         frame.loc[rng.random(n) < share, column] = np.nan
     frame["Home"] = frame["Home"].astype(object)
@@ -95,8 +99,9 @@ def _kinds(store: str, name: str) -> dict[str, tuple[str, int]]:
 
 @pytest.mark.parametrize("export", [0, 1], ids=["R", "pandas"])
 def test_exports_train_with_numeric_columns_by_default(capsys, store, exported, export):
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(exported[export]), "--name", "credit",
-                       "--store", store, "--quiet")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", str(exported[export]), "--name", "credit", "--store", store, "--quiet"
+    )
     assert code == 0, err
     kinds = _kinds(store, "credit")
     assert all(kinds[c][0] == NUMERIC for c in NUMERIC_COLUMNS), kinds
@@ -105,8 +110,10 @@ def test_exports_train_with_numeric_columns_by_default(capsys, store, exported, 
 
 def test_r_export_scores_and_serves_na_as_missing(capsys, store, exported, tmp_path):
     r_path, _, test_path = exported
-    assert run(capsys, "fit", "--algo", "tan", "--data", str(r_path), "--name", "credit", "--store", store,
-               "--quiet")[0] == 0
+    assert (
+        run(capsys, "fit", "--algo", "tan", "--data", str(r_path), "--name", "credit", "--store", store, "--quiet")[0]
+        == 0
+    )
     out = tmp_path / "scored.csv"
     code, _, err = run(capsys, "predict", "credit", "--data", str(test_path), "--out", str(out), "--store", store)
     assert code == 0, err
@@ -135,12 +142,12 @@ def test_old_models_keep_their_marker(tmp_path):
     legacy_record = {k: v for k, v in model.metadata["preprocessing"].items() if k != "na_values"}
     legacy = dataclasses.replace(model, metadata={**model.metadata, "preprocessing": legacy_record})
     imported = dataclasses.replace(model, metadata={})
-    home = [v for v in compile_model(legacy).features if v.name == "Home"][0]
+    home = next(v for v in compile_model(legacy).features if v.name == "Home")
     assert (home.code_of("?"), home.code_of("NA"), home.code_of("")) == (MISSING, UNKNOWN, MISSING)
     assert as_trained(legacy, None, False, None).na_values == ("?",)
     assert recorded_markers(imported.metadata) == ()
-    assert [v for v in compile_model(imported).features if v.name == "Home"][0].code_of("NA") == UNKNOWN
-    assert [v for v in compile_model(model).features if v.name == "Home"][0].code_of("NA") == MISSING
+    assert next(v for v in compile_model(imported).features if v.name == "Home").code_of("NA") == UNKNOWN
+    assert next(v for v in compile_model(model).features if v.name == "Home").code_of("NA") == MISSING
     assert as_trained(model, None, False, None).na_values == DEFAULT_MISSING_MARKERS
     assert as_trained(model, (), False, None).na_values == ()  # --na-values '' at predict time
 
@@ -158,7 +165,9 @@ def test_an_unknown_na_suggests_na_values(tmp_path):
     trained = load(path)
     header = '"Seniority","Home","Time","Income","Assets","Status"\n'
     test = _write(tmp_path, header + '3,"NA",12,100,5,"bad"\n', "t.csv")
-    with pytest.raises(InvalidInput, match=r"t.csv: line 2: column 'Home': unknown value 'NA'; .*name it in --na-values"):
+    with pytest.raises(
+        InvalidInput, match=r"t.csv: line 2: column 'Home': unknown value 'NA'; .*name it in --na-values"
+    ):
         load_with(test, trained.variables, preprocessing=Preprocessing(na_values=()))
     with pytest.raises(InvalidInput) as refused:  # a value no one writes for missing: no such advice
         load_with(_write(tmp_path, header + '3,"flat",12,100,5,"bad"\n', "u.csv"), trained.variables)

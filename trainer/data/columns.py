@@ -79,7 +79,9 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     if table.n_rows == 0:
         raise InvalidInput(f"{src}: line 2: the file has a header but no data rows")
     declared = table.declared or (None,) * len(table.header)
-    class_states, y = _nominal_codes(class_column, table.columns[class_index], declared[class_index], None, Preprocessing())
+    class_states, y = _nominal_codes(
+        class_column, table.columns[class_index], declared[class_index], None, Preprocessing()
+    )
     if np.any(y == UNKNOWN):
         _unknown_label(table, class_index, y, class_states, np.arange(y.size))
     keep = y >= 0
