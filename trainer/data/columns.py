@@ -8,9 +8,10 @@ every fold of a file: durations 6, 12, … 60 months are numeric with or without
 integer-coded levels 0..9 are codes with or without a rare level, or a 12 in fewer than one
 row in 1,000 (then one more state), while a scale 0..15 with 0.4% of its values past 10
 (letter's) stays numeric. The nominal columns are coded against their states
-(``nominal_states``, one rule for files in memory and in chunks); numeric ones keep their raw numbers until cut
-points are learned (``encoded.prepare``). The class is nominal; rows without a class are
-dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
+(``nominal_states``, one rule for files in memory and in chunks); numeric ones keep their
+raw numbers until cut points are learned (``encoded.prepare``). The class is nominal; rows
+without a class are dropped and counted. Errors are ``InvalidInput`` naming the file, line
+and column.
 """
 
 from __future__ import annotations
