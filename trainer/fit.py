@@ -8,6 +8,7 @@ from typing import Any
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NUMERIC, Model, Network
+from bnserve.store.model.markers import PREPROCESSING
 from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.io import source_name
@@ -47,7 +48,7 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
     }
     if data.preprocessing is not None:
         numeric = [v.name for v in data.features if v.kind == NUMERIC]
-        metadata["preprocessing"] = data.preprocessing.describe(numeric)
+        metadata[PREPROCESSING] = data.preprocessing.describe(numeric)
     metadata["arc_cmi"] = arc_cmi(networks, data)
     if len(learned.members) == 1:
         structure = learned.members[0].structure

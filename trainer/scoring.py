@@ -28,9 +28,10 @@ import pyarrow.parquet as pq
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
+from bnserve.store.model.markers import PREPROCESSING, recorded_markers
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data.encoded import encode_table
-from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES, Preprocessing
+from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.data.unseen import UnseenValues
 from bnserve.trainer.io import (
     CHUNKED,
@@ -70,10 +71,11 @@ def as_trained(
     limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Preprocessing:
     """How to read the texts of a file to score: as the model's training data was read (its
-    metadata's ``preprocessing``: missing markers, whitespace), unless told otherwise."""
-    recorded = model.metadata.get("preprocessing") or {}
+    metadata's ``preprocessing``: missing markers, ``recorded_markers``, and whitespace),
+    unless told otherwise."""
+    recorded = model.metadata.get(PREPROCESSING) or {}
     return Preprocessing(
-        na_values=tuple(recorded.get("na_values", DEFAULT_NA_VALUES) if na_values is None else na_values),
+        na_values=recorded_markers(model.metadata) if na_values is None else tuple(na_values),
         trim=recorded.get("trim_whitespace", True) and not keep_whitespace,
         delimiter=delimiter,
         limits=limits,

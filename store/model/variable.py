@@ -7,13 +7,15 @@ nominal variable whose states are whole numbers (codes such as 5, 7, 10, 12), a 
 to one of them is that state ("14.0" and "1.4e1" are "14"; "14.5" is unknown).
 A feature trained with ``--missing state`` has one more state, its last, labelled
 ``MISSING_LABEL``: there a missing value (``""``, or code -1 in a coded array) is that state.
+A variable ``with_markers`` also codes those texts missing: the markers its model's training
+data was read with (``markers.recorded_markers``), so a request reads as the file did.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any
 
@@ -52,7 +54,9 @@ class Variable:
     ``kind`` nominal: the raw value is the state label itself. ``kind`` numeric: the raw
     value is a number, and ``cuts`` (ascending) split the line into the intervals that are
     the states (``discretization``); the interval label is accepted too. ``missing_state``:
-    the last state is "missing" (``MISSING_LABEL``), learned like the others.
+    the last state is "missing" (``MISSING_LABEL``), learned like the others. ``markers``:
+    texts read as missing beside ``""`` (``with_markers``); not part of the contract (not
+    compared, not serialised): how the values of one model's inputs are read.
     """
 
     name: str
@@ -61,6 +65,7 @@ class Variable:
     kind: str = NOMINAL
     cuts: tuple[float, ...] = ()
     missing_state: bool = False
+    markers: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
     def cardinality(self) -> int:
@@ -72,6 +77,12 @@ class Variable:
         if MISSING_LABEL in self.states:
             raise InvalidInput(f"column {self.name!r}: the value {MISSING_LABEL!r} clashes with --missing state")
         return replace(self, states=(*self.states, MISSING_LABEL), missing_state=True)
+
+    def with_markers(self, markers: Iterable[str]) -> Variable:
+        """This variable reading the texts ``markers`` as missing, as the training data was
+        read: a marker is missing even where it is also a state label (the training rows
+        never had it as a state)."""
+        return replace(self, markers=frozenset(markers))
 
     @property
     def missing_code(self) -> int:
@@ -109,13 +120,13 @@ class Variable:
         return codes
 
     def label_codes(self) -> dict[str, int]:
-        """Text -> code for every state label and ``""`` (missing): ``code_of``'s first and
-        common case, one dict built once per variable; the server's request tables share it.
-        Read only."""
+        """Text -> code for every state label, ``""`` and the ``markers`` (missing):
+        ``code_of``'s first and common case, one dict built once per variable; the server's
+        request tables share it. Read only."""
         cached = self.__dict__.get("_label_index")
         if cached is None:
             cached = {s: i for i, s in enumerate(self.states)}
-            cached[""] = self.missing_code
+            cached.update(dict.fromkeys(("", *self.markers), self.missing_code))
             object.__setattr__(self, "_label_index", cached)
         return cached
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from bnserve.store.errors import InvalidInput, TooComplex
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Variable
+from bnserve.store.model.markers import recorded_markers
 from bnserve.store.predictor.elimination import (
     Elimination,
     FamilyGraph,
@@ -233,7 +234,9 @@ class CompiledModel:
     """A model ready to predict: flat tables per network plus the combination rule.
 
     ``classes`` is the output column order; ``features`` (and ``feature_index``) the input
-    column order, ``model.features``. ``nbytes`` counts the compiled arrays; what the
+    column order, ``model.features`` reading the missing markers the model records
+    (``markers.recorded_markers``: "NA" in a request is missing where the training file's
+    "NA" was). ``nbytes`` counts the compiled arrays; what the
     missing-value path builds lazily (per missing component) is kept in ``plans``, a
     ``PlanCache`` bounded in bytes, its own or one shared with other models. ``dtype`` is
     the fast-path table's (``compile_model``).
@@ -242,7 +245,8 @@ class CompiledModel:
     def __init__(self, model: Model, dtype: np.dtype | type = np.float64, plans: PlanCache | None = None):
         class_var = model.class_variable
         self.classes: tuple[str, ...] = class_var.states
-        self.features: tuple[Variable, ...] = tuple(model.features)
+        markers = recorded_markers(model.metadata)
+        self.features: tuple[Variable, ...] = tuple(v.with_markers(markers) for v in model.features)
         self.feature_index: Mapping[str, int] = {v.name: i for i, v in enumerate(self.features)}
         self.cardinalities = np.array([v.cardinality for v in self.features], dtype=np.intp)
         # where a feature has a missing state (--missing state), a missing value (-1) is that state

@@ -6,6 +6,7 @@ from importlib import resources
 
 import pytest
 
+from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from tests.trainer.conftest import run
 
 
@@ -182,7 +183,8 @@ def test_preprocessing_flags_reach_the_model(capsys, store, tmp_path):
     doc = json.loads(out)
     size = doc["variables"][0]
     assert (size["kind"], size["cuts"]) == ("numeric", [19.5])
-    assert doc["metadata"]["preprocessing"] == {"missing": "impute", "discretization": {"size": "equal-width:2"}}
+    assert doc["metadata"]["preprocessing"] == {
+        "missing": "impute", "discretization": {"size": "equal-width:2"}, "na_values": list(DEFAULT_NA_VALUES)}
 
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store,
                        "--nominal", "size", "--ignore", "colour")

@@ -14,6 +14,7 @@ import pytest
 
 from bnserve.trainer.cli import _summarize
 from bnserve.trainer.data import Preprocessing, load
+from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.data.summary import MAX_LINES, summary_text
 from tests.data_helpers import SHIPPED, shared_datasets, write
@@ -30,7 +31,7 @@ def _messy_csv(rows: int = 200, seed: int = 0) -> str:
         age = "unknown" if rng.random() < 0.06 else "?" if rng.random() < 0.05 else str(int(rng.normal(40 + 9 * c, 9)))
         sex = ["Male", "male", "Female"][int(rng.integers(0, 3))]
         score = "" if i % 4 == 0 else f"{rng.normal(c, 1):.2f}"
-        lines.append(f"u{i},{age},{sex},{[5, 7, 10, 12][int(rng.integers(0, 4))]},{score},{'ny'[c]}")
+        lines.append(f"u{i},{age},{sex},{[3, 5, 7, 10][int(rng.integers(0, 4))]},{score},{'ny'[c]}")
     return "\n".join(lines) + "\n"
 
 
@@ -39,14 +40,14 @@ def test_the_table_and_the_warnings(tmp_path):
     lines = text.splitlines()
     assert lines[0].endswith("data.csv: 200 rows, 5 features, class 'class'")
     row = {line.split()[0]: line for line in lines[2:]}
-    assert row["code"].split("  ")[-1].strip() == "0.0%" and "nominal, whole-number codes  4: 5, 7, 10, 12" in row["code"]
+    assert row["code"].split("  ")[-1].strip() == "0.0%" and "nominal, whole-number codes  4: 3, 5, 7, 10" in row["code"]
     assert row["score"].endswith("25.0%") and "numeric" in row["score"]  # a quarter of the scores is empty
     assert "200: u0, u1, u10, u100, …" in row["id"] and row["class"].endswith("-")
     assert [w.split("'")[1] for w in warnings] == ["id", "age", "sex"]
     assert all(f"{name} (!)" in text for name in ("id", "age", "sex")) and "code (!)" not in text
     identifier, numeric, lookalike = warnings
     assert "about one per row" in identifier and "pass --ignore id" in identifier
-    assert "numeric but for the value(s) 'unknown' (" in numeric and "pass --na-values '?,unknown'" in numeric
+    assert "numeric but for the value(s) 'unknown' (" in numeric and f"pass --na-values '{','.join(DEFAULT_NA_VALUES)},unknown'" in numeric
     assert "'Male' and 'male'" in lookalike
     _, warnings = summary_text(load(write(tmp_path, "x,class\n" + "a,Yes\nb,yes\nc,no\n" * 9, "yes.csv")))
     assert warnings == ["column 'class' has states that differ only in case or in how a number is written: "

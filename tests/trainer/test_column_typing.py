@@ -1,5 +1,5 @@
-"""Whole-number codes (issue 15): a nominal column of codes 5, 7, 10, 12 has its states in
-that order, in memory and in chunks alike, and takes "14.0" for "14" at predict time, in
+"""Whole-number codes (issue 15): a nominal column of codes 3, 5, 7, 10 has its states in
+that order, in memory and in chunks alike, and takes "10.0" for "10" at predict time, in
 the trainer's test-file path as in the server."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from tests.trainer.test_streaming import assert_same_model
 
 
 def _codes_csv(rows: int = 240, seed: int = 0) -> str:
-    """code (whole numbers 5, 7, 10, 14, read as codes), grade (text), class (2, 10: codes too)."""
+    """code (whole numbers 3, 5, 7, 10, read as codes), grade (text), class (2, 10: codes too)."""
     rng = np.random.default_rng(seed)
     lines = ["code,grade,class"]
     for _ in range(rows):
         c = int(rng.integers(0, 2))
-        code = [5, 7, 10, 14][int(rng.integers(0, 2) + 2 * c) if rng.random() < 0.8 else int(rng.integers(0, 4))]
+        code = [3, 5, 7, 10][int(rng.integers(0, 2) + 2 * c) if rng.random() < 0.8 else int(rng.integers(0, 4))]
         grade = "" if rng.random() < 0.1 else ["a", "b", "B10"][int(rng.integers(0, 3))]
         lines.append(f"{code},{grade},{[2, 10][c]}")
     return "\n".join(lines) + "\n"
@@ -44,7 +44,7 @@ def test_whole_number_states_in_numeric_order_in_memory_and_in_chunks(tmp_path):
     path = write(tmp_path, _codes_csv())
     data = load(path)
     code, grade, klass = data.variables
-    assert code.states == ("5", "7", "10", "14") and klass.states == ("2", "10")
+    assert code.states == ("3", "5", "7", "10") and klass.states == ("2", "10")
     assert grade.states == ("B10", "a", "b")  # text: as before
     rows = [line.split(",") for line in _codes_csv().splitlines()[1:]]
     assert [code.states[c] for c in data.X[:, 0]] == [r[0] for r in rows]  # each row keeps its label
@@ -76,31 +76,31 @@ def test_codes_written_as_floats_are_the_same_codes(tmp_path):
 
 
 def test_parts_that_see_the_codes_in_another_order_merge_to_the_same_states(tmp_path):
-    """A glob's files are tallied apart and merged: the first sees only 10 and 14, the second 5 and 7."""
+    """A glob's files are tallied apart and merged: the first sees only 7 and 10, the second 3 and 5."""
     lines = _codes_csv().splitlines()
-    late = [line for line in lines[1:] if line.split(",")[0] in ("10", "14")]
-    early = [line for line in lines[1:] if line.split(",")[0] in ("5", "7")]
+    late = [line for line in lines[1:] if line.split(",")[0] in ("7", "10")]
+    early = [line for line in lines[1:] if line.split(",")[0] in ("3", "5")]
     (tmp_path / "p").mkdir()
     write(tmp_path, "\n".join([lines[0], *late]) + "\n", "p/0.csv")
     write(tmp_path, "\n".join([lines[0], *early]) + "\n", "p/1.csv")
     whole = load(write(tmp_path, "\n".join([lines[0], *late, *early]) + "\n", "whole.csv"))
     in_parts = load_streamed(str(tmp_path / "p" / "*.csv"), None, Preprocessing(), None, 50)
-    assert in_parts.variables[0].states == ("5", "7", "10", "14")
+    assert in_parts.variables[0].states == ("3", "5", "7", "10")
     assert_same_model(fit("nb", in_parts), fit("nb", whole), same_source=False)
 
 
 def test_a_number_equal_to_a_whole_number_state_is_that_state_in_a_test_file(tmp_path):
     train = load(write(tmp_path, _codes_csv(), "train.csv"))
-    test = load_with(write(tmp_path, "code,grade,class\n14.0,a,2\n1.4e1,b,10.0\n14,,10\n7.00,a,2\n", "test.csv"),
+    test = load_with(write(tmp_path, "code,grade,class\n10.0,a,2\n1e1,b,10.0\n10,,10\n5.00,a,2\n", "test.csv"),
                      train.variables)
     assert test.X[:, 0].tolist() == [3, 3, 3, 1] and test.y.tolist() == [0, 1, 1, 0]
-    with pytest.raises(InvalidInput, match=r"test2.csv: line 2: column 'code': unknown value '14.5'"):
-        load_with(write(tmp_path, "code,grade,class\n14.5,a,2\n", "test2.csv"), train.variables)
+    with pytest.raises(InvalidInput, match=r"test2.csv: line 2: column 'code': unknown value '10.5'"):
+        load_with(write(tmp_path, "code,grade,class\n10.5,a,2\n", "test2.csv"), train.variables)
     with pytest.raises(InvalidInput, match=r"column 'grade': unknown value 'b.0'"):
-        load_with(write(tmp_path, "code,grade,class\n14,b.0,2\n", "test3.csv"), train.variables)
+        load_with(write(tmp_path, "code,grade,class\n10,b.0,2\n", "test3.csv"), train.variables)
 
 
-def test_the_server_takes_14_0_for_14_and_refuses_14_5(tmp_path):
+def test_the_server_takes_10_0_for_10_and_refuses_10_5(tmp_path):
     model = fit("nb", load(write(tmp_path, _codes_csv())))
     with running_app(tmp_path, {"codes": model}) as app:
         with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
@@ -111,10 +111,10 @@ def test_the_server_takes_14_0_for_14_and_refuses_14_5(tmp_path):
                 request = pb.PredictRequest(model="codes", instances=instances, unknown=unknown)
                 return [list(p.probabilities) for p in stub.Predict(request).predictions]
 
-            as_labels = predict("14", "7", "10")
-            assert predict("14.0", "7.00", "1e1") == as_labels
+            as_labels = predict("10", "5", "7")
+            assert predict("10.0", "5.00", "7e0") == as_labels
             assert as_labels[0] != as_labels[1]  # the code matters, so the test can tell
-            assert predict("14.5") == predict("")  # unseen in training: read as missing by default
+            assert predict("10.5") == predict("")  # unseen in training: read as missing by default
             with pytest.raises(grpc.RpcError) as refused:
-                predict("14.5", unknown="error")
-            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'14.5'" in refused.value.details()
+                predict("10.5", unknown="error")
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'10.5'" in refused.value.details()

@@ -1,10 +1,17 @@
 """Typing the columns of a data file: declared by the file, forced by the user, or inferred
-(a column whose values are all numbers is numeric, unless they are whole numbers with at
-most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a nominal column, one
-state per number: ``code_states``). The nominal columns are coded against their states
-(``state_order``: whole numbers by number, other labels as text); numeric ones keep their
-raw numbers until cut points are learned (``encoded.prepare``). The class is nominal; rows without a class
-are dropped and counted. Errors are ``InvalidInput`` naming the file, line and column.
+(``is_numeric_column``): a column whose values are all numbers is numeric, unless they are
+whole numbers of which nearly all (``CODE_SHARE`` of the rows) lie from 0 to ``MAX_CODE``:
+those read as codes of a nominal column, one state per number (``code_states``: a scale of
+1 to 10, levels 0..9, a flag 0/1, a count of few). The rule weighs the bulk of the values,
+not the extremes nor how many distinct ones a sample holds, so a column keeps its kind in
+every fold of a file: durations 6, 12, … 60 months are numeric with or without a rare 72,
+integer-coded levels 0..9 are codes with or without a rare level, or a 12 in fewer than one
+row in 1,000 (then one more state), while a scale 0..15 with 0.4% of its values past 10
+(letter's) stays numeric. The nominal columns are coded against their states
+(``nominal_states``, one rule for files in memory and in chunks); numeric ones keep their
+raw numbers until cut points are learned (``encoded.prepare``). The class is nominal; rows
+without a class are dropped and counted. Errors are ``InvalidInput`` naming the file, line
+and column.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ from bnserve.store.model.variable import MAX_EXACT_INTEGER, whole_number
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
 
-MAX_INTEGER_CODES = 10
+MAX_CODE = 10  # whole numbers from 0 to this are codes of a nominal column (a 1-10 scale is one)
+CODE_SHARE = 0.999  # ... when at least this share of the rows hold such numbers (1 in 1,000 may not)
 MAX_CLASS_STATES = 256  # more, and the class column is likely not one (an id, a measurement)
 
 
@@ -72,7 +80,9 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     if table.n_rows == 0:
         raise InvalidInput(f"{src}: line 2: the file has a header but no data rows")
     declared = table.declared or (None,) * len(table.header)
-    class_states, y = _nominal_codes(class_column, table.columns[class_index], declared[class_index], None)
+    class_states, y = _nominal_codes(
+        class_column, table.columns[class_index], declared[class_index], None, Preprocessing()
+    )
     if np.any(y == UNKNOWN):
         _unknown_label(table, class_index, y, class_states, np.arange(y.size))
     keep = y >= 0
@@ -90,7 +100,8 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         column = table.columns[j] if rows == table.n_rows else table.columns[j].rows(kept)
         label_numbers = _numbers(column.labels) if name not in preprocessing.nominal else None
         present = None if label_numbers is None else label_numbers[column.labels != ""]
-        if is_numeric_column(name, declared[j], present, preprocessing):
+        rows_of = np.bincount(column.index, minlength=column.labels.size)[column.labels != ""]
+        if is_numeric_column(name, declared[j], present, preprocessing, rows_of):
             if label_numbers is None:
                 bad = np.array([t != "" and math.isnan(number_of(t)) for t in column.labels.tolist()])
                 r = int(np.flatnonzero(bad[column.index])[0])
@@ -101,7 +112,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
             numbers.append(label_numbers[column.index])
             states.append(None)
             continue
-        column_states, column_codes = _nominal_codes(name, column, declared[j], present)
+        column_states, column_codes = _nominal_codes(name, column, declared[j], present, preprocessing)
         if np.any(column_codes == UNKNOWN):
             _unknown_label(table, j, column_codes, column_states, kept)
         if not column_states:
@@ -173,9 +184,13 @@ def check_class(src: str, name: str, states: Sequence[str], preprocessing: Prepr
         )
 
 
-def is_numeric_column(name: str, declared, numbers: np.ndarray | None, preprocessing: Preprocessing) -> bool:
-    """The typing rule: forced, else declared, else all numbers and not a few whole-number codes.
-    ``numbers``: the column's values (or just its distinct ones) as floats, None if one is not a number."""
+def is_numeric_column(
+    name: str, declared, numbers: np.ndarray | None, preprocessing: Preprocessing, rows: np.ndarray | None = None
+) -> bool:
+    """The typing rule: forced, else declared, else all numbers and not codes (whole numbers,
+    at least ``CODE_SHARE`` of them from 0 to ``MAX_CODE``). ``numbers``: the column's
+    distinct values as floats, NaN missing, None if one is not a number; ``rows``: how many
+    rows hold each (None: one each)."""
     if name in preprocessing.nominal:
         return False
     if name in preprocessing.numeric:
@@ -184,11 +199,15 @@ def is_numeric_column(name: str, declared, numbers: np.ndarray | None, preproces
         return declared.kind == NUMERIC
     if numbers is None:
         return False
-    present = numbers[~np.isnan(numbers)]
-    if present.size == 0 or not np.all(np.isfinite(present)):
+    present = ~np.isnan(numbers)
+    values = numbers[present]
+    if values.size == 0 or not np.all(np.isfinite(values)):
         return False
-    whole = np.all(present == np.round(present))
-    return not (whole and np.unique(present).size <= MAX_INTEGER_CODES)
+    if np.any(values != np.round(values)):
+        return True
+    weights = np.ones(values.size) if rows is None else rows[present]
+    in_range = weights[(values >= 0) & (values <= MAX_CODE)].sum()
+    return bool(in_range < CODE_SHARE * weights.sum())
 
 
 def _numbers(labels: np.ndarray) -> np.ndarray | None:
@@ -201,18 +220,26 @@ def _numbers(labels: np.ndarray) -> np.ndarray | None:
 
 
 def _nominal_codes(
-    name: str, column: TextColumn, declared, numbers: np.ndarray | None
+    name: str, column: TextColumn, declared, numbers: np.ndarray | None, preprocessing: Preprocessing
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """States (declared; else whole-number codes, ``code_states`` of the distinct labels'
-    ``numbers`` when not forced nominal; else the distinct labels in ``state_order``) and
-    each row's code (``Variable.codes_of``: "1.0" is code "1"; UNKNOWN for a label outside
-    a declared domain)."""
-    if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
-        states = tuple(declared.labels)
-    else:
-        coded = code_states(numbers) if numbers is not None and declared is None else None
-        states = coded or state_order(column.labels.tolist())
+    """``nominal_states`` and each row's code (``Variable.codes_of``: "1.0" is code "1";
+    UNKNOWN for a label outside a declared domain)."""
+    states = nominal_states(name, column.labels.tolist(), numbers, declared, preprocessing)
     return states, column.coded(Variable(name, states).codes_of)
+
+
+def nominal_states(
+    name: str, labels: Sequence[str], numbers: np.ndarray | None, declared, preprocessing: Preprocessing
+) -> tuple[str, ...]:
+    """A nominal column's states, in memory and in chunks alike: the declared domain; else,
+    neither declared nor forced nominal, whole-number codes (``code_states`` of the distinct
+    labels' ``numbers``, None when one is not a number); else the distinct ``labels`` in
+    ``state_order``."""
+    if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
+        return tuple(declared.labels)
+    forced = name in preprocessing.nominal
+    coded = code_states(numbers) if numbers is not None and declared is None and not forced else None
+    return coded or state_order(labels)
 
 
 def code_states(numbers: np.ndarray) -> tuple[str, ...] | None:

@@ -1,9 +1,8 @@
 """Coded training data, and the preprocessing learned from it.
 
 Three steps: ``columns.columns_of`` types every column (declared by the file, forced by the user,
-or inferred: a column whose values are all numbers is numeric, unless they are whole
-numbers with at most ``MAX_INTEGER_CODES`` distinct values, which read as codes of a
-nominal column) into ``Columns``; ``prepare`` learns from a set of rows what depends on
+or inferred: a column whose values are all numbers is numeric, unless they are all whole
+numbers from 0 to ``MAX_CODE``, which read as codes of a nominal column) into ``Columns``; ``prepare`` learns from a set of rows what depends on
 the data (cut points of numeric columns, imputed values) and gives ``EncodedData``;
 ``encode_like`` codes other rows with those learned variables. Cross-validation prepares
 each training fold afresh (``EncodedData.split``), so nothing leaks from the test fold.
@@ -25,6 +24,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import FEATURE, NUMERIC, REFUSE, UNKNOWN, Variable, settle_unknown
 from bnserve.store.model.discretization import interval_codes, interval_labels
+from bnserve.store.model.markers import COMMON_MARKERS
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
@@ -264,7 +264,9 @@ def encode_columns(
     """``encode_with`` of columns as read (``lines``: or a function that finds them, asked
     only for an error message). ``unknown``: what a value unseen in training becomes
     (``settle_unknown``: with ``missing``, a nominal one is read as missing and counted in
-    ``unseen``); what is left unknown is refused."""
+    ``unseen``); what is left unknown is refused. A refused value that is a common spelling
+    of missing (``COMMON_MARKERS``: "NA" for a model trained before "NA" was a default
+    marker) suggests ``--na-values``."""
     X = np.empty((n_rows, len(variables)), dtype=np.int32)
     for j, (var, column) in enumerate(zip(variables, columns)):
         X[:, j] = column.coded(var.codes_of)
@@ -282,7 +284,8 @@ def encode_columns(
             where = f"line {numbered[r]}: " if numbered is not None else f"row {r + 1}: "
             known = "a number" if var.kind == NUMERIC else f"known: {', '.join(var.states)}"
             value = column.labels[column.index[r]]
-            raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {value!r}; {known}")
+            hint = f"; if {value!r} marks a missing value, name it in --na-values" if value in COMMON_MARKERS else ""
+            raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {value!r}; {known}{hint}")
     return X
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from bnserve.store.model.markers import DEFAULT_MISSING_MARKERS, NA_VALUES
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.io import DEFAULT_READ_LIMITS, RawTable, ReadLimits
 
@@ -14,7 +15,7 @@ AVAILABLE_CASE = "available-case"
 IMPUTE = "impute"
 STATE = "state"
 MISSING_POLICIES = (AVAILABLE_CASE, IMPUTE, STATE)
-DEFAULT_NA_VALUES = ("?",)  # beside the empty text, which is always missing: UCI's marker
+DEFAULT_NA_VALUES = DEFAULT_MISSING_MARKERS  # beside the empty text, always missing: R's, pandas' and Weka's
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,12 @@ class Preprocessing:
         return table.cleaned(frozenset(self.na_values), self.trim)
 
     def describe(self, numeric_columns: Sequence[str]) -> dict:
-        """What the model's metadata records about its preprocessing."""
+        """What the model's metadata records about its preprocessing; the missing markers
+        always, so scoring and the server read as training did whatever the default becomes."""
         return {
             "missing": self.missing,
             "discretization": {name: str(self.method(name)) for name in numeric_columns},
             **({"ignored": list(self.ignore)} if self.ignore else {}),
-            **({"na_values": list(self.na_values)} if self.na_values != DEFAULT_NA_VALUES else {}),
+            NA_VALUES: list(self.na_values),
             **({"trim_whitespace": False} if not self.trim else {}),
         }

@@ -34,7 +34,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
-from bnserve.trainer.data.columns import check_class, check_columns, code_states, is_numeric_column, state_order
+from bnserve.trainer.data.columns import check_class, check_columns, is_numeric_column, nominal_states, state_order
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint
@@ -415,21 +415,16 @@ def _present_variable(
     labels = [label for label in tally.labels if label != ""]
     parsed = np.array([number_of(label) for label in labels], dtype=np.float64)
     numbers = (parsed if labels else np.array([np.nan])) if not np.isnan(parsed).any() else None
-    forced = name in preprocessing.nominal
-    if not is_numeric_column(name, declared, numbers if not forced else None, preprocessing):
-        if declared is not None and declared.kind == NOMINAL and declared.labels is not None:
-            states = declared.labels  # the file's domain, as columns_of takes it
-        else:
-            coded = code_states(numbers) if numbers is not None and declared is None and not forced else None
-            states = coded or state_order(labels)
+    rows = [tally.labels[label] for label in labels]
+    counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)
+    if not is_numeric_column(name, declared, numbers, preprocessing, counts.sum(axis=1) if rows else None):
+        states = nominal_states(name, labels, numbers, declared, preprocessing)  # as columns_of takes them
         if not states:
             raise InvalidInput(f"{source}: column {name!r}: every value is empty")
         return Variable(name, states, FEATURE)
     if numbers is None:
         bad = labels[int(np.flatnonzero(np.isnan(parsed))[0])]
         raise InvalidInput(f"{source}: column {name!r} is numeric, but has the value {bad!r}")
-    rows = [tally.labels[label] for label in labels]
-    counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)
     values, table = merge_value_tables([(numbers[: len(rows)], counts)])  # labels "1" and "1.0" are one value
     cuts = preprocessing.method(name).cuts_from_table(values, table)
     return Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts)

@@ -17,7 +17,7 @@ import numpy as np
 from bnserve.store.model import CLASS, NUMERIC, Variable
 from bnserve.store.model.discretization import number_of
 from bnserve.store.model.variable import whole_number
-from bnserve.trainer.data.columns import MAX_INTEGER_CODES, is_numeric_column
+from bnserve.trainer.data.columns import is_numeric_column
 from bnserve.trainer.data.encoded import EncodedData, TrainingView
 from bnserve.trainer.data.preprocessing import Preprocessing
 
@@ -112,7 +112,7 @@ def _numeric_but_for(f: ColumnFacts, na_values: tuple[str, ...]) -> str | None:
     token_rows, rows = int(counts[tokens].sum()), int(counts.sum())
     if not (tokens.sum() <= MAX_TOKENS or token_rows < TOKEN_SHARE * rows) or 2 * token_rows >= rows:
         return None
-    if not is_numeric_column(f.variable.name, None, numbers[~tokens], Preprocessing()):
+    if not is_numeric_column(f.variable.name, None, numbers[~tokens], Preprocessing(), counts[~tokens]):
         return None  # the numbers alone would be whole-number codes: nominal all the same
     names = [s for s, t in zip(labels, tokens.tolist()) if t]
     more = f" and {len(names) - MAX_TOKENS} more" if len(names) > MAX_TOKENS else ""
@@ -183,7 +183,7 @@ def _row(f: ColumnFacts, rows: int, warned: bool) -> tuple[str, str, str, str, s
         kind = kind if v.cuts else "numeric, not cut"
         states = f"{len(v.states):,}"
     else:
-        whole = 0 < len(labels) <= MAX_INTEGER_CODES and all(whole_number(s) is not None for s in labels)
+        whole = bool(labels) and all(whole_number(s) is not None for s in labels)
         kind = "nominal, whole-number codes" if whole else "nominal"
         shown = ", ".join(v.states[:SHOWN_STATES]) + (", …" if len(v.states) > SHOWN_STATES else "")
         states = f"{len(v.states):,}: {shown if len(shown) <= MAX_STATES_TEXT else shown[: MAX_STATES_TEXT - 1] + '…'}"
