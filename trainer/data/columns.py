@@ -28,6 +28,7 @@ from bnserve.store.model.discretization import number_of
 from bnserve.store.model.variable import MAX_EXACT_INTEGER, whole_number
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
+from bnserve.trainer.io.table import is_row_index
 
 MAX_CODE = 10  # whole numbers from 0 to this are codes of a nominal column (a 1-10 scale is one)
 CODE_SHARE = 0.999  # ... when at least this share of the rows hold such numbers (1 in 1,000 may not)
@@ -156,7 +157,11 @@ def check_columns(
     if both:
         raise InvalidInput(f"{src}: column {sorted(both)[0]!r} is forced both --nominal and --numeric")
     class_index = list(header).index(class_column)
-    features = [j for j in range(len(header)) if j != class_index and header[j] not in preprocessing.ignore]
+    features = [
+        j
+        for j in range(len(header))
+        if j != class_index and header[j] not in preprocessing.ignore and not is_row_index(header, j)
+    ]
     if not features:
         raise InvalidInput(f"{src}: line 1: the file has only the class column {class_column!r}, no feature")
     return class_index, features

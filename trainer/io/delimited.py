@@ -129,7 +129,7 @@ def _header(source: str, reader: Any, limits: ReadLimits) -> list[str]:
     if not header:
         raise InvalidInput(f"{source}: line 1: the header line is blank")
     limits.check_columns(source, len(header))
-    check_header(source, header)
+    check_header(source, header, row_index=True)
     return header
 
 

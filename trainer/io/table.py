@@ -146,16 +146,28 @@ def trimmed_header(source: str, header: Sequence[str], trim: bool) -> tuple[str,
         return tuple(header)
     names = tuple(name.strip() for name in header)
     if names != tuple(header):
-        check_header(source, names)
+        check_header(source, names, row_index=is_row_index(header, 0))
     return names
 
 
-def check_header(source: str, header: Sequence[str], lines: Sequence[int] | None = None) -> None:
+def is_row_index(header: Sequence[str], j: int) -> bool:
+    """Whether column ``j`` is the row index that pandas' ``to_csv`` and R's ``write.csv``
+    write by default: the first column of a delimited file, with no name. It is read, and
+    left out of the features (``check_columns``), so a user's export trains as it comes."""
+    return j == 0 and len(header) > 1 and header[0] == ""
+
+
+def check_header(
+    source: str, header: Sequence[str], lines: Sequence[int] | None = None, row_index: bool = False
+) -> None:
     """Names of 1..MAX_NAME_LENGTH characters, no duplicates; ``lines[i]``: where column i
-    is named (default line 1, a header row)."""
+    is named (default line 1, a header row). ``row_index``: the first column may have no
+    name (``is_row_index``)."""
     seen: dict[str, int] = {}
     for i, name in enumerate(header, start=1):
         line = lines[i - 1] if lines is not None else 1
+        if i == 1 and row_index and is_row_index(header, 0):
+            continue
         if not name or len(name) > MAX_NAME_LENGTH:
             raise InvalidInput(f"{source}: line {line}: column {i} needs a name of 1 to {MAX_NAME_LENGTH} characters")
         if name in seen:
