@@ -22,6 +22,7 @@ from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import stage
 
 
@@ -84,8 +85,15 @@ class _Run:
     """Accumulates one algorithm's folds on one data set. ``fitter``, when given, learns
     the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run."""
 
-    def __init__(self, algo: str, params: Mapping[str, Any], data: EncodedData, fitter: Fitter | None = None):
-        self.algo, self.params, self.data, self.fitter = algo, dict(params), data, fitter
+    def __init__(
+        self,
+        algo: str,
+        params: Mapping[str, Any],
+        data: EncodedData,
+        fitter: Fitter | None = None,
+        limits: TrainingLimits = DEFAULT_LIMITS,
+    ):
+        self.algo, self.params, self.data, self.fitter, self.limits = algo, dict(params), data, fitter, limits
         self.choices: list[str] = []
         self.accuracies: list[float] = []
         self.losses: list[np.ndarray] = []
@@ -99,7 +107,7 @@ class _Run:
 
     def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
         t0 = time.perf_counter()
-        model = self.fitter(train) if self.fitter else fit(self.algo, train, **self.params)
+        model = self.fitter(train) if self.fitter else fit(self.algo, train, limits=self.limits, **self.params)
         t1 = time.perf_counter()
         proba = compile_model(model).predict_proba(test.X)
         t2 = time.perf_counter()
@@ -225,12 +233,14 @@ def evaluate_on_splits(
     dataset: str = "",
     deadline: float | None = None,
     probabilities: np.ndarray | None = None,
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Evaluation | None:
     """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``.
     With a ``deadline`` (``time.perf_counter()`` seconds), None when the first fold's time says
     the rest would end after it: the candidate is given up rather than overrun a time budget.
-    ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior."""
-    run = _Run(algo, params, data)
+    ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior.
+    Each fold's fit is within ``limits`` (past them: ``sizing.TooLarge``, before allocating)."""
+    run = _Run(algo, params, data, limits=limits)
     pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
     with stage(describe(algo, params), len(splits), "fold") as bar:
         for f, (test_rows, train, test) in enumerate(splits):

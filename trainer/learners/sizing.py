@@ -56,16 +56,18 @@ class TrainingLimits:
             for table in tables:
                 if table.cells > self.max_cpt_cells:
                     raise TooLarge(
-                        f"{what}: {table.what} would hold {table.cells:,} cells ({table.columns()}), "
-                        f"past {CPT_CELLS_FLAG} {self.max_cpt_cells:,}; {FIX}, or raise {CPT_CELLS_FLAG}"
+                        what,
+                        f"{table.what} would hold {table.cells:,} cells ({table.columns()}), "
+                        f"past {CPT_CELLS_FLAG} {self.max_cpt_cells:,}; {FIX}, or raise {CPT_CELLS_FLAG}",
                     )
         total = sum(t.bytes for t in tables)
         if self.memory_budget is not None and total > self.memory_budget:
             largest = max(tables, key=lambda t: t.bytes)
             raise TooLarge(
-                f"{what}: its {len(tables):,} tables would take {_size(total)}, past {MEMORY_BUDGET_FLAG} "
+                what,
+                f"its {len(tables):,} tables would take {_size(total)}, past {MEMORY_BUDGET_FLAG} "
                 f"{_size(self.memory_budget)}; the largest, {table_label(largest)}, {_size(largest.bytes)}; "
-                f"{FIX}, or raise {MEMORY_BUDGET_FLAG}"
+                f"{FIX}, or raise {MEMORY_BUDGET_FLAG}",
             )
 
     def allows(self, cells: int) -> bool:
@@ -78,7 +80,12 @@ NO_LIMITS = TrainingLimits(None, None)
 
 
 class TooLarge(InvalidInput):
-    """A fit refused before allocating: a table past the cell limit, or past the memory budget."""
+    """A fit refused before allocating: a table past the cell limit, or past the memory budget.
+    ``detail``: why, without the name of the fit (``message`` is "WHAT: DETAIL")."""
+
+    def __init__(self, what: str, detail: str) -> None:
+        super().__init__(f"{what}: {detail}")
+        self.detail = detail
 
 
 @dataclass(frozen=True)
