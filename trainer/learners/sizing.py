@@ -54,7 +54,7 @@ class TrainingLimits:
         """Refuse (``TooLarge``) a table past the cell limit, or tables past the budget together."""
         if self.max_cpt_cells is not None:
             for table in tables:
-                if table.cells > self.max_cpt_cells:
+                if table.bounded and table.cells > self.max_cpt_cells:
                     raise TooLarge(
                         what,
                         f"{table.what} would hold {table.cells:,} cells ({table.columns()}), "
@@ -91,11 +91,14 @@ class TooLarge(InvalidInput):
 @dataclass(frozen=True)
 class Table:
     """One table a fit will allocate: ``axes`` (column, states) whose product is ``cells``,
-    held ``copies`` times (8 bytes a cell)."""
+    held ``copies`` times (8 bytes a cell). ``bounded``: the cell limit applies (a CPT); the
+    pair statistics, at most two features' states by the class's, count against the memory
+    budget only."""
 
     what: str
     axes: tuple[tuple[str, int], ...]
     copies: int = 1
+    bounded: bool = True
 
     @property
     def cells(self) -> int:
@@ -137,7 +140,7 @@ def pair_tables(data: TrainingView) -> list[Table]:
     features = [(v.name, v.cardinality + 1) for v in data.features]
     c = (data.class_variable.name, data.n_classes + 1)
     return [
-        Table(f"the pair statistics of {a!r} and {b!r}", ((a, sa), (b, sb), c))
+        Table(f"the pair statistics of {a!r} and {b!r}", ((a, sa), (b, sb), c), bounded=False)
         for i, (a, sa) in enumerate(features)
         for b, sb in features[i + 1 :]
     ]
