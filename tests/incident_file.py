@@ -41,4 +41,3 @@ def write_incident_file(path: Path, seed: int = 0) -> str:
     lines = [",".join(names)] + [",".join(columns[n][i] for n in names) for i in range(ROWS)]
     path.write_text("\n".join(lines) + "\n")
     return str(path)
-

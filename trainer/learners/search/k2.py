@@ -29,8 +29,6 @@ from bnserve.trainer.progress import stage
 SCORE_EPS = 1e-9  # nats: a log-score gain at or below this is rounding noise, not an increase
 
 
-
-
 Parents = dict[int, list[int]]  # variable index -> parents in the order K2 added them
 
 
