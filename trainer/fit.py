@@ -80,7 +80,7 @@ def estimate_tables(members: Sequence[Member], estimator: Estimator, rows: int) 
     tables = [t for m in members for t in cpt_tables(m.structure, m.data, estimator.kind)]
     if estimator.kind == ALR:
         nodes = sum(len(m.structure.parents) for m in members)
-        tables.append(Table("the alr design matrix", (("rows", rows), ("nodes", nodes)), 2))
+        tables.append(Table("the alr design matrix", (("rows", rows), ("nodes", nodes)), 2, bounded=False))
     return tables
 
 

@@ -144,3 +144,14 @@ def test_searches_count_no_family_past_the_cell_limit(incident):
         model = fit(algo, incident, limits=TrainingLimits(max_cpt_cells=limit))
         assert max(built_cells(model)) <= limit, algo
     assert np.all(np.array(built_cells(fit("nb", incident))) <= 2 * 352)
+
+
+def test_the_arcs_alr_adds_are_sized_within_the_limits(car):
+    """alr makes a kdb k=2 network perfect by adding arcs; the larger CPTs are sized first."""
+    learned, _ = LEARNERS["kdb"].run(column_major(car), {"k": 2})
+    tables = estimate_tables(learned.members, Estimator.parse("alr"), car.n_rows)
+    given = max(t.cells for t in tables if t.what.startswith("the CPT"))
+    model = fit("kdb", car, "alr", k=2)
+    assert max(built_cells(model)) > given  # the added arcs make a larger table
+    with pytest.raises(TooLarge, match=re.escape("estimator alr: the CPT of ")):
+        fit("kdb", car, "alr", k=2, limits=TrainingLimits(max_cpt_cells=given))
