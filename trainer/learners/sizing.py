@@ -14,7 +14,7 @@ tables a fit holds at once). The same cell limit bounds the CPTs ``trainer impor
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -76,7 +76,6 @@ class TrainingLimits:
 
 
 DEFAULT_LIMITS = TrainingLimits()
-NO_LIMITS = TrainingLimits(None, None)
 
 
 class TooLarge(InvalidInput):
@@ -144,10 +143,6 @@ def pair_tables(data: TrainingView) -> list[Table]:
         for i, (a, sa) in enumerate(features)
         for b, sb in features[i + 1 :]
     ]
-
-
-def largest_first(tables: Iterable[Table]) -> list[Table]:
-    return sorted(tables, key=lambda t: -t.bytes)
 
 
 _LIMITS: ContextVar[TrainingLimits] = ContextVar("bnserve_training_limits", default=DEFAULT_LIMITS)
