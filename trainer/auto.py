@@ -364,6 +364,7 @@ def cross_validate_auto(
     budget: float | None = DEFAULT_BUDGET,
     inner_folds: int = AUTO_FOLDS,
     dataset: str = "",
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> list[Evaluation]:
     """``auto`` scored by nested CV, one ``Evaluation`` per rule: on each outer training fold
     (the same folds as ``cross_validate_many`` with this ``seed``) one inner search, then each
@@ -386,12 +387,14 @@ def cross_validate_auto(
 
     def searched(train: EncodedData) -> Search:
         if not last or last[0][0] is not train:
-            found = search(train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, budget=budget)
+            found = search(
+                train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, budget=budget, limits=limits
+            )
             last[:] = [(train, found)]
         return last[0][1]
 
     def fitter(rule: str) -> Callable[[EncodedData], Model]:
-        return lambda train: fit_choice(train, pick(searched(train), rule), f"seed {seed}; rule {rule}")
+        return lambda train: fit_choice(train, pick(searched(train), rule), f"seed {seed}; rule {rule}", limits)
 
     fitters = [(AUTO, label if rule == MOST_ACCURATE else {**label, "rule": rule}, fitter(rule)) for rule in rules]
     return cross_validate_fitters(fitters, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed)

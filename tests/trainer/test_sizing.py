@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.auto import search
+from bnserve.trainer.auto import cross_validate_auto, search
 from bnserve.trainer.data import load
 from bnserve.trainer.data.preprocessing import Preprocessing
+from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
 from bnserve.trainer.fit import column_major, estimate_tables, fit
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS
@@ -155,3 +156,19 @@ def test_the_arcs_alr_adds_are_sized_within_the_limits(car):
     assert max(built_cells(model)) > given  # the added arcs make a larger table
     with pytest.raises(TooLarge, match=re.escape("estimator alr: the CPT of ")):
         fit("kdb", car, "alr", k=2, limits=TrainingLimits(max_cpt_cells=given))
+
+
+def test_evaluation_fits_within_the_limits_it_is_given(car):
+    """``trainer evaluate``'s paths (CV, holdout, auto's nested CV) pass the limits to every fit."""
+    tight = TrainingLimits(max_cpt_cells=15)  # under kdb's CPTs of 4 x 4 x 4 states on car
+    with pytest.raises(TooLarge, match="past --max-cpt-cells 15"):
+        cross_validate_many([("kdb", {"k": 1})], car, folds=2, limits=tight)
+    train, test = car.subset(np.arange(0, car.n_rows, 2)), car.subset(np.arange(1, car.n_rows, 2))
+    with pytest.raises(TooLarge, match="past --max-cpt-cells 15"):
+        holdout("kdb", train, test, limits=tight, k=1)
+    notes: list[str] = []
+    with noting(notes.append):
+        [evaluation] = cross_validate_auto(
+            car, ("tan",), estimators=("laplace",), folds=2, inner_folds=2, limits=TrainingLimits(max_cpt_cells=16)
+        )
+    assert set(evaluation.fold_choices) == {"nb estimator=laplace"} and len(notes) == 2  # tan skipped on each fold

@@ -163,11 +163,12 @@ def cross_validate_many(
     folds: int = 10,
     repeats: int = 1,
     seed: int = 0,
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> list[Evaluation]:
     """Stratified ``folds``-fold CV repeated ``repeats`` times (repeat r shuffles with seed + r);
-    every candidate (algorithm, params) sees the same folds."""
+    every candidate (algorithm, params) sees the same folds; each fit within ``limits``."""
     _check_folds(folds, repeats, data)
-    runs = [_Run(algo, params, data) for algo, params in candidates]
+    runs = [_Run(algo, params, data, limits=limits) for algo, params in candidates]
     return _cross_validate(runs, data, dataset, folds, repeats, seed)
 
 
@@ -262,7 +263,13 @@ def cross_validate(
 
 
 def holdout(
-    algo: str, train: EncodedData, test: EncodedData, *, fitter: Fitter | None = None, **params: Any
+    algo: str,
+    train: EncodedData,
+    test: EncodedData,
+    *,
+    fitter: Fitter | None = None,
+    limits: TrainingLimits = DEFAULT_LIMITS,
+    **params: Any,
 ) -> Evaluation:
     """Learn on ``train`` (with ``fitter`` when given, as in ``cross_validate_fitters``),
     score on ``test`` (coded against the same variables)."""
@@ -270,7 +277,7 @@ def holdout(
         raise InvalidInput("the test data must be coded against the training variables")
     if test.n_rows == 0:
         raise InvalidInput(f"{test.source}: no rows to score")
-    run = _Run(algo, params, train, fitter)
+    run = _Run(algo, params, train, fitter, limits)
     proba = run.fold(train, test)
     run.aucs.append(metrics.auc(proba, test.y))
     result = run.result(f"{train.source} -> {test.source}")
