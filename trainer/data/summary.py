@@ -84,8 +84,9 @@ def warnings_of(facts: list[ColumnFacts], preprocessing: Preprocessing | None) -
         feature = v.role != CLASS  # a class of numbers or of a value per row is refused before
         tokens = _numbers_but_for(f, preprocessing.na_values) if feature else None
         identifier = _identifier(f) if feature else None
-        many = None if identifier or not feature else _many_states(f, tokens)
-        warning = many or _numeric_but_for(f, tokens) or identifier or _lookalikes(f)
+        many = feature and not identifier and _many_states(f)
+        numeric = _numeric_but_for(f, tokens, many)
+        warning = numeric or identifier or (_many_states_warning(f) if many else None) or _lookalikes(f)
         if warning:
             found[v.name] = warning
     return found
@@ -133,16 +134,23 @@ def _numbers_but_for(f: ColumnFacts, na_values: tuple[str, ...]) -> _Tokens | No
     return _Tokens(shown, token_rows, shlex.quote(",".join(dict.fromkeys((*na_values, *names)))))
 
 
-def _numeric_but_for(f: ColumnFacts, tokens: _Tokens | None) -> str | None:
+def _numeric_but_for(f: ColumnFacts, tokens: _Tokens | None, many: bool) -> str | None:
+    """The texts to declare missing; with ``many`` (``_many_states``) also what it costs and
+    the other ways out."""
     if tokens is None:
         return None
+    labels, counts = _seen(f)
+    name = shlex.quote(f.variable.name)
+    support = f", more than its {int(counts.sum()):,} rows support{_root(counts)}" if many else ""
+    others = f" (or --numeric {name}), or --ignore {name} to leave it out" if many else ""
     return (
         f"column {f.variable.name!r} is numeric but for the value(s) {tokens.shown} ({tokens.rows:,} rows); it was "
-        f"read as nominal with {len(_seen(f)[0]):,} states; pass --na-values {tokens.flag} to read it as numeric"
+        f"read as nominal with {len(labels):,} states{support}; pass --na-values {tokens.flag} to read it as "
+        f"numeric{others}"
     )
 
 
-def _many_states(f: ColumnFacts, tokens: _Tokens | None) -> str | None:
+def _many_states(f: ColumnFacts) -> bool:
     """A nominal feature with more states than √rows (and than ``MANY_STATES_FLOOR``): a
     table of it and one other such column has more cells than there are rows, so every CPT
     a dependence learner builds on it is mostly empty, and with k such parents it grows as
@@ -150,21 +158,20 @@ def _many_states(f: ColumnFacts, tokens: _Tokens | None) -> str | None:
     states in 4,454 rows, asked for tens of GB). No curated data set has such a column:
     it is most likely a number column read as text, or an identifier."""
     labels, counts = _seen(f)
-    rows, states = int(counts.sum()), len(labels)
-    if states <= max(MANY_STATES_FLOOR, math.sqrt(rows)):
-        return None
+    return len(labels) > max(MANY_STATES_FLOOR, math.sqrt(int(counts.sum())))
+
+
+def _root(counts: np.ndarray) -> str:
+    return f" (√rows = {math.isqrt(int(counts.sum()))})"
+
+
+def _many_states_warning(f: ColumnFacts) -> str:
+    labels, counts = _seen(f)
     name = shlex.quote(f.variable.name)
-    if tokens is not None:
-        advice = (
-            f"it is numeric but for the value(s) {tokens.shown} ({tokens.rows:,} rows): pass --na-values "
-            f"{tokens.flag} to read it as numeric, or --numeric {name}"
-        )
-    else:
-        advice = f"pass --numeric {name} if it holds numbers (and --na-values for its missing markers)"
     return (
-        f"column {f.variable.name!r} is nominal with {states:,} states for {rows:,} rows, more than its rows "
-        f"support (√rows = {math.isqrt(rows)}): probably numeric or an identifier; {advice}; "
-        f"or --ignore {name} to leave it out"
+        f"column {f.variable.name!r} is nominal with {len(labels):,} states for {int(counts.sum()):,} rows, more "
+        f"than its rows support{_root(counts)}: probably numeric or an identifier; pass --numeric {name} if it "
+        f"holds numbers (and --na-values for its missing markers), or --ignore {name} to leave it out"
     )
 
 
