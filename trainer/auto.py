@@ -52,7 +52,8 @@ from bnserve.trainer.evaluation.metrics import log_losses
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
 from bnserve.trainer.learners.registry import LEARNERS
-from bnserve.trainer.progress import stage
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TooLarge, TrainingLimits
+from bnserve.trainer.progress import note, stage
 
 DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
 DEFAULT_KS = (1, 2, 3)
@@ -83,6 +84,7 @@ class Choice:
     noise: float  # standard error of the best candidate's CV accuracy
     skipped: tuple[str, ...] = ()  # candidates left out when the budget ran out
     members: tuple[Candidate, ...] = ()  # a blend's candidates (algorithm BLEND)
+    refused: tuple[str, ...] = ()  # candidates past the training limits: "candidate: why"
 
     @property
     def label(self) -> str:
@@ -126,6 +128,7 @@ class Search:
     scores: tuple[Evaluation, ...]
     skipped: tuple[str, ...]
     blend: tuple[int, ...] = ()  # the blend's candidates (indices into tried), best first; () for none
+    refused: tuple[str, ...] = ()  # candidates past the training limits, each "candidate: why"
 
 
 def search(
@@ -137,8 +140,11 @@ def search(
     folds: int = AUTO_FOLDS,
     seed: int = 0,
     budget: float | None = DEFAULT_BUDGET,
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Search:
-    """Score the candidates by stratified CV on ``data``: the stages of the module docstring."""
+    """Score the candidates by stratified CV on ``data``: the stages of the module docstring.
+    A candidate past ``limits`` (refused by its first fold's fit before it allocates) is
+    skipped with a ``note`` saying why; when every candidate is, the search fails."""
     if not estimators:
         raise InvalidInput("auto needs at least one estimator")
     estimators = [str(Estimator.parse(e)) for e in estimators]
@@ -149,6 +155,7 @@ def search(
     scores: list[Evaluation] = []
     tried: list[Candidate] = []
     skipped: list[str] = []
+    refused: list[str] = []
     posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
 
     def run(what: str, grid: Sequence[Candidate]) -> None:
@@ -159,7 +166,13 @@ def search(
                 out = np.empty((data.n_rows, data.n_classes))
                 if deadline is None or time.perf_counter() < deadline:
                     bar.note(describe(algo, params))
-                    scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out)
+                    try:
+                        scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out, limits)
+                    except TooLarge as exc:
+                        refused.append(f"{describe(algo, params)}: {exc.detail}")
+                        note(f"auto: skipped {refused[-1]}")
+                        bar.update()
+                        continue
                 bar.update()
                 if scored is None:
                     skipped.append(describe(algo, params))
@@ -169,12 +182,15 @@ def search(
                 posteriors.append(out)
 
     run("structures", candidate_grid(candidates, ks, estimators[0]))
+    if not tried:
+        raise InvalidInput(f"auto: every candidate is past the training limits; the first, {refused[0]}")
     ranked = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))
     refined = [
         (tried[i][0], {**tried[i][1], "estimator": e}) for e in estimators[1:] for i in _refined(e, ranked, tried)
     ]
     run("estimators", refined)
-    return Search(tuple(tried), tuple(scores), tuple(skipped), _blend(scores, posteriors, data.y, tried))
+    blend = _blend(scores, posteriors, data.y, tried)
+    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused))
 
 
 def _refined(estimator: str, ranked: Sequence[int], tried: Sequence[Candidate]) -> list[int]:
@@ -228,7 +244,7 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
     if rule == MOST_ACCURATE and found.blend:
         members = tuple(found.tried[i] for i in found.blend)
         labels = [describe(*member) for member in members]
-        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members)
+        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members, found.refused)
     best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
     noise, chosen = 0.0, best
     if rule == SIMPLEST_WITHIN_NOISE:
@@ -236,7 +252,7 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
         noise = top.accuracy_std / math.sqrt(len(top.fold_accuracies))
         chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
     algo, params = found.tried[chosen]
-    return Choice(algo, params, scores, noise, found.skipped)
+    return Choice(algo, params, scores, noise, found.skipped, refused=found.refused)
 
 
 def choose(
@@ -249,10 +265,11 @@ def choose(
     seed: int = 0,
     rule: str = MOST_ACCURATE,
     budget: float | None = DEFAULT_BUDGET,
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Choice:
     """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
     _check_rule(rule)
-    found = search(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget)
+    found = search(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget, limits=limits)
     return pick(found, rule)
 
 
@@ -276,21 +293,30 @@ def fit_auto(
     seed: int = 0,
     rule: str = MOST_ACCURATE,
     budget: float | None = DEFAULT_BUDGET,
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Model:
-    """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
-    choice = choose(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget)
-    return fit_choice(data, choice, f"seed {seed}; rule {rule}" + (f"; budget {budget:g} s" if budget else ""))
+    """Choose, then fit the winner on all of ``data``; the candidates' scores go into the
+    metadata. ``limits`` bound every candidate's fit (see ``search``) and the winner's."""
+    choice = choose(
+        data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget, limits=limits
+    )
+    how = f"seed {seed}; rule {rule}" + (f"; budget {budget:g} s" if budget else "")
+    return fit_choice(data, choice, how, limits)
 
 
-def fit_choice(data: EncodedData, choice: Choice, how: str) -> Model:
+def fit_choice(data: EncodedData, choice: Choice, how: str, limits: TrainingLimits = DEFAULT_LIMITS) -> Model:
     """The chosen candidate fitted on all of ``data``, with the search in its metadata."""
     with stage(f"auto: fitting {choice.label}"):
-        model = _fit_blend(data, choice.members) if choice.members else fit(choice.algorithm, data, **choice.params)
+        if choice.members:
+            model = _fit_blend(data, choice.members, limits)
+        else:
+            model = fit(choice.algorithm, data, limits=limits, **choice.params)
     selection = {
         "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, {how}",
         "chosen": choice.label,
         "noise": choice.noise,
         "skipped_for_time": list(choice.skipped),
+        "skipped_for_limits": list(choice.refused),
         "candidates": [
             {
                 "algorithm": e.algorithm,
@@ -313,9 +339,9 @@ def fit_choice(data: EncodedData, choice: Choice, how: str) -> Model:
     ).validate()
 
 
-def _fit_blend(data: EncodedData, members: Sequence[Candidate]) -> Model:
+def _fit_blend(data: EncodedData, members: Sequence[Candidate], limits: TrainingLimits) -> Model:
     """Each member fitted on ``data``; one model of their networks, posteriors averaged."""
-    models = [fit(algo, data, **params) for algo, params in members]
+    models = [fit(algo, data, limits=limits, **params) for algo, params in members]
     networks = tuple(net for model in models for net in model.networks)
     first = models[0].metadata
     metadata = {key: value for key, value in first.items() if key not in ("order", "order_scores", "arc_cmi")}
@@ -338,6 +364,7 @@ def cross_validate_auto(
     budget: float | None = DEFAULT_BUDGET,
     inner_folds: int = AUTO_FOLDS,
     dataset: str = "",
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> list[Evaluation]:
     """``auto`` scored by nested CV, one ``Evaluation`` per rule: on each outer training fold
     (the same folds as ``cross_validate_many`` with this ``seed``) one inner search, then each
@@ -360,12 +387,14 @@ def cross_validate_auto(
 
     def searched(train: EncodedData) -> Search:
         if not last or last[0][0] is not train:
-            found = search(train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, budget=budget)
+            found = search(
+                train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, budget=budget, limits=limits
+            )
             last[:] = [(train, found)]
         return last[0][1]
 
     def fitter(rule: str) -> Callable[[EncodedData], Model]:
-        return lambda train: fit_choice(train, pick(searched(train), rule), f"seed {seed}; rule {rule}")
+        return lambda train: fit_choice(train, pick(searched(train), rule), f"seed {seed}; rule {rule}", limits)
 
     fitters = [(AUTO, label if rule == MOST_ACCURATE else {**label, "rule": rule}, fitter(rule)) for rule in rules]
     return cross_validate_fitters(fitters, data, dataset=dataset, folds=folds, repeats=repeats, seed=seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -12,16 +13,29 @@ from bnserve.store.model.markers import PREPROCESSING
 from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.io import source_name
-from bnserve.trainer.learners.parameters import LAPLACE_ESTIMATOR, Estimator, estimate
+from bnserve.trainer.learners.base import Member
+from bnserve.trainer.learners.parameters import ALR, LAPLACE_ESTIMATOR, Estimator, estimate
 from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, Table, TrainingLimits, cpt_tables, within
 from bnserve.trainer.stats import feature_columns
 
 
-def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None, **params: Any) -> Model:
+def fit(
+    algo: str,
+    data: TrainingView,
+    estimator: Estimator | str | None = None,
+    *,
+    limits: TrainingLimits = DEFAULT_LIMITS,
+    **params: Any,
+) -> Model:
     """Learn ``algo`` on ``data``. ``params`` are the learner's declared parameters; a
     parameter left out (or None) takes its default, one the learner does not declare is refused.
     ``estimator`` (an ``Estimator`` or its text, default laplace) estimates every CPT; the
-    metadata records it."""
+    metadata records it.
+
+    ``limits``: the tables are sized before they are built (the search's statistics before
+    the search, the CPTs before they are estimated); past a limit the fit is refused with
+    ``sizing.TooLarge`` (an InvalidInput) naming the columns, their states and the flag."""
     estimator = Estimator.parse(estimator) if isinstance(estimator, str) else estimator or LAPLACE_ESTIMATOR
     learner = LEARNERS.get(algo)
     if learner is None:
@@ -29,8 +43,11 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
     given = {name: value for name, value in params.items() if value is not None}
     fingerprint = data.fingerprint()
     data = column_major(data)
-    learned, values = learner.run(data, given)
-    networks = tuple(estimate(m.structure, m.data, estimator) for m in learned.members)
+    with within(limits):
+        limits.check(learner.search_tables(data), algo)
+        learned, values = learner.run(data, given)
+        limits.check(estimate_tables(learned.members, estimator, data.n_rows), algo)
+        networks = tuple(estimate(m.structure, m.data, estimator) for m in learned.members)
     metadata: dict[str, Any] = {
         "training": {
             "source": source_name(data.source),  # the file name: the metadata is shown to every client
@@ -56,6 +73,16 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
         metadata["order_scores"] = list(structure.scores)
     params = {name: value for name, value in values.items() if value is not None}  # None = off
     return Model(data.variables, networks, algo, learned.combination, params, metadata).validate()
+
+
+def estimate_tables(members: Sequence[Member], estimator: Estimator, rows: int) -> list[Table]:
+    """Every table ``estimate`` will build for these members (alr: also its design matrix,
+    one entry per row and node)."""
+    tables = [t for m in members for t in cpt_tables(m.structure, m.data, estimator.kind)]
+    if estimator.kind == ALR:
+        nodes = sum(len(m.structure.parents) for m in members)
+        tables.append(Table("the alr design matrix", (("rows", rows), ("nodes", nodes)), 2, bounded=False))
+    return tables
 
 
 def column_major(data: TrainingView) -> TrainingView:

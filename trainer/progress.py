@@ -7,12 +7,18 @@ with ``reporting``: the CLI installs ``terminal_bars`` (tqdm, on stderr, when it
 terminal) unless ``--quiet``; library use (``fit`` in a notebook, the benchmarks) stays
 silent. The reporter is a context variable, not a global: it holds for the ``with`` block
 that set it, and threads and worker processes the trainer starts report nothing.
+
+A ``note`` is different: one line the user should read even in a log (auto skipping a
+candidate that does not fit). It goes to the sink installed with ``noting`` (the CLI: stderr,
+nothing under --quiet), else to the ``bnserve.trainer`` logger as a warning, which Python
+prints on stderr when nothing configured logging.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, TextIO
@@ -74,6 +80,29 @@ def reporting(reporter: Reporter | None) -> Iterator[None]:
         yield
     finally:
         _REPORTER.reset(token)
+
+
+_NOTES: ContextVar[Callable[[str], None] | None] = ContextVar("bnserve_trainer_notes", default=None)
+LOGGER = logging.getLogger("bnserve.trainer")
+
+
+def note(text: str) -> None:
+    """Tell the user one line (see the module docstring)."""
+    sink = _NOTES.get()
+    if sink is None:
+        LOGGER.warning(text)
+    else:
+        sink(text)
+
+
+@contextmanager
+def noting(sink: Callable[[str], None]) -> Iterator[None]:
+    """Send the notes of the block to ``sink`` (``lambda text: None`` to drop them)."""
+    token = _NOTES.set(sink)
+    try:
+        yield
+    finally:
+        _NOTES.reset(token)
 
 
 def terminal_bars(stream: TextIO | None = None) -> Reporter | None:

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bnserve.store.db.engine import create_store_engine, writer
 from bnserve.store.db.failures import RACE, first_line, kind_of, translate
-from bnserve.store.db.rows import model_to_rows, rows_to_model
+from bnserve.store.db.rows import check_value_sizes, model_to_rows, rows_to_model
 from bnserve.store.db.schema import UPGRADE_COMMAND, check_schema
 from bnserve.store.db.tables import (
     SqlArc,
@@ -210,6 +210,7 @@ class ModelStore:
         if not isinstance(model, Model):
             raise InvalidInput(f"publishing model {name!r}: expected a store.model.Model, got {type(model).__name__}")
         model.validate()
+        check_value_sizes(name, model)
         rows = model_to_rows(model)
 
         def write(session: Session) -> int:

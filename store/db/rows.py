@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModelVersion, SqlVariable
-from bnserve.store.errors import IntegrityError, InvalidModel
+from bnserve.store.errors import IntegrityError, InvalidInput, InvalidModel
 from bnserve.store.model import NUMERIC, Model, Network, Node, Variable
 from bnserve.store.model.serialization import array_to_blob, blob_to_array, canonical_checksum
 
@@ -41,6 +41,24 @@ class VersionRows:
             [{**r, **key} for r in self.cpts],
             [{**r, **key} for r in self.arcs],
         )
+
+
+MAX_VALUE_BYTES = (
+    1_000_000_000  # one value the store keeps: SQLite's default SQLITE_MAX_LENGTH; PostgreSQL's bytea holds 1 GB
+)
+
+
+def check_value_sizes(name: str, model: Model) -> None:
+    """Refuse, before any row is built, a model with a CPT the store could not keep in one
+    value ("string or blob too big" from SQLite after the whole model was serialised)."""
+    for k, net in enumerate(model.networks):
+        for node in net.nodes:
+            if node.cpt.nbytes > MAX_VALUE_BYTES:
+                raise InvalidInput(
+                    f"publishing model {name!r}: the CPT of {node.name!r} (network {k}, shape {node.cpt.shape}) takes "
+                    f"{node.cpt.nbytes:,} bytes, past the {MAX_VALUE_BYTES:,} one value of the store may hold; "
+                    "train it within --max-cpt-cells"
+                )
 
 
 def model_to_rows(model: Model) -> VersionRows:

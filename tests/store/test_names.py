@@ -66,3 +66,20 @@ def test_publishing_something_that_is_not_a_model_is_refused(model_store, rng):
     with pytest.raises(InvalidInput, match="aliases must be a list"):
         model_store.publish("m", random_model(rng, n_features=1), aliases="production")
     assert model_store.list_models() == []
+
+
+def test_a_cpt_larger_than_one_store_value_is_refused_before_any_row(model_store, rng, monkeypatch):
+    """SQLite answered such a CPT with "string or blob too big" after serialising the whole
+    model (issue 26); the store says which table and which limit first. The limit is scaled
+    down: a real one would take a GB to build."""
+    from bnserve.store.db import rows
+
+    model = random_model(rng, n_features=2)
+    node = max((n for n in model.networks[0].nodes), key=lambda n: n.cpt.nbytes)
+    monkeypatch.setattr(rows, "MAX_VALUE_BYTES", node.cpt.nbytes - 1)
+    message = f"publishing model 'big': the CPT of {node.name!r} (network 0, shape {node.cpt.shape}) takes"
+    with pytest.raises(InvalidInput, match=re.escape(message)) as refusal:
+        model_store.publish("big", model)
+    assert "--max-cpt-cells" in refusal.value.message and model_store.list_models() == []
+    monkeypatch.setattr(rows, "MAX_VALUE_BYTES", node.cpt.nbytes)
+    assert model_store.publish("big", model) == 1

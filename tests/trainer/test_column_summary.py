@@ -18,6 +18,7 @@ from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.data.summary import MAX_LINES, summary_text
 from tests.data_helpers import SHIPPED, shared_datasets, write
+from tests.incident_file import WIDE, write_incident_file
 from tests.trainer.conftest import run
 
 
@@ -50,8 +51,10 @@ def test_the_table_and_the_warnings(tmp_path):
     assert "numeric but for the value(s) 'unknown' (" in numeric and f"pass --na-values '{','.join(DEFAULT_NA_VALUES)},unknown'" in numeric
     assert "'Male' and 'male'" in lookalike
     _, warnings = summary_text(load(write(tmp_path, "x,class\n" + "a,Yes\nb,yes\nc,no\n" * 9, "yes.csv")))
-    assert warnings == ["column 'class' has states that differ only in case or in how a number is written: "
-                        "'Yes' and 'yes'; they are learned as different values"]
+    assert warnings == [
+        "column 'class' has states that differ only in case or in how a number is written: "
+        "'Yes' and 'yes'; they are learned as different values"
+    ]
 
 
 def test_the_warnings_advice_is_right(tmp_path):
@@ -115,12 +118,29 @@ def test_the_cli_prints_the_table_on_a_terminal_and_the_warnings_always(tmp_path
     assert err.splitlines() == [f"trainer: warning: {w}" for w in summary_text(load(path))[1]]
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store)
-    summary = err[err.index(f"trainer: {path}: 200 rows"):]  # after the progress bars, drawn on a terminal too
+    summary = err[err.index(f"trainer: {path}: 200 rows") :]  # after the progress bars, drawn on a terminal too
     assert code == 0 and "  code " in summary
     assert err.splitlines()[-3].startswith("trainer: warning: column 'id'")
     clean = write(tmp_path, "a,b,class\n" + "x,1.5,y\nz,2.5,n\n" * 20, "clean.csv")
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", clean, "--name", "m", "--store", store,
-                       "--chunk-rows", "7")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", clean, "--name", "m", "--store", store, "--chunk-rows", "7"
+    )
     assert code == 0 and "trainer: warning" not in err and re.search(r"\n  b +feature +numeric, cut at 2 ", err)
     _summarize(argparse.Namespace(quiet=True), load(path))  # --quiet, as the progress flags give it
     assert capsys.readouterr().err.splitlines() == [f"trainer: warning: {w}" for w in summary_text(load(path))[1]]
+
+
+def test_a_nominal_column_with_more_states_than_its_rows_support_is_flagged(tmp_path):
+    """Issue 26's file: three columns of numbers with an 'NA' text; and codes that are no
+    numbers. Each is named with its states and rows, and the three ways out."""
+    data = load(write_incident_file(tmp_path / "incident.csv"), preprocessing=Preprocessing(na_values=()))
+    _, warnings = summary_text(data)
+    assert [w.split("'")[1] for w in warnings] == list(WIDE)
+    for warning, (name, states) in zip(warnings, WIDE.items()):
+        assert f"read as nominal with {states:,} states, more than its 4,454 rows support (√rows = 66)" in warning
+        assert all(flag in warning for flag in ("--na-values NA", f"--numeric {name}", f"--ignore {name}"))
+    rows = [f"c{i % 100},z{i % 30},{'ny'[i % 2]}" for i in range(1000)]  # 100 and 30 states, 10 and 33 rows each
+    _, warnings = summary_text(load(write(tmp_path, "code,zone,class\n" + "\n".join(rows) + "\n", "codes.csv")))
+    assert len(warnings) == 1 and warnings[0].startswith("column 'code' is nominal with 100 states for 1,000 rows")
+    assert "probably numeric or an identifier" in warnings[0] and "--ignore code" in warnings[0]
+    assert "--numeric code if it holds numbers (and --na-values" in warnings[0]

@@ -15,7 +15,7 @@ from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import cross_validate
 from bnserve.trainer.fit import fit
-from bnserve.trainer.learners import semi_naive
+from bnserve.trainer.learners import sizing
 from bnserve.trainer.learners.search.groups import augmenting_forest, canonical, grouped_parents
 from bnserve.trainer.learners.search.wrapper import CrossValidatedAccuracy
 from bnserve.trainer.learners.semi_naive import asb, bsej, bsej_search
@@ -124,9 +124,9 @@ def test_a_clique_is_the_joint_conditional_at_maximum_likelihood(hand):
     assert np.allclose(chain, joint[hand.X[:, 0], hand.X[:, 1], hand.X[:, 3], hand.y] / n_c[hand.y])
 
 
-def test_joins_beyond_the_memory_guard_are_not_candidates(hand, monkeypatch):
-    monkeypatch.setattr(semi_naive, "MAX_JOINED_CELLS", 2 * 2 * 2)  # r_S · r_C: pairs of binary features only
-    groups = bsej_search(hand).state
+def test_joins_beyond_the_memory_guard_are_not_candidates(hand):
+    with sizing.within(sizing.TrainingLimits(max_cpt_cells=2 * 2 * 2)):  # r_S · r_C: pairs of binary features only
+        groups = bsej_search(hand).state
     assert all(math.prod(hand.cards[i] for i in g) * 2 <= 8 for g in groups)
 
 

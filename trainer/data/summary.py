@@ -1,7 +1,8 @@
 """What ``trainer fit`` tells about the data once they are typed: one line per column (its
 role, kind, states or cut points, missing share) and warnings on what looks like a file
 read wrong: a column that is numeric but for a few tokens, a nominal feature with about
-a state per row (an identifier). Real files go wrong silently; this is where it shows.
+a state per row (an identifier) or with more states than its rows support (``_many_states``).
+Real files go wrong silently; this is where it shows.
 
 From the counts the fit has anyway (``state_counts``), never another pass over the data.
 """
@@ -26,6 +27,7 @@ MAX_TOKENS = 3  # a numeric column "but for" at most this many distinct texts...
 TOKEN_SHARE = 0.05  # ...or for texts in fewer than this share of its rows
 ID_SHARE = 0.9  # a nominal feature with states for this share of its rows is an identifier
 ID_MIN_ROWS = 20  # (when it has more rows than this)
+MANY_STATES_FLOOR = 32  # a nominal feature with more states than this and than √rows: see _many_states
 SHOWN_STATES = 4
 SHOWN_CUTS = 2
 MAX_NAME = 24
@@ -80,8 +82,11 @@ def warnings_of(facts: list[ColumnFacts], preprocessing: Preprocessing | None) -
         if v.kind == NUMERIC or v.name in preprocessing.nominal:
             continue
         feature = v.role != CLASS  # a class of numbers or of a value per row is refused before
-        numeric = _numeric_but_for(f, preprocessing.na_values) if feature else None
-        warning = numeric or (_identifier(f) if feature else None) or _lookalikes(f)
+        tokens = _numbers_but_for(f, preprocessing.na_values) if feature else None
+        identifier = _identifier(f) if feature else None
+        many = feature and not identifier and _many_states(f)
+        numeric = _numeric_but_for(f, tokens, many)
+        warning = numeric or identifier or (_many_states_warning(f) if many else None) or _lookalikes(f)
         if warning:
             found[v.name] = warning
     return found
@@ -101,7 +106,16 @@ def _seen(f: ColumnFacts) -> tuple[list[str], np.ndarray]:
     return [labels[i] for i in seen.tolist()], counts[seen]
 
 
-def _numeric_but_for(f: ColumnFacts, na_values: tuple[str, ...]) -> str | None:
+@dataclass(frozen=True)
+class _Tokens:
+    """The texts that keep a column of numbers nominal: shown, their rows, the --na-values to pass."""
+
+    shown: str
+    rows: int
+    flag: str
+
+
+def _numbers_but_for(f: ColumnFacts, na_values: tuple[str, ...]) -> _Tokens | None:
     """A nominal column whose values are numbers but for a few texts (or texts in few rows);
     the --na-values to pass keep those given (which replace the default)."""
     labels, counts = _seen(f)
@@ -117,10 +131,47 @@ def _numeric_but_for(f: ColumnFacts, na_values: tuple[str, ...]) -> str | None:
     names = [s for s, t in zip(labels, tokens.tolist()) if t]
     more = f" and {len(names) - MAX_TOKENS} more" if len(names) > MAX_TOKENS else ""
     shown = ", ".join(repr(s) for s in names[:MAX_TOKENS]) + more
-    flag = shlex.quote(",".join(dict.fromkeys((*na_values, *names))))
+    return _Tokens(shown, token_rows, shlex.quote(",".join(dict.fromkeys((*na_values, *names)))))
+
+
+def _numeric_but_for(f: ColumnFacts, tokens: _Tokens | None, many: bool) -> str | None:
+    """The texts to declare missing; with ``many`` (``_many_states``) also what it costs and
+    the other ways out."""
+    if tokens is None:
+        return None
+    labels, counts = _seen(f)
+    name = shlex.quote(f.variable.name)
+    support = f", more than its {int(counts.sum()):,} rows support{_root(counts)}" if many else ""
+    others = f" (or --numeric {name}), or --ignore {name} to leave it out" if many else ""
     return (
-        f"column {f.variable.name!r} is numeric but for the value(s) {shown} ({token_rows:,} rows); it was read as "
-        f"nominal with {len(labels):,} states; pass --na-values {flag} to read it as numeric"
+        f"column {f.variable.name!r} is numeric but for the value(s) {tokens.shown} ({tokens.rows:,} rows); it was "
+        f"read as nominal with {len(labels):,} states{support}; pass --na-values {tokens.flag} to read it as "
+        f"numeric{others}"
+    )
+
+
+def _many_states(f: ColumnFacts) -> bool:
+    """A nominal feature with more states than √rows (and than ``MANY_STATES_FLOOR``): a
+    table of it and one other such column has more cells than there are rows, so every CPT
+    a dependence learner builds on it is mostly empty, and with k such parents it grows as
+    states^(k+1) (issue 26: three columns of numbers with an 'NA' text, 352, 160 and 183
+    states in 4,454 rows, asked for tens of GB). No curated data set has such a column:
+    it is most likely a number column read as text, or an identifier."""
+    labels, counts = _seen(f)
+    return len(labels) > max(MANY_STATES_FLOOR, math.sqrt(int(counts.sum())))
+
+
+def _root(counts: np.ndarray) -> str:
+    return f" (√rows = {math.isqrt(int(counts.sum()))})"
+
+
+def _many_states_warning(f: ColumnFacts) -> str:
+    labels, counts = _seen(f)
+    name = shlex.quote(f.variable.name)
+    return (
+        f"column {f.variable.name!r} is nominal with {len(labels):,} states for {int(counts.sum()):,} rows, more "
+        f"than its rows support{_root(counts)}: probably numeric or an identifier; pass --numeric {name} if it "
+        f"holds numbers (and --na-values for its missing markers), or --ignore {name} to leave it out"
     )
 
 

@@ -22,6 +22,7 @@ from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.fit import fit
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import stage
 
 
@@ -84,8 +85,15 @@ class _Run:
     """Accumulates one algorithm's folds on one data set. ``fitter``, when given, learns
     the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run."""
 
-    def __init__(self, algo: str, params: Mapping[str, Any], data: EncodedData, fitter: Fitter | None = None):
-        self.algo, self.params, self.data, self.fitter = algo, dict(params), data, fitter
+    def __init__(
+        self,
+        algo: str,
+        params: Mapping[str, Any],
+        data: EncodedData,
+        fitter: Fitter | None = None,
+        limits: TrainingLimits = DEFAULT_LIMITS,
+    ):
+        self.algo, self.params, self.data, self.fitter, self.limits = algo, dict(params), data, fitter, limits
         self.choices: list[str] = []
         self.accuracies: list[float] = []
         self.losses: list[np.ndarray] = []
@@ -99,7 +107,7 @@ class _Run:
 
     def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
         t0 = time.perf_counter()
-        model = self.fitter(train) if self.fitter else fit(self.algo, train, **self.params)
+        model = self.fitter(train) if self.fitter else fit(self.algo, train, limits=self.limits, **self.params)
         t1 = time.perf_counter()
         proba = compile_model(model).predict_proba(test.X)
         t2 = time.perf_counter()
@@ -155,11 +163,12 @@ def cross_validate_many(
     folds: int = 10,
     repeats: int = 1,
     seed: int = 0,
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> list[Evaluation]:
     """Stratified ``folds``-fold CV repeated ``repeats`` times (repeat r shuffles with seed + r);
-    every candidate (algorithm, params) sees the same folds."""
+    every candidate (algorithm, params) sees the same folds; each fit within ``limits``."""
     _check_folds(folds, repeats, data)
-    runs = [_Run(algo, params, data) for algo, params in candidates]
+    runs = [_Run(algo, params, data, limits=limits) for algo, params in candidates]
     return _cross_validate(runs, data, dataset, folds, repeats, seed)
 
 
@@ -225,12 +234,14 @@ def evaluate_on_splits(
     dataset: str = "",
     deadline: float | None = None,
     probabilities: np.ndarray | None = None,
+    limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Evaluation | None:
     """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``.
     With a ``deadline`` (``time.perf_counter()`` seconds), None when the first fold's time says
     the rest would end after it: the candidate is given up rather than overrun a time budget.
-    ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior."""
-    run = _Run(algo, params, data)
+    ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior.
+    Each fold's fit is within ``limits`` (past them: ``sizing.TooLarge``, before allocating)."""
+    run = _Run(algo, params, data, limits=limits)
     pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
     with stage(describe(algo, params), len(splits), "fold") as bar:
         for f, (test_rows, train, test) in enumerate(splits):
@@ -252,7 +263,13 @@ def cross_validate(
 
 
 def holdout(
-    algo: str, train: EncodedData, test: EncodedData, *, fitter: Fitter | None = None, **params: Any
+    algo: str,
+    train: EncodedData,
+    test: EncodedData,
+    *,
+    fitter: Fitter | None = None,
+    limits: TrainingLimits = DEFAULT_LIMITS,
+    **params: Any,
 ) -> Evaluation:
     """Learn on ``train`` (with ``fitter`` when given, as in ``cross_validate_fitters``),
     score on ``test`` (coded against the same variables)."""
@@ -260,7 +277,7 @@ def holdout(
         raise InvalidInput("the test data must be coded against the training variables")
     if test.n_rows == 0:
         raise InvalidInput(f"{test.source}: no rows to score")
-    run = _Run(algo, params, train, fitter)
+    run = _Run(algo, params, train, fitter, limits)
     proba = run.fold(train, test)
     run.aucs.append(metrics.auc(proba, test.y))
     result = run.result(f"{train.source} -> {test.source}")

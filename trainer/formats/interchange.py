@@ -33,9 +33,8 @@ from bnserve.store.model import (
     Variable,
 )
 from bnserve.trainer.io import source_name
+from bnserve.trainer.learners.sizing import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS
 
-DEFAULT_MAX_CPT_CELLS = 1 << 22  # 4,194,304 probabilities, 32 MiB as float64: one CPT an import may build
-CPT_CELLS_FLAG = "--max-cpt-cells"
 QUIET_TOLERANCE = 1e-6  # off by less: rounding in the file, renormalised without a note
 MAX_TOLERANCE = 1e-3  # off by more: the file is wrong, not rounded
 

@@ -14,6 +14,7 @@ from typing import Any
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import SINGLE
 from bnserve.trainer.data import TrainingView
+from bnserve.trainer.learners.sizing import Table, pair_tables
 from bnserve.trainer.learners.structure import Structure
 
 
@@ -73,6 +74,8 @@ class Learner:
     ``counts_only``: the learner reads nothing of the rows but their counts (the pairwise
     statistics and the families' counts), which add up over blocks of rows: it can learn
     from a file streamed in chunks (``--chunk-rows``), unless a given parameter ``needs_rows``.
+    ``reads_pairs``: it reads the pairwise statistics (``stats.PairStatistics``), which ``fit``
+    also counts for the arcs of any network that has them; sized before the search.
     """
 
     name: str
@@ -80,6 +83,7 @@ class Learner:
     summary: str
     params: tuple[Param, ...] = ()
     counts_only: bool = False
+    reads_pairs: bool = True
 
     def takes(self, name: str) -> bool:
         """Whether it declares a parameter of this name (learners may declare one name with
@@ -90,6 +94,10 @@ class Learner:
         """Whether it can learn from counts alone with the parameters ``given`` (None = not given)."""
         needing = {p.name for p in self.params if p.needs_rows}
         return self.counts_only and not any(given.get(name) is not None for name in needing)
+
+    def search_tables(self, data: TrainingView) -> list[Table]:
+        """The tables its search counts before it has a structure (sized by ``fit`` first)."""
+        return pair_tables(data) if self.reads_pairs else []
 
     def run(self, data: TrainingView, given: Mapping[str, Any]) -> tuple[Learned, dict[str, Any]]:
         """Check ``given`` against the declared parameters, fill defaults, learn."""

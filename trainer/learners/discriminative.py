@@ -32,6 +32,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CPT_DTYPE, Network, Node
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData, TrainingView
+from bnserve.trainer.learners import sizing
 from bnserve.trainer.learners.structure import Structure
 
 ALR_ITERATIONS = 300  # L-BFGS iterations at most
@@ -76,7 +77,9 @@ def alr_network(
     parents = perfect(dict(structure.parents), [n for n in generative.topological_order() if n != cls], cls)
     if parents != structure.parents:
         _check_size(structure, parents, {v.name: v.cardinality for v in data.variables})
-        generative = laplace(replace(structure, parents=parents))
+        filled = replace(structure, parents=parents)
+        sizing.current().check(sizing.cpt_tables(filled, data, "alr"), "estimator alr")  # the arcs it adds
+        generative = laplace(filled)
     index = {v.name: j for j, v in enumerate(data.features)}
     log_theta = {node.name: np.log(node.cpt) for node in generative.nodes}
     layout = Layout(cls, {node.name: (node.name, *node.parents) for node in generative.nodes}, data)

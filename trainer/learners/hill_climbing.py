@@ -30,12 +30,14 @@ then the lower child column, then the lower parent column.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners import sizing
 from bnserve.trainer.learners.base import Learned, Learner, Param, non_negative_int, one_of
 from bnserve.trainer.learners.kdb import K, fkdb_structure
 from bnserve.trainer.learners.structure import TIE_DECIMALS, Structure
@@ -112,6 +114,17 @@ class _Search:
         shape = (self.c, *(self.ext[p] for p in parents), self.ext[child])
         return np.bincount(code, minlength=math.prod(shape)).reshape(shape)
 
+    def within_limits(self, child: int, parents: Sequence[int]) -> list[int]:
+        """``parents`` up to the first that would make ``child``'s family table past the
+        training limits' cell limit (``sizing.allows``)."""
+        cells, kept = self.c * self.ext[child], []
+        for p in parents:
+            cells *= self.ext[p]
+            if not sizing.allows(cells):
+                break
+            kept.append(int(p))
+        return kept
+
     def context(self, child: int, parents: list[int]) -> np.ndarray:
         """Each row's flat index in the table of axes (class, *parents, child), extended states."""
         code = self.y
@@ -138,7 +151,8 @@ class _Search:
             self.change_gain[i][r] = gains
 
     def candidate_tables(self, i: int, parents: list[int], skip: list[int]):
-        """(j, N(c, *parents, x_j, x_i)) for every feature j but ``i`` and those in ``skip``."""
+        """(j, N(c, *parents, x_j, x_i)) for every feature j but ``i`` and those in ``skip``; a j
+        whose table would be past the training limits' cell limit is not counted (``sizing.allows``)."""
         candidates = [j for j in range(self.n) if j != i and j not in skip]
         if not parents:  # the pairwise tables hold them: (lower, higher, class), missing state first
             pairs = self.data.statistics.pairs
@@ -148,8 +162,9 @@ class _Search:
                 yield j, np.transpose(t, (2, 1, 0) if i < j else (2, 0, 1))
             return
         shape = (self.c, *(self.ext[p] for p in parents), self.ext[i])
+        too_large = [j for j in candidates if not sizing.allows(math.prod(shape) * self.ext[j])]
         context = self.context(i, parents)
-        for j, table in self.groups.counts(context, math.prod(shape), skip=[i, *skip]):
+        for j, table in self.groups.counts(context, math.prod(shape), skip=[i, *skip, *too_large]):
             yield j, np.swapaxes(table.reshape(*shape, self.ext[j]), -1, -2)
 
     # ---------------------------------------------------------------- the DAG
@@ -241,7 +256,7 @@ def hill_climbing(data: EncodedData, k: int, start: str, tabu: int, tabu_steps: 
     if start == "fkdb" and search.n:
         initial = fkdb_structure(data.statistics.class_mi(), data.statistics.cmi_matrix(), k)[1]
         for i in range(search.n):
-            search.parents[i] = list(initial[i])
+            search.parents[i] = search.within_limits(i, initial[i])
             search.refresh(i)
     names = [v.name for v in data.features]
     moves: list[list] = []

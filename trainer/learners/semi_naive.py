@@ -18,9 +18,10 @@ exactly P(x_Sj | c); see ``search.groups`` for the representation and its caveat
   picks at random); an arc S_i -> S_j makes every member of S_i a parent of every member
   of S_j, so the group's factor is P(x_Sj | c, x_Si).
 
-Guard (not in the papers): a join whose group would have more than ``MAX_JOINED_CELLS``
-joint states times classes is not a candidate, so a search on many-valued features cannot
-allocate a table beyond memory; such a CPT would hold far more cells than rows anyway.
+Guard (not in the papers): a join whose group would have more joint states times classes
+than the training limits' cell limit (``sizing.allows``, ``--max-cpt-cells``) is not a
+candidate, so a search on many-valued features cannot allocate a table beyond memory; such
+a CPT would hold far more cells than rows anyway.
 """
 
 from __future__ import annotations
@@ -30,14 +31,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners import sizing
 from bnserve.trainer.learners.base import Learned, Learner
 from bnserve.trainer.learners.search.greedy import SearchResult, greedy_search
 from bnserve.trainer.learners.search.groups import Group, augmenting_forest, canonical, grouped_parents
 from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 from bnserve.trainer.learners.selective import ALPHA
 from bnserve.trainer.learners.structure import Structure
-
-MAX_JOINED_CELLS = 1 << 22  # r_S · r_C of a joined group's largest CPT
 
 Groups = tuple[Group, ...]
 
@@ -49,7 +49,6 @@ def bsej_search(data: EncodedData) -> SearchResult[Groups]:
     each candidate one wrapper score: O(n^3 · 5 (m n + compile)) in the worst case."""
     names = [v.name for v in data.features]
     cards = data.cards
-    limit = MAX_JOINED_CELLS // data.n_classes
     score = CrossValidatedAccuracy(data)
 
     def moves(groups: Groups) -> Iterator[tuple[dict[str, Any], Groups]]:
@@ -60,7 +59,7 @@ def bsej_search(data: EncodedData) -> SearchResult[Groups]:
         states = [math.prod(cards[i] for i in members) for members in groups]
         for a in range(len(groups)):
             for b in range(a + 1, len(groups)):
-                if states[a] * states[b] > limit:
+                if not sizing.allows(states[a] * states[b] * data.n_classes):
                     continue
                 joined = (*groups[:a], groups[a] + groups[b], *groups[a + 1 : b], *groups[b + 1 :])
                 yield (

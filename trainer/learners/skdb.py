@@ -45,6 +45,7 @@ import numpy as np
 
 from bnserve.store.model import MEAN_POSTERIOR
 from bnserve.trainer.data import TrainingView
+from bnserve.trainer.learners import sizing
 from bnserve.trainer.learners.base import (
     Learned,
     Learner,
@@ -100,7 +101,8 @@ def ordering(order: Sequence[int], cmi: np.ndarray, k: int) -> Ordering:
 
 def capped(o: Ordering, data: TrainingView) -> Ordering:
     """Each feature's parents up to the first whose family table (x, c, parents) would exceed
-    max(CELLS_PER_ROW x rows, MIN_CELLS) cells. Such a table is mostly empty (its cells hold
+    max(CELLS_PER_ROW x rows, MIN_CELLS) cells, or the training limits' cell limit
+    (``sizing.allows``). Such a table is mostly empty (its cells hold
     Laplace's 1/|X|), and counting it, and its dense CPT if chosen, would dominate memory:
     KDB 5 on letter (16 features of up to 16 states) would count 630M cells."""
     limit = max(CELLS_PER_ROW * data.n_rows, MIN_CELLS)
@@ -109,7 +111,7 @@ def capped(o: Ordering, data: TrainingView) -> Ordering:
         cells, keep = data.cards[i] * data.n_classes, 0
         for p in ps:
             cells *= data.cards[p]
-            if cells > limit:
+            if cells > limit or not sizing.allows(cells):
                 break
             keep += 1
         parents.append(ps[:keep])

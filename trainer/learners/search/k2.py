@@ -22,13 +22,11 @@ import numpy as np
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
+from bnserve.trainer.learners import sizing
 from bnserve.trainer.learners.structure import ranked
 from bnserve.trainer.progress import stage
 
 SCORE_EPS = 1e-9  # nats: a log-score gain at or below this is rounding noise, not an increase
-
-
-MAX_FAMILY_CELLS = 1 << 22  # a parent that would make the CPT larger than this is not considered
 
 
 Parents = dict[int, list[int]]  # variable index -> parents in the order K2 added them
@@ -85,7 +83,9 @@ def family_score(v: SearchData, node: int, parents: Sequence[int]) -> float:
 def k2_family(v: SearchData, node: int, candidates: Sequence[int], max_parents: int | None) -> tuple[list[int], float]:
     """K2's greedy parent search for ``node`` among ``candidates`` (its predecessors).
 
-    ``max_parents`` None: no bound but the score's own stopping rule (and ``MAX_FAMILY_CELLS``).
+    ``max_parents`` None: no bound but the score's own stopping rule; a parent that would make
+    the CPT past the training limits' cell limit (``sizing.allows``) is not considered, which
+    also bounds the table each candidate is counted in (the occurring configurations × r × cj).
 
     Returns (parents in the order added, the family's log score). Each round scores every
     remaining candidate with one bincount over the occurring configurations of the
@@ -99,7 +99,7 @@ def k2_family(v: SearchData, node: int, candidates: Sequence[int], max_parents: 
     pool = [int(c) for c in candidates if c != node]
     values = np.full(len(v.names), -np.inf)
     while max_parents is None or len(parents) < max_parents:
-        pool = [j for j in pool if cells * v.raw_cards[j] <= MAX_FAMILY_CELLS]
+        pool = [j for j in pool if sizing.allows(cells * v.raw_cards[j])]
         if not pool:
             break
         # code (config · cj + x_j) · r + x, as config · cj r + x, made once per cardinality cj
