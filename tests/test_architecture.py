@@ -38,6 +38,7 @@ LAYERS = {
         ["fit", "formats"],
         ["evaluation", "scoring"],
         ["auto"],
+        ["plan"],
         ["cli"],
     ],
     "bnserve.server": [
