@@ -124,7 +124,7 @@ class TrainingSpec:
         object.__setattr__(self, "params", {k: v for k, v in dict(self.params).items() if v is not None})
         object.__setattr__(self, "per_column", dict(self.per_column))
         if self.estimator is not None:
-            object.__setattr__(self, "estimator", str(_checked(Estimator.parse, self.estimator, "--estimator")))
+            _checked(Estimator.parse, self.estimator, "--estimator")  # kept as given: get_params reads it back
         _check_spec(self)
 
     @property

@@ -7,6 +7,7 @@ import json
 import shutil
 from datetime import UTC, datetime
 
+from bnserve.store.model import Model
 from bnserve.store.model.names import check_model_name
 from bnserve.store.model.serialization import structure_dict
 from bnserve.trainer.cli.flags import (
@@ -18,6 +19,7 @@ from bnserve.trainer.cli.flags import (
 from bnserve.trainer.formats import (
     write_model,
 )
+from bnserve.trainer.plan import command, spec_of
 
 
 def add_list(sub: argparse._SubParsersAction) -> None:
@@ -92,6 +94,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.dot:
         print(write_model(model, "dot", mv.name), end="")
         return 0
+    reproduce = _reproducing_command(model, mv.name)
     created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=UTC).isoformat(timespec="seconds")
     aliases = sorted(mv.aliases)
     if args.json:
@@ -105,6 +108,7 @@ def _show(args: argparse.Namespace) -> int:
             "tags": dict(mv.tags),
             **structure_dict(model),
             "arcs": [[[p, c] for p, c in net.arcs] for net in model.networks],
+            **({"reproduce": reproduce} if reproduce is not None else {}),
         }
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
@@ -116,6 +120,8 @@ def _show(args: argparse.Namespace) -> int:
         print(f"tags: {', '.join(f'{k}={v}' for k, v in mv.tags.items())}")
     print(f"algorithm: {model.algorithm}  combination: {model.combination}")
     print(f"parameters: {json.dumps(dict(model.params), sort_keys=True)}")
+    if reproduce is not None:
+        print(f"reproduce: {reproduce}")
     print("variables:")
     width = max(len(v.name) for v in model.variables)
     for v in model.variables:
@@ -131,3 +137,14 @@ def _show(args: argparse.Namespace) -> int:
     for key, value in sorted(model.metadata.items()):
         print(f"  {key}: {json.dumps(value, sort_keys=True)}")
     return 0
+
+
+def _reproducing_command(model: Model, name: str) -> str | None:
+    """The ``trainer fit`` line that makes ``model`` again from its training file (by the name
+    the metadata keeps), from the spec it records; None for a model made before specs were
+    recorded, or imported."""
+    spec = spec_of(model)
+    if spec is None:
+        return None
+    source = model.metadata.get("training", {}).get("source") or "DATA"
+    return command(spec, data=str(source), name=name)
