@@ -151,7 +151,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             missing=self.missing,
             unknown=self.handle_unknown,
             precision=self.precision,
-            candidates=self.candidates if auto else None,
+            candidates=tuple(self.candidates) if auto and self.candidates is not None else None,
             ks=(self.k,) if auto and self.k is not None else None,
             time_budget=self.time_budget if auto else DEFAULT_BUDGET,
         )
