@@ -382,10 +382,9 @@ def command(spec: TrainingSpec, data: str = "DATA", name: str = "NAME") -> str:
     words = ["trainer", "fit", "--algo", spec.algo]
     for key, value in spec.params.items():
         words += [PARAMETERS[key].flag, str(value)]
-    if spec.ks is not None:
-        ks = sorted(spec.ks)
-        contiguous = len(ks) > 1 and ks == list(range(ks[0], ks[-1] + 1))
-        words += ["--k", f"{ks[0]}..{ks[-1]}" if contiguous else str(ks[0])] if contiguous or len(ks) == 1 else []
+    if spec.ks is not None:  # --k takes one k or a range
+        low, high = min(spec.ks), max(spec.ks)
+        words += ["--k", str(low) if low == high else f"{low}..{high}"]
     simple = {
         "estimator": "--estimator",
         "class_column": "--class",

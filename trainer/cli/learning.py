@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.cli.flags import (
@@ -128,7 +128,8 @@ def _describe(algo: str, params: dict[str, Any]) -> str:
     return ", ".join([algo, *(f"{key}={value}" for key, value in params.items() if value is not None)])
 
 
-MACHINE = ("precision", "memory_budget", "chunk_rows", "jobs", "dask")  # fit's flags beside the learning ones
+FIT_ONLY = ("precision", "memory_budget", "chunk_rows", "jobs", "dask")  # fit's spec flags beside the learning ones
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -149,11 +150,11 @@ def training_spec(args: argparse.Namespace, algo: str, params: dict[str, Any] | 
         else:
             discretize = method
     decompressed = args.max_decompressed
-    # the flags only auto takes: refused by the spec for a learner of fit; evaluate names auto among others
-    auto = algo == AUTO or args.command == "fit"
-    search = {name: getattr(args, name) for name in ("candidates", "time_budget") if auto and hasattr(args, name)}
-    search["seed"] = getattr(args, "seed", 0) if algo == AUTO else 0
-    machine = {name: getattr(args, name) for name in MACHINE if hasattr(args, name)}
+    # auto's flags: fit's spec refuses them for a learner; evaluate gives them to auto among its learners
+    fit = args.command == "fit"
+    search = {n: getattr(args, n) for n in ("candidates", "time_budget") if (algo == AUTO or fit) and hasattr(args, n)}
+    search["seed"] = args.seed if algo == AUTO and fit else 0  # evaluate's --seed shuffles its own folds
+    fit_only = {name: getattr(args, name) for name in FIT_ONLY if hasattr(args, name)}
     try:
         return TrainingSpec(
             algo,
@@ -175,15 +176,15 @@ def training_spec(args: argparse.Namespace, algo: str, params: dict[str, Any] | 
             max_columns=args.max_columns,
             max_decompressed=BY_BUDGET if decompressed is None else None if decompressed is NO_LIMIT else decompressed,
             **search,
-            **machine,
+            **fit_only,
         )
     except InvalidInput as exc:
         raise UsageError(exc.message) from None
 
 
-def usage(check: Callable[..., T], *args: Any) -> T:
+def usage(check: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``check(*args)``, its ``InvalidInput`` a usage error (a plan the flags cannot make)."""
     try:
-        return check(*args)
+        return check(*args, **kwargs)
     except InvalidInput as exc:
         raise UsageError(exc.message) from None
