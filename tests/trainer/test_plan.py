@@ -179,3 +179,11 @@ def test_the_plan_chooses_the_data_path(csv_file, tmp_path):
     assert over.chunk_rows is None and "read whole" in (over.note or "")
     with pytest.raises(InvalidInput, match="a set of files trains"):
         data_path(TrainingSpec("k2"), str(tmp_path / "*.csv"))
+
+
+def test_auto_reads_numbers_with_mdl16_unless_a_method_for_every_column_is_given():
+    assert str(TrainingSpec("auto").method()) == "mdl:16"
+    assert str(TrainingSpec("kdb").method()) == "mdl"
+    assert str(TrainingSpec("auto", discretize="mdl").method()) == "mdl"
+    per_column = TrainingSpec("auto", per_column={"noise": "equal-width:3"}).preprocessing()
+    assert (str(per_column.method("noise")), str(per_column.method("signal"))) == ("equal-width:3", "mdl:16")
