@@ -35,13 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.report import machine, write_section
-from bnserve.trainer.auto import (
-    AUTO_DISCRETIZATION,
-    MOST_ACCURATE,
-    SIMPLEST_WITHIN_NOISE,
-    cross_validate_auto,
-    with_auto_discretization,
-)
+from bnserve.trainer.auto import MOST_ACCURATE, SIMPLEST_WITHIN_NOISE, cross_validate_auto
 from bnserve.trainer.data import EncodedData, Preprocessing, load
 from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.data.folds import stratified_folds
@@ -50,6 +44,7 @@ from bnserve.trainer.evaluation.comparison import friedman
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
 from bnserve.trainer.io import read_table
 from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.plan import AUTO_DISCRETIZATION, with_auto_discretization
 from bnserve.trainer.progress import reporting, terminal_bars
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -20,19 +20,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES, Model
+from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.predictor import CompiledModel, compile_model
-from bnserve.store.predictor.precision import with_table_precision
-from bnserve.trainer.auto import DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
-from bnserve.trainer.data import Preprocessing, prepare
-from bnserve.trainer.data.columns import columns_of
-from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.data import Preprocessing
 from bnserve.trainer.data.encoded import encode_columns
-from bnserve.trainer.fit import fit
 from bnserve.trainer.io.frames import column_array, frame_table
-from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.plan import AUTO, DEFAULT_BUDGET, TrainingSpec, spec_of, train
 
-AUTO = "auto"
 CLASS_LABELS = "class_labels"  # metadata: the fitted y's labels as JSON values, so load gives them back
 
 
@@ -45,7 +40,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
     those of ``trainer fit``; one the chosen learner does not take is ignored, so a grid can
     search ``algo`` and ``k`` together. ``cpt_estimator``: how counts become CPTs (laplace,
     ``dirichlet:0.5``, ``m:1``, hdp, alr). ``discretize``: the method for numeric columns
-    (``mdl``, ``mdl:16``, ``equal-frequency:5``, …). ``missing``: available-case, impute or state.
+    (``mdl``, ``mdl:16``, ``equal-frequency:5``, …; None: mdl, and auto's ``mdl:16``). ``missing``: available-case, impute or state.
     ``nominal``/``numeric``: columns forced to a kind (names, or indices for an array).
     ``handle_unknown``: a value at predict time that no training row had is treated as
     missing (summed out), or an ``error``. ``precision``: the served tables' dtype.
@@ -69,7 +64,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         metric: str | None = None,
         order: str | None = None,
         cpt_estimator: str | None = None,
-        discretize: str = "mdl",
+        discretize: str | None = None,
         missing: str = "available-case",
         nominal: Sequence[str | int] | None = None,
         numeric: Sequence[str | int] | None = None,
@@ -127,46 +122,38 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         class_name = _free_name(target, names)
         y_texts = column_array(np.asarray(texts, dtype=object)[y_codes])
         table = frame_table(X if hasattr(X, "columns") else checked, names, "X", {class_name: y_texts})
-        preprocessing = self._preprocessing(names)
         try:
-            data = prepare(columns_of(preprocessing.cleaned(table), class_name, preprocessing), preprocessing)
-            model = self._learn(data)
+            model = train(self._spec(names, class_name), table)
         except InvalidInput as exc:
             raise ValueError(exc.message) from None
         self.classes_ = classes
-        self._adopt(with_table_precision(_with_class_labels(model, classes), self.precision))
+        self._adopt(_with_class_labels(model, classes))
         return self
 
-    def _learn(self, data) -> Model:
-        if self.algo == AUTO:
-            candidates = list(self.candidates or DEFAULT_CANDIDATES)
-            ks = DEFAULT_KS if self.k is None else [self.k]
-            estimators = [self.cpt_estimator] if self.cpt_estimator else list(DEFAULT_ESTIMATORS)
-            return fit_auto(data, candidates, ks, estimators=estimators, budget=self.time_budget)
-        learner = LEARNERS.get(self.algo)
-        if learner is None:
-            raise InvalidInput(f"unknown algo {self.algo!r}; expected auto or one of {', '.join(LEARNERS)}")
-        params = {p.name: getattr(self, p.name) for p in learner.params}
-        return fit(self.algo, data, self.cpt_estimator, **params)
+    def _spec(self, names: Sequence[str], class_name: str) -> TrainingSpec:
+        """The training spec of these parameters (the one ``trainer fit`` builds from its flags)."""
 
-    def _preprocessing(self, names: Sequence[str]) -> Preprocessing:
         def named(columns: Sequence[str | int] | None) -> tuple[str, ...]:
             return tuple(names[c] if isinstance(c, int | np.integer) else str(c) for c in columns or ())
 
-        if self.handle_unknown not in UNKNOWN_POLICIES:
-            raise ValueError(
-                f"handle_unknown must be one of {', '.join(UNKNOWN_POLICIES)}, got {self.handle_unknown!r}"
-            )
-        try:
-            method = Method.parse(self.discretize)
-        except InvalidInput as exc:
-            raise ValueError(f"discretize: {exc.message}") from None
-        return Preprocessing(
+        auto = self.algo == AUTO
+        learner = LEARNERS.get(self.algo)
+        params = {p.name: getattr(self, p.name) for p in learner.params} if learner else {}
+        return TrainingSpec(
+            self.algo,
+            params,
+            self.cpt_estimator,
+            class_column=class_name,
             nominal=named(self.nominal),
             numeric=named(self.numeric),
-            discretize=method,
-            missing=self.missing,
             force_class=True,  # y passed check_classification_targets: integer labels are classes here
+            discretize=self.discretize,
+            missing=self.missing,
+            unknown=self.handle_unknown,
+            precision=self.precision,
+            candidates=tuple(self.candidates) if auto and self.candidates is not None else None,
+            ks=(self.k,) if auto and self.k is not None else None,
+            time_budget=self.time_budget if auto else DEFAULT_BUDGET,
         )
 
     def _adopt(self, model: Model) -> None:
@@ -208,7 +195,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         features = self._compiled_model().features
         checked = validate_data(self, X, dtype=None, ensure_all_finite="allow-nan", reset=False)
         names = _column_names(X, checked.shape[1]) if hasattr(X, "columns") else [v.name for v in features]
-        table = self._preprocessing(names).cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
+        table = Preprocessing().cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
         missing = [v.name for v in features if v.name not in table.header]
         if missing:
             raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
@@ -225,9 +212,15 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
 
 
 def from_model(model: Model) -> BayesNetClassifier:
-    """A fitted classifier around a model from the store (or a file): ``classes_`` are the
+    """A fitted classifier around a model from the store (or a file), with the parameters of
+    the training spec its metadata records (``get_params()`` as when it was fitted; a model
+    published before specs were recorded gives its algorithm only): ``classes_`` are the
     labels it was fitted with when the metadata keeps them, else its class states."""
-    estimator = BayesNetClassifier(str(model.algorithm) if model.algorithm in LEARNERS else AUTO)
+    spec = spec_of(model)
+    if spec is not None:
+        estimator = BayesNetClassifier(**params_of(spec))
+    else:
+        estimator = BayesNetClassifier(str(model.algorithm) if model.algorithm in LEARNERS else AUTO)
     labels = model.metadata.get(CLASS_LABELS)
     states = model.class_variable.states
     kept = labels is not None and sorted(map(str, labels)) == sorted(states)  # the labels of these states
@@ -237,6 +230,27 @@ def from_model(model: Model) -> BayesNetClassifier:
     if names != [f"x{j}" for j in range(len(names))]:  # fitted on a DataFrame (or from a file): by name
         estimator.feature_names_in_ = np.asarray(names, dtype=object)
     return estimator
+
+
+def params_of(spec: TrainingSpec) -> dict[str, Any]:
+    """The estimator's parameters that build ``spec`` (those it has: reading rules of a file
+    and limits have no parameter here)."""
+    auto = spec.algo == AUTO
+    params: dict[str, Any] = {"algo": spec.algo, **{n: v for n, v in spec.params.items() if n in PARAMETERS}}
+    if auto and spec.ks is not None and len(spec.ks) == 1:
+        params["k"] = spec.ks[0]
+    return {
+        **params,
+        "cpt_estimator": spec.estimator,
+        "discretize": spec.discretize,
+        "missing": spec.missing,
+        "nominal": list(spec.nominal) or None,
+        "numeric": list(spec.numeric) or None,
+        "handle_unknown": spec.unknown,
+        "precision": spec.precision,
+        "candidates": spec.candidates,
+        "time_budget": spec.time_budget,
+    }
 
 
 def _with_class_labels(model: Model, classes: np.ndarray) -> Model:

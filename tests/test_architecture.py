@@ -40,6 +40,7 @@ LAYERS = {
         ["fit", "formats"],
         ["evaluation", "scoring"],
         ["auto"],
+        ["plan"],
         ["cli"],
     ],
     "bnserve.server": [

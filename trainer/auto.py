@@ -32,15 +32,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import MEAN_POSTERIOR, NUMERIC, SINGLE, Model
-from bnserve.trainer.data import EncodedData, prepare
-from bnserve.trainer.data.discretize import MDL, Method
+from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model
+from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
     cross_validate_fitters,
@@ -58,9 +57,6 @@ from bnserve.trainer.progress import note, stage
 DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
 DEFAULT_KS = (1, 2, 3)
 DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5", "alr")  # the first is stage 1's
-# auto's default discretisation (``--discretize`` overrides it): MDL, but a column it leaves
-# whole keeps up to 16 equal-frequency intervals for the structures that can use it
-AUTO_DISCRETIZATION = Method(MDL, 16)
 DISCRIMINATIVE = ("nb", "tan")  # alr is tried on these: fast, and their networks take it as they are
 CHOOSES_ITS_OWN_K = ("skdb", "eskdb")  # their k is a maximum they select under
 REFINED = 2
@@ -91,15 +87,6 @@ class Choice:
         if self.members:
             return f"{BLEND} of " + " + ".join(describe(*member) for member in self.members)
         return describe(self.algorithm, self.params)
-
-
-def with_auto_discretization(data: EncodedData) -> EncodedData:
-    """``data`` prepared again with ``AUTO_DISCRETIZATION`` for its numeric columns (what
-    ``--algo auto`` reads when ``--discretize`` is not given); as it is without numeric
-    columns or the raw columns to prepare from."""
-    if data.columns is None or data.preprocessing is None or not any(v.kind == NUMERIC for v in data.features):
-        return data
-    return prepare(data.columns, replace(data.preprocessing, discretize=AUTO_DISCRETIZATION))
 
 
 def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str = "laplace") -> list[Candidate]:

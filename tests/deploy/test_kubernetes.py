@@ -428,7 +428,8 @@ def test_cronjob_and_job_share_one_pod_spec():
 
 @pytest.mark.parametrize("what", ["CronJob", "Job", "Dask Job"])
 def test_training_command_parses_with_the_trainers_parser(what):
-    from bnserve.trainer.cli import _learner_params, build_parser
+    from bnserve.trainer.cli import build_parser
+    from bnserve.trainer.cli.learning import _learner_params
 
     argv = training_argv(what)
     assert argv[:2] == ["trainer", "fit"]

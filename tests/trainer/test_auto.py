@@ -88,8 +88,8 @@ def _pairs(tmp_path, rows: int, name: str = "pairs.csv", seed: int = 5):
 
 
 def test_cli_evaluate_scores_auto_on_the_data_as_auto_reads_it(tmp_path, capsys):
-    from bnserve.trainer.auto import with_auto_discretization
     from bnserve.trainer.cli import main
+    from bnserve.trainer.plan import with_auto_discretization
 
     train, test = _pairs(tmp_path, 300), _pairs(tmp_path, 100, "test.csv", seed=6)
     assert [v.cardinality for v in with_auto_discretization(load(str(train))).features] != [1, 1]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnserve.trainer.cli import _summarize
+from bnserve.trainer.cli.fit import _summarize
 from bnserve.trainer.data import Preprocessing, load
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed

@@ -1,0 +1,150 @@
+"""``trainer list`` and ``trainer show``: what the store holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from datetime import UTC, datetime
+
+from bnserve.store.model import Model
+from bnserve.store.model.names import check_model_name
+from bnserve.store.model.serialization import structure_dict
+from bnserve.trainer.cli.flags import (
+    _check_flag,
+    _open_store,
+    _parse_ref,
+    _store_flag,
+)
+from bnserve.trainer.formats import (
+    write_model,
+)
+from bnserve.trainer.plan import command, spec_of
+
+
+def add_list(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list the model versions in the store, one row each")
+    p.add_argument("name", nargs="?", metavar="NAME", help="only this model's versions")
+    _store_flag(p)
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per version")
+    p.set_defaults(run=_list)
+
+
+def add_show(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("show", help="show one model version")
+    p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
+    _store_flag(p)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--json", action="store_true", help="print JSON")
+    how.add_argument("--dot", action="store_true", help="print the DAG as Graphviz DOT")
+    p.set_defaults(run=_show)
+
+
+def _list(args: argparse.Namespace) -> int:
+    """One row per version, from the catalogue's light columns (no CPT is read); the
+    description is cut to fit the terminal's width (100 columns when not a terminal)."""
+    if args.name is not None:
+        _check_flag(check_model_name, args.name, "NAME")
+    with _open_store(args) as store:
+        versions = store.list_versions(args.name)
+    if args.json:
+        doc = [
+            {
+                "name": v.name,
+                "version": v.version,
+                "created": _utc(v.created_at_ms),
+                "created_at_ms": v.created_at_ms,
+                "algorithm": v.algorithm,
+                "aliases": list(v.aliases),
+                "description": v.description,
+                "tags": dict(v.tags),
+            }
+            for v in versions
+        ]
+        print(json.dumps(doc, indent=2))
+        return 0
+    if not versions:
+        print("no models")
+        return 0
+    rows = [("NAME", "VERSION", "CREATED", "ALGORITHM", "ALIASES")]
+    rows += [(v.name, str(v.version), _utc(v.created_at_ms), v.algorithm, ",".join(v.aliases) or "-") for v in versions]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    room = max(shutil.get_terminal_size((100, 24)).columns - sum(widths) - 2 * len(widths), 20)
+    descriptions = ["DESCRIPTION", *(_one_line(v.description, room) for v in versions)]
+    for row, description in zip(rows, descriptions):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + description)
+    return 0
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _one_line(text: str | None, room: int) -> str:
+    """``text`` on one line of at most ``room`` characters ("-" for none)."""
+    flat = " ".join((text or "").split()) or "-"
+    return flat if len(flat) <= room else flat[: room - 1].rstrip() + "…"
+
+
+def _show(args: argparse.Namespace) -> int:
+    name, version, alias = _parse_ref(args.ref)
+    with _open_store(args) as store:
+        mv = store.load(name, version=version, alias=alias)
+    model = mv.model
+    if args.dot:
+        print(write_model(model, "dot", mv.name), end="")
+        return 0
+    reproduce = _reproducing_command(model, mv.name)
+    created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=UTC).isoformat(timespec="seconds")
+    aliases = sorted(mv.aliases)
+    if args.json:
+        doc = {
+            "name": mv.name,
+            "version": mv.version,
+            "created_at_ms": mv.created_at_ms,
+            "checksum": mv.checksum,
+            "aliases": aliases,
+            "description": mv.description,
+            "tags": dict(mv.tags),
+            **structure_dict(model),
+            "arcs": [[[p, c] for p, c in net.arcs] for net in model.networks],
+            **({"reproduce": reproduce} if reproduce is not None else {}),
+        }
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    print(f"{mv.name} version {mv.version}  created {created}  checksum {mv.checksum}")
+    print(f"aliases: {', '.join(aliases) if aliases else 'none'}")
+    if mv.description is not None:
+        print("description: " + mv.description.replace("\n", "\n  "))
+    if mv.tags:
+        print(f"tags: {', '.join(f'{k}={v}' for k, v in mv.tags.items())}")
+    print(f"algorithm: {model.algorithm}  combination: {model.combination}")
+    print(f"parameters: {json.dumps(dict(model.params), sort_keys=True)}")
+    if reproduce is not None:
+        print(f"reproduce: {reproduce}")
+    print("variables:")
+    width = max(len(v.name) for v in model.variables)
+    for v in model.variables:
+        kind = ""
+        if v.kind == "numeric":
+            kind = f"numeric, cut at {', '.join(map(repr, v.cuts))}: " if v.cuts else "numeric, not cut: "
+        print(f"  {v.name.ljust(width)}  {v.role.ljust(7)}  {kind}{', '.join(v.states)}")
+    for i, net in enumerate(model.networks):
+        print("arcs:" if len(model.networks) == 1 else f"arcs of network {i}:")
+        for parent, child in net.arcs:
+            print(f"  {parent} -> {child}")
+    print("metadata:")
+    for key, value in sorted(model.metadata.items()):
+        print(f"  {key}: {json.dumps(value, sort_keys=True)}")
+    return 0
+
+
+def _reproducing_command(model: Model, name: str) -> str | None:
+    """The ``trainer fit`` line that makes ``model`` again from its training file (by the name
+    the metadata keeps), from the spec it records; None for a model made before specs were
+    recorded, or imported."""
+    spec = spec_of(model)
+    if spec is None:
+        return None
+    source = model.metadata.get("training", {}).get("source") or "DATA"
+    return command(spec, data=str(source), name=name)

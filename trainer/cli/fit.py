@@ -1,0 +1,119 @@
+"""``trainer fit``: build a training spec from the flags, train, publish."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS
+from bnserve.trainer import data as data_io
+from bnserve.trainer.cli.flags import (
+    _algorithms,
+    _alias_flag,
+    _annotation_flags,
+    _check_store_url,
+    _non_negative,
+    _positive,
+    _seconds_or_none,
+    _size,
+    _store_flag,
+)
+from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
+from bnserve.trainer.cli.publishing import _check_publish_flags, _publish
+from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET
+from bnserve.trainer.data.summary import summary_text
+from bnserve.trainer.plan import DEFAULT_BUDGET, DEFAULT_CANDIDATES, STREAMABLE, data_path, learn, read
+
+DASK_ENV = "BNSERVE_DASK_SCHEDULER"
+
+
+def add_fit(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fit", help="learn a model and publish it as a new version")
+    learning_flags(p, several=False)
+    p.add_argument("--name", required=True, help="model name in the store")
+    _store_flag(p)
+    _alias_flag(p)
+    _annotation_flags(p)
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="float64",
+        help="dtype of the served log tables: float64 (default), float32 (half the memory), or auto "
+        f"(float32 where the posteriors move by at most {FLOAT32_ERROR_BOUND:g}); recorded in the metadata",
+    )
+    p.add_argument(
+        "--chunk-rows",
+        type=_positive,
+        metavar="N",
+        help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; CSV, TSV or Parquet)",
+    )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        default=os.environ.get(DASK_ENV) or None,
+        help="count the data on the workers of this Dask scheduler (e.g. tcp://scheduler:8786; default "
+        f"${DASK_ENV}): the parts of --data, read by the workers, which must reach it too; "
+        f"{', '.join(STREAMABLE)} only (pip install 'bnserve[dask]')",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive,
+        default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+        metavar="N",
+        help="processes that read and count the parts of data trained in chunks (the files of a glob; a local "
+        "CSV or TSV of at least 8 MiB a part, with no quote character; default: the cores this process may run "
+        "on; not with --dask)",
+    )
+    p.add_argument(
+        "--memory-budget",
+        type=_size,
+        default=DEFAULT_MEMORY_BUDGET,
+        metavar="SIZE",
+        help="a CSV or TSV file estimated to need more memory than this is streamed in chunks, by the "
+        f"learners that can ({', '.join(STREAMABLE)}): e.g. 512MiB, 4GiB; none: always in memory (default 1GiB)",
+    )
+    p.add_argument(
+        "--candidates",
+        type=_algorithms,
+        metavar="ALGO[,ALGO…]",
+        help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=_seconds_or_none,
+        default=DEFAULT_BUDGET,
+        metavar="SECONDS",
+        help=f"auto: start no new candidate after this many seconds of search (default {DEFAULT_BUDGET:g}); "
+        "the winner's final fit comes on top; none: no time limit (the same choice on every run)",
+    )
+    p.add_argument(
+        "--seed",
+        type=_non_negative,
+        default=0,
+        help="auto: the seed of the folds its candidates are scored on (default 0)",
+    )
+    p.set_defaults(run=_fit)
+
+
+def _fit(args: argparse.Namespace) -> int:
+    spec = training_spec(args, args.algo)
+    _check_publish_flags(args)
+    _check_store_url(args.store)  # before the training, which may take minutes
+    path = usage(data_path, spec, args.data)
+    if path.note and not args.quiet:
+        print(f"trainer: note: {path.note}", file=sys.stderr)
+    data = read(spec, args.data, path)
+    _summarize(args, data)  # the data as the training reads them (auto: cut as auto cuts them)
+    return _publish(args, learn(spec, data))
+
+
+def _summarize(args: argparse.Namespace, data: data_io.TrainingView) -> None:
+    """The typed columns on stderr (``summary``) when it is a terminal and not --quiet, as the
+    progress bars; then the warnings, always: a scripted fit's log keeps them, and only them."""
+    text, warnings = summary_text(data)
+    shown = sys.stderr.isatty() and not getattr(args, "quiet", False)
+    for line in text.splitlines() if shown else []:
+        print(f"trainer: {line}" if not line.startswith(" ") else line, file=sys.stderr)
+    for warning in warnings:
+        print(f"trainer: warning: {warning}", file=sys.stderr)

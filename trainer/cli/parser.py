@@ -1,0 +1,57 @@
+"""The ``trainer`` parser, one subparser per subcommand module, and ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from bnserve.store.errors import BnServeError
+from bnserve.store.version import VersionAction
+from bnserve.trainer.cli import aliases, catalog, db, evaluate, fit, predict, transfer
+from bnserve.trainer.cli.flags import (
+    PROG,
+    UsageError,
+    _Parser,
+)
+from bnserve.trainer.progress import reporting, terminal_bars
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Learn Bayesian network classifiers and publish them to the model store.")
+    parser.add_argument("--version", action=VersionAction)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    fit.add_fit(sub)
+    predict.add_predict(sub)
+    evaluate.add_evaluate(sub)
+    catalog.add_list(sub)
+    catalog.add_show(sub)
+    aliases.add_alias(sub)
+    aliases.add_unalias(sub)
+    aliases.add_delete(sub)
+    transfer.add_import(sub)
+    db.add_db(sub)
+    transfer.add_export(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        with reporting(None if getattr(args, "quiet", False) else terminal_bars()):
+            return args.run(args)
+    except UsageError as exc:
+        print(f"{PROG}: usage error: {exc}", file=sys.stderr)
+        return 2
+    except BnServeError as exc:
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        return 1
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except BrokenPipeError:  # `trainer show … | head`: the reader left; not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except MemoryError:  # past a limit set to none, or a machine too small for the data
+        print(f"{PROG}: error: out of memory; nothing was published", file=sys.stderr)
+        return 1

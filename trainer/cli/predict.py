@@ -1,0 +1,110 @@
+"""``trainer predict``: batch scoring of a data file with a model version."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
+from bnserve.trainer.cli.flags import (
+    NO_LIMIT,
+    PROG,
+    UsageError,
+    _open_store,
+    _parse_ref,
+    _positive,
+    _quiet_flag,
+    _reading_flags,
+    _store_flag,
+)
+from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS
+from bnserve.trainer.io import ReadLimits
+
+
+def add_predict(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="score a data file with a model version: the predicted class and each class's probability per row",
+    )
+    p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="the rows to score: CSV, TSV, Parquet (read in chunks) or ARFF, with a column per feature of the "
+        "model; the class column is optional (when there, the accuracy is reported)",
+    )
+    p.add_argument(
+        "--out",
+        metavar="FILE",
+        help="write here, as CSV (.csv) or Parquet (.parquet), instead of CSV on stdout",
+    )
+    p.add_argument(
+        "--keep",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="COLUMN",
+        help="copy these input columns (an identifier, the true class) into the output, before the prediction",
+    )
+    p.add_argument(
+        "--chunk-rows",
+        type=_positive,
+        default=DEFAULT_CHUNK_ROWS,
+        metavar="N",
+        help=f"read, score and write N rows at a time (default {DEFAULT_CHUNK_ROWS:,})",
+    )
+    p.add_argument(
+        "--unknown",
+        choices=UNKNOWN_POLICIES,
+        default=DEFAULT_UNKNOWN,
+        help="a value no training row had: 'missing' reads it as missing (summed out) and counts it on stderr; "
+        "'error' refuses the file, naming the column and value (default %(default)s)",
+    )
+    _reading_flags(p, as_trained=True)
+    _quiet_flag(p)
+    _store_flag(p)
+    p.set_defaults(run=_predict)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from bnserve.trainer.scoring import as_trained, output_format, score_file
+
+    if output_format(args.out) is None:
+        raise UsageError(f"--out {args.out}: give a .csv or .parquet file")
+    name, version, alias = _parse_ref(args.ref)
+    with _open_store(args) as store:
+        mv = store.load(name, version=version, alias=alias)
+    keep = list(dict.fromkeys(args.keep))
+    reading = as_trained(
+        mv.model,
+        args.na_values,
+        args.keep_whitespace,
+        args.delimiter,
+        ReadLimits(args.max_columns, None if args.max_decompressed in (None, NO_LIMIT) else args.max_decompressed),
+    )
+    scored = score_file(
+        mv.model,
+        args.data,
+        args.out,
+        keep=keep,
+        fmt=args.fmt,
+        preprocessing=reading,
+        chunk_rows=args.chunk_rows,
+        unknown=args.unknown,
+    )
+    where = f" into {args.out}" if args.out else ""
+    print(
+        f"{PROG}: scored {scored.rows:,} rows ({scored.with_missing:,} with missing values) "
+        f"with {mv.name} version {mv.version}{where}",
+        file=sys.stderr,
+    )
+    if scored.with_class is not None:
+        accuracy = f"{scored.accuracy:.4f}" if scored.accuracy is not None else "undefined"
+        print(
+            f"{PROG}: accuracy {accuracy} ({scored.correct:,} of the {scored.with_class:,} rows with a class)",
+            file=sys.stderr,
+        )
+    if scored.unseen.total:
+        print(f"{PROG}: {scored.unseen.summary()}", file=sys.stderr)
+    return 0
