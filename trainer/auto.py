@@ -278,6 +278,8 @@ def fit_auto(
     budget: float | None = DEFAULT_BUDGET,
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
+    if data.weighted:
+        raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     choice = choose(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget)
     return fit_choice(data, choice, f"seed {seed}; rule {rule}" + (f"; budget {budget:g} s" if budget else ""))
 

@@ -20,7 +20,9 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
     """Learn ``algo`` on ``data``. ``params`` are the learner's declared parameters; a
     parameter left out (or None) takes its default, one the learner does not declare is refused.
     ``estimator`` (an ``Estimator`` or its text, default laplace) estimates every CPT; the
-    metadata records it."""
+    metadata records it. Weighted data (``TrainingView.weighted``) are refused by a learner or
+    estimator that cannot take weights, naming it and why; the metadata records the weight
+    column and the total weight."""
     estimator = Estimator.parse(estimator) if isinstance(estimator, str) else estimator or LAPLACE_ESTIMATOR
     learner = LEARNERS.get(algo)
     if learner is None:
@@ -28,6 +30,8 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
     given = {name: value for name, value in params.items() if value is not None}
     fingerprint = data.fingerprint()
     data = column_major(data)
+    if data.weighted and estimator.needs_rows:
+        raise InvalidInput(f"estimator {estimator} does not take row weights: it fits the CPTs on the rows themselves")
     learned, values = learner.run(data, given)
     networks = tuple(estimate(m.structure, m.data, estimator) for m in learned.members)
     metadata: dict[str, Any] = {
@@ -38,6 +42,7 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
             "features": len(data.features),
             "class_counts": data.class_counts(),
             **({"chunk_rows": data.chunk_rows} if data.chunk_rows else {}),
+            **(_weights(data) if data.weighted else {}),
         },
         "data_fingerprint": fingerprint,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
@@ -55,6 +60,12 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
         metadata["order_scores"] = list(structure.scores)
     params = {name: value for name, value in values.items() if value is not None}  # None = off
     return Model(data.variables, networks, algo, learned.combination, params, metadata).validate()
+
+
+def _weights(data: TrainingView) -> dict[str, Any]:
+    """What the metadata records of the rows' weights: their column (None: given as an array) and total."""
+    column = data.preprocessing.weight if data.preprocessing is not None else None
+    return {"weight_column": column, "total_weight": data.total_weight()}
 
 
 def column_major(data: TrainingView) -> TrainingView:

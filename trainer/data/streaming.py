@@ -248,6 +248,10 @@ class StreamedData(TrainingView):
         return self.totals
 
     @property
+    def weighted(self) -> bool:
+        return self.reader.weight is not None
+
+    @property
     def chunk_rows(self) -> int | None:
         return self.reader.chunk_rows
 

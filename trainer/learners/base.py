@@ -66,6 +66,9 @@ class Learned:
         return Learned((Member(structure, data),), SINGLE, metadata)
 
 
+CROSS_VALIDATES = "it scores its candidates by cross-validation accuracy on the rows, which counts every row once"
+
+
 @dataclass(frozen=True)
 class Learner:
     """``learn(data, **params)`` returns a ``Learned`` (or a bare ``Structure`` for one network).
@@ -73,6 +76,8 @@ class Learner:
     ``counts_only``: the learner reads nothing of the rows but their counts (the pairwise
     statistics and the families' counts), which add up over blocks of rows: it can learn
     from a file streamed in chunks (``--chunk-rows``), unless a given parameter ``needs_rows``.
+    ``unweighted``: why it refuses row weights (``--weight``, ``sample_weight``); "" when it
+    takes them, its statistics being sums of counts that a weight scales.
     """
 
     name: str
@@ -80,6 +85,7 @@ class Learner:
     summary: str
     params: tuple[Param, ...] = ()
     counts_only: bool = False
+    unweighted: str = "it counts the rows itself, not through the weighted statistics"
 
     def takes(self, name: str) -> bool:
         """Whether it declares a parameter of this name (learners may declare one name with
@@ -93,6 +99,8 @@ class Learner:
 
     def run(self, data: TrainingView, given: Mapping[str, Any]) -> tuple[Learned, dict[str, Any]]:
         """Check ``given`` against the declared parameters, fill defaults, learn."""
+        if data.weighted and self.unweighted:
+            raise InvalidInput(f"algorithm {self.name!r} does not take row weights: {self.unweighted}")
         declared = {p.name: p for p in self.params}
         for name in given:
             if name not in declared:

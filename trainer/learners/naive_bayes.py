@@ -13,4 +13,8 @@ def naive_bayes(data: EncodedData) -> Structure:
     return Structure.augmented(data, [()] * n, range(n))
 
 
-LEARNERS = (Learner("nb", naive_bayes, "naive Bayes: the class is the only parent of every feature", counts_only=True),)
+LEARNERS = (
+    Learner(
+        "nb", naive_bayes, "naive Bayes: the class is the only parent of every feature", counts_only=True, unweighted=""
+    ),
+)

@@ -22,7 +22,7 @@ from typing import Any
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.learners.base import Learned, Learner, Param, probability
+from bnserve.trainer.learners.base import CROSS_VALIDATES, Learned, Learner, Param, probability
 from bnserve.trainer.learners.search.greedy import greedy_search
 from bnserve.trainer.learners.search.groups import Group, augmenting_forest, grouped_parents
 from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
@@ -121,7 +121,12 @@ ALPHA = Param(
 )
 
 LEARNERS = (
-    Learner("fss", fss, "selective naive Bayes by forward selection on 5-fold CV accuracy (Langley & Sage 1994)"),
+    Learner(
+        "fss",
+        fss,
+        "selective naive Bayes by forward selection on 5-fold CV accuracy (Langley & Sage 1994)",
+        unweighted=CROSS_VALIDATES,
+    ),
     Learner(
         "ffss",
         ffss,

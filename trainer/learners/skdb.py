@@ -320,6 +320,7 @@ LEARNERS = (
         "selective KDB: k and the features kept chosen by leave-one-out (Martínez et al. 2016)",
         (K_MAX, LOSS),
         counts_only=True,
+        unweighted="it chooses k and the features by leave-one-out over the rows, which counts every row once",
     ),
     Learner(
         "eskdb",
@@ -327,5 +328,6 @@ LEARNERS = (
         "ensemble of selective KDBs on stochastic attribute orders (Zhang et al. 2020; paper: --estimator hdp)",
         (K_MAX, LOSS, MEMBERS, SAMPLE_SEED),
         counts_only=True,
+        unweighted="it chooses k and the features by leave-one-out over the rows, which counts every row once",
     ),
 )

@@ -1,0 +1,147 @@
+"""Row weights (``--weight COLUMN``, ``sample_weight``): a row of whole-number weight w gives
+the model of the data with that row repeated w times (0: dropped), for every learner and
+estimator that takes weights; the others refuse them naming themselves; bad weights are
+refused naming the line and value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bnserve.store.errors import InvalidInput
+from bnserve.store.model import Model
+from bnserve.trainer.data import Preprocessing, load, prepare
+from bnserve.trainer.data.columns import columns_of
+from bnserve.trainer.data.encoded import prepare_weighted
+from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, STATE
+from bnserve.trainer.fit import fit
+from bnserve.trainer.io import RawTable
+from bnserve.trainer.learners.registry import LEARNERS
+
+WEIGHTED = sorted(name for name, learner in LEARNERS.items() if not learner.unweighted)
+REFUSING = sorted(name for name, learner in LEARNERS.items() if learner.unweighted)
+RUNS = [(name, {}) for name in WEIGHTED] + [("kdb", {"k": 2}), ("fkdb", {"k": 2, "fd_min_count": 2})]
+ESTIMATORS = ("laplace", "dirichlet:0.5", "m:2", "hdp:3")
+HEADER = ("n1", "n2", "n3", "num", "cls")
+
+
+def _table(rows: list[tuple[str, ...]]) -> RawTable:
+    cells = np.array(rows, dtype=object).reshape(len(rows), len(HEADER))
+    return RawTable.of_cells("generated", HEADER, cells, np.arange(2, len(rows) + 2))
+
+
+def _same_model(a: Model, b: Model) -> None:
+    assert a.variables == b.variables
+    assert len(a.networks) == len(b.networks)
+    for net_a, net_b in zip(a.networks, b.networks):
+        assert [(n.name, n.parents) for n in net_a.nodes] == [(n.name, n.parents) for n in net_b.nodes]
+        for node_a, node_b in zip(net_a.nodes, net_b.nodes):
+            np.testing.assert_array_equal(node_a.cpt, node_b.cpt, err_msg=node_a.name)
+
+
+nominal = st.sampled_from(["a", "b", "c", ""])
+row = st.tuples(nominal, nominal, st.sampled_from(["x", "y"]), st.sampled_from(["1", "2.5", "4", "7", ""]))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.lists(st.tuples(row, st.sampled_from(["p", "q", "r"]), st.integers(0, 3)), min_size=4, max_size=16),
+    missing=st.sampled_from([AVAILABLE_CASE, STATE]),
+)
+def test_whole_number_weights_equal_repeated_rows(data, missing) -> None:
+    weights = [w for _, _, w in data]
+    if not any(weights):
+        weights[0] = 1
+    rows = [(*features, cls) for features, cls, _ in data]
+    repeated = [r for r, w in zip(rows, weights) for _ in range(w)]
+    preprocessing = Preprocessing(missing=missing)
+    try:
+        expected = prepare(columns_of(_table(repeated), None, preprocessing), preprocessing)
+    except InvalidInput:  # e.g. a column every kept row leaves empty: the weighted data must be refused alike
+        with pytest.raises(InvalidInput):
+            prepare_weighted(_table(rows), None, preprocessing, weights)
+        return
+    weighted = prepare_weighted(_table(rows), None, preprocessing, weights)
+    assert weighted.total_weight() == expected.n_rows
+    for algo, params in RUNS:
+        for estimator in ESTIMATORS:
+            _same_model(fit(algo, weighted, estimator, **params), fit(algo, expected, estimator, **params))
+
+
+def test_without_weights_every_count_is_an_integer_as_before(tmp_path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("a,b,cls\nx,1,p\ny,2,q\nx,3,p\n")
+    data = load(str(path))
+    assert data.weights is None and not data.weighted
+    assert data.class_totals().dtype == np.int64
+    assert data.statistics.class_feature[0].dtype == np.int64
+    assert fit("nb", data).metadata["training"].keys().isdisjoint({"weight_column", "total_weight"})
+
+
+@pytest.mark.parametrize("algo", REFUSING)
+def test_a_learner_that_cannot_take_weights_refuses_them_naming_itself(algo) -> None:
+    weighted = prepare_weighted(
+        _table([("a", "b", "x", "1", "p"), ("b", "a", "y", "2", "q")]), None, Preprocessing(), [1, 2]
+    )
+    with pytest.raises(InvalidInput, match=f"algorithm {algo!r} does not take row weights: it "):
+        fit(algo, weighted)
+
+
+def test_alr_and_fractional_weights_with_hdp_are_refused() -> None:
+    table = _table([("a", "b", "x", "1", "p"), ("b", "a", "y", "2", "q"), ("a", "a", "y", "2", "q")])
+    with pytest.raises(InvalidInput, match="estimator alr does not take row weights"):
+        fit("nb", prepare_weighted(table, None, Preprocessing(), [1, 2, 1]), "alr")
+    with pytest.raises(InvalidInput, match="estimator hdp .* whole numbers"):
+        fit("nb", prepare_weighted(table, None, Preprocessing(), [1, 0.5, 1]), "hdp")
+    fit("nb", prepare_weighted(table, None, Preprocessing(), [1, 0.5, 1]), "laplace")  # fractional: fine
+
+
+def test_a_weight_column_is_not_a_feature_and_is_recorded(tmp_path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("a,w,cls\nx,2,p\ny,0,q\nx,1.5,p\nz,1,q\n")
+    data = load(str(path), preprocessing=Preprocessing(weight="w"))
+    assert [v.name for v in data.features] == ["a"]
+    assert data.features[0].states == ("x", "z")  # the row of weight 0 is dropped before typing
+    np.testing.assert_array_equal(data.weights, [2.0, 1.5, 1.0])
+    training = fit("nb", data).metadata["training"]
+    assert training["weight_column"] == "w"
+    assert training["total_weight"] == 4.5
+    assert training["class_counts"] == {"p": 3.5, "q": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", "line 3: column 'w': a missing weight"),
+        ("?", "line 3: column 'w': a missing weight"),
+        ("heavy", "line 3: column 'w': weight 'heavy' is not a number"),
+        ("-1", "line 3: weight -1.0 is not a finite non-negative number"),
+        ("inf", "line 3: weight inf is not a finite non-negative number"),
+    ],
+)
+def test_a_bad_weight_is_refused_naming_its_line_and_value(tmp_path, value, message) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text(f"a,w,cls\nx,1,p\ny,{value},q\n")
+    with pytest.raises(InvalidInput, match=message):
+        load(str(path), preprocessing=Preprocessing(weight="w"))
+
+
+def test_all_zero_weights_a_missing_column_and_the_class_as_weight_are_refused(tmp_path) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text("a,w,cls\nx,0,p\ny,0,q\n")
+    with pytest.raises(InvalidInput, match="every weight is 0"):
+        load(str(path), preprocessing=Preprocessing(weight="w"))
+    with pytest.raises(InvalidInput, match="--weight: no column 'weight'"):
+        load(str(path), preprocessing=Preprocessing(weight="weight"))
+    with pytest.raises(InvalidInput, match="--weight: 'cls' is the class column"):
+        load(str(path), preprocessing=Preprocessing(weight="cls"))
+
+
+def test_sample_weight_arrays_are_checked_like_a_column() -> None:
+    table = _table([("a", "b", "x", "1", "p"), ("b", "a", "y", "2", "q")])
+    with pytest.raises(InvalidInput, match="row 2: weight nan is not a finite non-negative number"):
+        prepare_weighted(table, None, Preprocessing(), [1, float("nan")])
+    with pytest.raises(InvalidInput, match="3 sample weights for 2 rows"):
+        prepare_weighted(table, None, Preprocessing(), [1, 1, 1])
