@@ -20,9 +20,9 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
     """Learn ``algo`` on ``data``. ``params`` are the learner's declared parameters; a
     parameter left out (or None) takes its default, one the learner does not declare is refused.
     ``estimator`` (an ``Estimator`` or its text, default laplace) estimates every CPT; the
-    metadata records it. Weighted data (``TrainingView.weighted``) are refused by a learner or
-    estimator that cannot take weights, naming it and why; the metadata records the weight
-    column and the total weight."""
+    metadata records it. Weighted data (``TrainingView.weighted``) are refused by a learner
+    that cannot take weights, naming it and why; the metadata records the weight column and
+    the total weight."""
     estimator = Estimator.parse(estimator) if isinstance(estimator, str) else estimator or LAPLACE_ESTIMATOR
     learner = LEARNERS.get(algo)
     if learner is None:
@@ -30,8 +30,6 @@ def fit(algo: str, data: TrainingView, estimator: Estimator | str | None = None,
     given = {name: value for name, value in params.items() if value is not None}
     fingerprint = data.fingerprint()
     data = column_major(data)
-    if data.weighted and estimator.needs_rows:
-        raise InvalidInput(f"estimator {estimator} does not take row weights: it fits the CPTs on the rows themselves")
     learned, values = learner.run(data, given)
     networks = tuple(estimate(m.structure, m.data, estimator) for m in learned.members)
     metadata: dict[str, Any] = {

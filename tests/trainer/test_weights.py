@@ -16,9 +16,12 @@ from bnserve.trainer.data import Preprocessing, load, prepare
 from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.data.encoded import prepare_weighted
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, STATE
+from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
 from bnserve.trainer.io import RawTable
 from bnserve.trainer.learners.registry import LEARNERS
+from tests.data_helpers import write
+from tests.trainer.test_streaming import assert_same_model
 
 WEIGHTED = sorted(name for name, learner in LEARNERS.items() if not learner.unweighted)
 REFUSING = sorted(name for name, learner in LEARNERS.items() if learner.unweighted)
@@ -89,13 +92,31 @@ def test_a_learner_that_cannot_take_weights_refuses_them_naming_itself(algo) -> 
         fit(algo, weighted)
 
 
-def test_alr_and_fractional_weights_with_hdp_are_refused() -> None:
+def test_fractional_weights_with_hdp_are_refused() -> None:
     table = _table([("a", "b", "x", "1", "p"), ("b", "a", "y", "2", "q"), ("a", "a", "y", "2", "q")])
-    with pytest.raises(InvalidInput, match="estimator alr does not take row weights"):
-        fit("nb", prepare_weighted(table, None, Preprocessing(), [1, 2, 1]), "alr")
     with pytest.raises(InvalidInput, match="estimator hdp .* whole numbers"):
         fit("nb", prepare_weighted(table, None, Preprocessing(), [1, 0.5, 1]), "hdp")
     fit("nb", prepare_weighted(table, None, Preprocessing(), [1, 0.5, 1]), "laplace")  # fractional: fine
+
+
+@pytest.mark.parametrize("algo", ["nb", "tan"])
+def test_alr_with_whole_weights_fits_the_repeated_rows_model(algo) -> None:
+    """alr minimises a weighted log-loss: the optimum of the repeated rows' loss, found by
+    L-BFGS along sums in another order, so equal to within the optimiser's tolerance."""
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 3, size=(80, 4))
+    rows = [("abc"[a], "ab"[b % 2], "xy"[c % 2], str(d), "pq"[(a + b) % 2]) for a, b, c, d in codes.tolist()]
+    weights = rng.integers(0, 4, size=len(rows)).tolist()
+    repeated = [r for r, w in zip(rows, weights) for _ in range(w)]
+    weighted = fit(algo, prepare_weighted(_table(rows), None, Preprocessing(), weights), "alr")
+    expected = fit(algo, prepare(columns_of(_table(repeated), None, Preprocessing()), Preprocessing()), "alr")
+    unweighted = fit(algo, prepare(columns_of(_table(rows), None, Preprocessing()), Preprocessing()), "alr")
+    for a, b, c in zip(weighted.networks[0].nodes, expected.networks[0].nodes, unweighted.networks[0].nodes):
+        np.testing.assert_allclose(a.cpt, b.cpt, atol=1e-4, err_msg=a.name)
+    assert any(
+        not np.allclose(a.cpt, c.cpt, atol=1e-3)
+        for a, c in zip(weighted.networks[0].nodes, unweighted.networks[0].nodes)
+    )
 
 
 def test_a_weight_column_is_not_a_feature_and_is_recorded(tmp_path) -> None:
@@ -145,3 +166,82 @@ def test_sample_weight_arrays_are_checked_like_a_column() -> None:
         prepare_weighted(table, None, Preprocessing(), [1, float("nan")])
     with pytest.raises(InvalidInput, match="3 sample weights for 2 rows"):
         prepare_weighted(table, None, Preprocessing(), [1, 1, 1])
+
+
+def _weighted_csv(rows: int, seed: int) -> str:
+    """Nominal, integer and real columns with missing values, and a column "w" of weights
+    (0 among them, and binary fractions, whose sums are exact in any order)."""
+    rng = np.random.default_rng(seed)
+    lines = ["colour,w,size,level,class"]
+    for _ in range(rows):
+        c = int(rng.integers(0, 3))
+        colour = "" if rng.random() < 0.05 else "rgb"[(c + rng.integers(0, 2)) % 3]
+        size = "" if rng.random() < 0.05 else f"{rng.normal(c, 1.0):.2f}"
+        weight = ["0", "1", "2", "3", "0.5", "1.25"][int(rng.integers(0, 6))]
+        lines.append(f"{colour},{weight},{size},{int(c + rng.integers(0, 3))},{'ABC'[c]}")
+    return "\n".join(lines) + "\n"
+
+
+STREAMED = [name for name in WEIGHTED if LEARNERS[name].counts_only]
+
+
+@pytest.mark.parametrize("algo", STREAMED)
+@pytest.mark.parametrize("chunk_rows", [1, 64, 10_000])
+def test_weights_read_in_chunks_give_the_in_memory_model(tmp_path, algo, chunk_rows) -> None:
+    path = write(tmp_path, _weighted_csv(300, len(algo) + chunk_rows))
+    prep = Preprocessing(weight="w")
+    streamed = load_streamed(path, None, prep, None, chunk_rows)
+    in_memory = load(path, preprocessing=prep)
+    assert streamed.weighted and streamed.class_totals().tolist() == in_memory.class_totals().tolist()
+    assert_same_model(fit(algo, streamed), fit(algo, in_memory))  # the fingerprint and total weight too
+
+
+@pytest.mark.parametrize("algo", ["kdb", "tan"])
+def test_weights_counted_in_parts_by_processes_give_the_same_model(tmp_path, monkeypatch, algo) -> None:
+    from bnserve.trainer.data import streaming
+
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    path = write(tmp_path, _weighted_csv(900, 13))
+    prep = Preprocessing(weight="w")
+    in_parts = load_streamed(path, None, prep, None, 64, jobs=3)
+    assert len(in_parts.reader.parts) == 3
+    assert_same_model(fit(algo, in_parts), fit(algo, load(path, preprocessing=prep)))
+
+
+def test_a_chunk_of_zero_weights_is_fine_but_a_file_of_them_is_refused(tmp_path) -> None:
+    path = write(tmp_path, "a,w,cls\nx,0,p\ny,0,q\nx,2,p\nz,1,q\n")
+    assert load_streamed(path, None, Preprocessing(weight="w"), None, 2).total_weight() == 3.0
+    path = write(tmp_path, "a,w,cls\nx,0,p\ny,0,q\n")
+    with pytest.raises(InvalidInput, match="column 'w': no row with a class has a weight above 0"):
+        load_streamed(path, None, Preprocessing(weight="w"), None, 1)
+    path = write(tmp_path, "a,w,cls\nx,1,p\ny,-2,q\n")
+    with pytest.raises(InvalidInput, match="line 3: weight -2.0 is not a finite non-negative number"):
+        load_streamed(path, None, Preprocessing(weight="w"), None, 1)
+
+
+def test_a_bad_weight_in_a_part_read_apart_is_named_by_its_line(tmp_path, monkeypatch) -> None:
+    from bnserve.trainer.data import streaming
+
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    lines = _weighted_csv(900, 13).splitlines()
+    colour, _, rest = lines[800].partition(",")
+    lines[800] = f"{colour},heavy,{rest.partition(',')[2]}"
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(InvalidInput, match="line 801: column 'w': weight 'heavy' is not a number"):
+        load_streamed(path, None, Preprocessing(weight="w"), None, 64, jobs=3)
+
+
+def test_the_training_summary_names_the_weight_column_and_total(tmp_path) -> None:
+    from bnserve.trainer.data.summary import summary_text
+
+    path = write(tmp_path, "a,w,cls\nx,2,p\ny,0,q\nx,1.5,p\nz,1,q\n")
+    for data in (
+        load(path, preprocessing=Preprocessing(weight="w")),
+        load_streamed(path, None, Preprocessing(weight="w"), None, 2),
+    ):
+        text, _ = summary_text(data)
+        assert text.splitlines()[0].endswith(
+            "3 rows, weighted by column 'w' (total weight 4.5), 1 features, class 'cls'"
+        )
+        assert "'w'" not in text.splitlines()[2]  # not a feature row
+    assert "weighted" not in summary_text(load(path))[0]

@@ -9,6 +9,7 @@ weights give the model of the data with each row repeated that many times.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -19,9 +20,17 @@ from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable
 
 
-def checked_weights(values: object, n_rows: int, source: str, lines: np.ndarray | None = None) -> np.ndarray:
+def checked_weights(
+    values: object,
+    n_rows: int,
+    source: str,
+    lines: Callable[[], np.ndarray] | None = None,
+    all_rows: bool = True,
+) -> np.ndarray:
     """``values`` (one number per row) as float64, refused naming the first bad row and value:
-    a missing, negative, infinite or non-number weight, or all of them zero."""
+    a missing, negative, infinite or non-number weight, or (``all_rows``: these are all the
+    rows, not a chunk) all of them zero. ``lines()``: the file line of each row, asked only
+    to name a bad one."""
     try:
         weights = np.asarray(values, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):
@@ -31,22 +40,28 @@ def checked_weights(values: object, n_rows: int, source: str, lines: np.ndarray 
     bad = np.flatnonzero(~(np.isfinite(weights) & (weights >= 0)))
     if bad.size:
         r = int(bad[0])
-        where = f"line {lines[r]}" if lines is not None else f"row {r + 1}"
+        where = f"line {lines()[r]}" if lines is not None else f"row {r + 1}"
         value = np.asarray(values, dtype=object).reshape(-1)[r]
         raise InvalidInput(f"{source}: {where}: weight {value!r} is not a finite non-negative number")
-    if n_rows and not weights.any():
+    if all_rows and n_rows and not weights.any():
         raise InvalidInput(f"{source}: every weight is 0: no row is left to learn from")
     return weights
 
 
-def weight_column(table: RawTable, column: str, class_column: str | None) -> np.ndarray:
+def weight_index(source: str, header: tuple[str, ...], column: str, class_column: str | None) -> int:
+    """Where the weight column is in ``header``; refused if absent or the class column."""
+    if column not in header:
+        raise InvalidInput(f"{source}: --weight: no column {column!r}; columns are {', '.join(header)}")
+    if column == (class_column or header[-1]):
+        raise InvalidInput(f"{source}: --weight: {column!r} is the class column; name a column of row weights")
+    return header.index(column)
+
+
+def weight_column(table: RawTable, column: str, class_column: str | None, all_rows: bool = True) -> np.ndarray:
     """The weights a column of ``table`` holds (its texts read as ``preprocessing`` reads
-    them: an empty or missing-marker text is a missing weight, refused)."""
-    if column not in table.header:
-        raise InvalidInput(f"{table.source}: --weight: no column {column!r}; columns are {', '.join(table.header)}")
-    if column == (class_column or table.header[-1]):
-        raise InvalidInput(f"{table.source}: --weight: {column!r} is the class column; name a column of row weights")
-    texts = table.columns[table.header.index(column)]
+    them: an empty or missing-marker text is a missing weight, refused). ``all_rows``: as
+    ``checked_weights``."""
+    texts = table.columns[weight_index(table.source, table.header, column, class_column)]
     numbers = np.array([number_of(t) if t != "" else np.nan for t in texts.labels.tolist()], dtype=np.float64)
     values = numbers[texts.index]
     bad = np.flatnonzero(np.isnan(values))
@@ -55,12 +70,12 @@ def weight_column(table: RawTable, column: str, class_column: str | None) -> np.
         text = texts.labels[texts.index[r]]
         what = "a missing weight" if text == "" else f"weight {text!r} is not a number"
         raise InvalidInput(f"{table.source}: line {table.lines[r]}: column {column!r}: {what}")
-    return checked_weights(values, table.n_rows, f"{table.source}: column {column!r}", table.lines)
+    source = f"{table.source}: column {column!r}"
+    return checked_weights(values, table.n_rows, source, lambda: table.lines, all_rows)
 
 
-def weighted_rows(table: RawTable, weights: np.ndarray, class_column: str | None) -> tuple[RawTable, np.ndarray]:
-    """The table without its rows of weight 0, and the weights of the rows left that have a
-    class: those ``columns.columns_of`` keeps, in order (default class: the last column)."""
+def positive_rows(table: RawTable, weights: np.ndarray) -> tuple[RawTable, np.ndarray]:
+    """The table and weights without the rows of weight 0."""
     keep = weights > 0
     if not keep.all():
         lines = table.line_numbers
@@ -71,9 +86,16 @@ def weighted_rows(table: RawTable, weights: np.ndarray, class_column: str | None
             lines[keep] if isinstance(lines, np.ndarray) else (lambda: table.lines[keep]),
             table.declared,
         )
+    return table, weights[keep]
+
+
+def weighted_rows(table: RawTable, weights: np.ndarray, class_column: str | None) -> tuple[RawTable, np.ndarray]:
+    """The table without its rows of weight 0, and the weights of the rows left that have a
+    class: those ``columns.columns_of`` keeps, in order (default class: the last column)."""
+    table, weights = positive_rows(table, weights)
     class_texts = table.columns[table.header.index(class_column or table.header[-1])]
     has_class = class_texts.coded(lambda labels: [t != "" for t in labels]).astype(bool)
-    return table, weights[keep][has_class]
+    return table, weights[has_class]
 
 
 def typing_rules(preprocessing: Preprocessing) -> Preprocessing:
