@@ -111,7 +111,7 @@ def test_alr_with_whole_weights_fits_the_repeated_rows_model(algo) -> None:
     weighted = fit(algo, prepare_weighted(_table(rows), None, Preprocessing(), weights), "alr")
     expected = fit(algo, prepare(columns_of(_table(repeated), None, Preprocessing()), Preprocessing()), "alr")
     unweighted = fit(algo, prepare(columns_of(_table(rows), None, Preprocessing()), Preprocessing()), "alr")
-    for a, b, c in zip(weighted.networks[0].nodes, expected.networks[0].nodes, unweighted.networks[0].nodes):
+    for a, b in zip(weighted.networks[0].nodes, expected.networks[0].nodes):
         np.testing.assert_allclose(a.cpt, b.cpt, atol=1e-4, err_msg=a.name)
     assert any(
         not np.allclose(a.cpt, c.cpt, atol=1e-3)
