@@ -76,10 +76,10 @@ class TrainingView:
         """sha256 over the variables and the coded rows."""
         raise NotImplementedError
 
-    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The coded rows, (X int32 (rows, features), y int64), in blocks in file order: one
-        block in memory, a chunk at a time (one more pass through the file) when streamed.
-        For learners that score rows, e.g. by leave-one-out, after counting."""
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """The coded rows, (X int32 (rows, features), y int64, weights float64 or None), in
+        blocks in file order: one block in memory, a chunk at a time (one more pass through
+        the file) when streamed. For learners that score rows, e.g. by leave-one-out, after counting."""
         raise NotImplementedError
 
     @cached_property
@@ -172,8 +172,8 @@ class EncodedData(TrainingView):
 
         return [joint_counts([column(j) for j in f], [card(j) for j in f], weights=self.weights) for f in families]
 
-    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        yield self.X, self.y
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        yield self.X, self.y, self.weights
 
     def fingerprint(self) -> str:
         """sha256 over the variables and the coded rows (``fingerprint``)."""

@@ -284,8 +284,8 @@ class StreamedData(TrainingView):
     def chunk_rows(self) -> int | None:
         return self.reader.chunk_rows
 
-    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        return ((X, y) for X, y, _ in self.reader.coded())
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        return self.reader.coded()
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """``EncodedData.family_counts``, summed over one more pass through the file (its
