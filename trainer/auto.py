@@ -138,7 +138,10 @@ def search(
     seed: int = 0,
     budget: float | None = DEFAULT_BUDGET,
 ) -> Search:
-    """Score the candidates by stratified CV on ``data``: the stages of the module docstring."""
+    """Score the candidates by stratified CV on ``data``: the stages of the module docstring.
+    Weighted rows are refused: the folds' accuracy counts every row once."""
+    if data.weighted:
+        raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     if not estimators:
         raise InvalidInput("auto needs at least one estimator")
     estimators = [str(Estimator.parse(e)) for e in estimators]
@@ -278,8 +281,6 @@ def fit_auto(
     budget: float | None = DEFAULT_BUDGET,
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the metadata."""
-    if data.weighted:
-        raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     choice = choose(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget)
     return fit_choice(data, choice, f"seed {seed}; rule {rule}" + (f"; budget {budget:g} s" if budget else ""))
 

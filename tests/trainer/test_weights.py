@@ -245,3 +245,13 @@ def test_the_training_summary_names_the_weight_column_and_total(tmp_path) -> Non
         )
         assert "'w'" not in text.splitlines()[2]  # not a feature row
     assert "weighted" not in summary_text(load(path))[0]
+
+
+def test_auto_refuses_weights_whether_fitting_or_evaluated() -> None:
+    from bnserve.trainer.auto import cross_validate_auto, fit_auto
+
+    rows = [("abc"[i % 3], "ab"[i % 2], "xy"[i % 2], str(i), "pq"[i % 2]) for i in range(20)]
+    weighted = prepare_weighted(_table(rows), None, Preprocessing(), [1, 2] * 10)
+    for run in (lambda: fit_auto(weighted), lambda: cross_validate_auto(weighted, folds=2)):
+        with pytest.raises(InvalidInput, match="--algo auto does not take row weights"):
+            run()
