@@ -255,3 +255,23 @@ def test_auto_refuses_weights_whether_fitting_or_evaluated() -> None:
     for run in (lambda: fit_auto(weighted), lambda: cross_validate_auto(weighted, folds=2)):
         with pytest.raises(InvalidInput, match="--algo auto does not take row weights"):
             run()
+
+
+@pytest.mark.parametrize("algo", ["ffss", "stan"])
+def test_the_tests_of_independence_count_weights_as_repeated_rows(algo) -> None:
+    """ffss and stan keep what reliable G-tests say: on rows enough for them to be trusted
+    (small random data rarely are), the weighted model is still the repeated rows' one."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for _ in range(150):
+        c = int(rng.integers(0, 2))
+        a = c if rng.random() < 0.8 else int(rng.integers(0, 2))
+        b = a if rng.random() < 0.7 else int(rng.integers(0, 2))
+        rows.append(("ab"[a], "ab"[b], "xy"[int(rng.integers(0, 2))], str(int(rng.integers(0, 3))), "pq"[c]))
+    weights = rng.integers(0, 4, size=len(rows)).tolist()
+    repeated = [r for r, w in zip(rows, weights) for _ in range(w)]
+    weighted = fit(algo, prepare_weighted(_table(rows), None, Preprocessing(), weights))
+    expected = fit(algo, prepare(columns_of(_table(repeated), None, Preprocessing()), Preprocessing()))
+    assert weighted.metadata["selected"] == expected.metadata["selected"] and expected.metadata["selected"]
+    assert weighted.metadata["order_scores"] == expected.metadata["order_scores"]  # p-values, I(X;C), CMIs
+    _same_model(weighted, expected)

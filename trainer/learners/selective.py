@@ -100,7 +100,7 @@ def _filter(data: EncodedData, alpha: float) -> tuple[tuple[int, ...], list[floa
     """Columns whose test of independence from the class is reliable and rejects, with p-values."""
     kept, p_values = [], []
     for i, card in enumerate(data.cards):
-        test = stats.independence_test(data.X[:, i], data.y, card, data.n_classes, alpha)
+        test = stats.independence_test(data.X[:, i], data.y, card, data.n_classes, alpha, data.weights)
         if test.rejects_independence:
             kept.append(i)
             p_values.append(test.p_value)
@@ -132,6 +132,7 @@ LEARNERS = (
         ffss,
         "selective naive Bayes: the features whose χ² test of independence from the class rejects",
         (ALPHA,),
+        unweighted="",
     ),
     Learner(
         "stan",
@@ -139,5 +140,6 @@ LEARNERS = (
         "selective TAN: the FFSS features plus a maximum-weight forest over significant "
         "I(Xi;Xj|C) (Blanco et al. 2005)",
         (ALPHA,),
+        unweighted="",
     ),
 )
