@@ -18,12 +18,15 @@ from bnserve.trainer.stats.information import (
 )
 
 
-def class_mutual_information(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> np.ndarray:
+def class_mutual_information(
+    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, weights: np.ndarray | None = None
+) -> np.ndarray:
     """I(Xi;C) for every feature column of ``X`` (rows, n): shape (n,), in nats (as
-    ``PairStatistics.class_mi``, without the pairs)."""
+    ``PairStatistics.class_mi``, without the pairs); ``weights``: each row counts as its weight."""
     cols = feature_columns(X)
     return np.array(
-        [mutual_information(cols[i], y, cards[i], n_classes) for i in range(cols.shape[0])], dtype=np.float64
+        [mutual_information(cols[i], y, cards[i], n_classes, weights) for i in range(cols.shape[0])],
+        dtype=np.float64,
     )
 
 
