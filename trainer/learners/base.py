@@ -85,7 +85,7 @@ class Learner:
     summary: str
     params: tuple[Param, ...] = ()
     counts_only: bool = False
-    unweighted: str = "it counts the rows itself, not through the weighted statistics"
+    unweighted: str = "it has not been taught to count rows by their weights"
 
     def takes(self, name: str) -> bool:
         """Whether it declares a parameter of this name (learners may declare one name with

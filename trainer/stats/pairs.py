@@ -230,12 +230,16 @@ class ColumnGroups:
     missing state first: the structure searches count a family's configurations (the
     context, ``size`` values) against every candidate parent this way, a pass over the rows
     per group instead of per column. A group whose table would exceed ``cells`` (or one
-    cell per ``TABLE_ROWS_PER_CELL`` rows) is counted column by column.
+    cell per ``TABLE_ROWS_PER_CELL`` rows) is counted column by column. ``weights``: per row,
+    the counts are float64 sums of weights.
     """
 
-    def __init__(self, X: np.ndarray, cards: Sequence[int], group_cells: int = 1 << 7) -> None:
+    def __init__(
+        self, X: np.ndarray, cards: Sequence[int], group_cells: int = 1 << 7, weights: np.ndarray | None = None
+    ) -> None:
         cols = feature_columns(X)
         self.rows = int(X.shape[0])
+        self.weights = weights
         self.ext = [int(c) + 1 for c in cards]
         self.groups = _feature_groups(self.ext, 1, group_cells * group_cells)
         self.sizes = [math.prod(self.ext[i] for i in g) for g in self.groups]
@@ -260,9 +264,9 @@ class ColumnGroups:
                 for p in wanted:
                     j = group[p]
                     joined = context * self.ext[j] + self.columns[j]
-                    yield j, np.bincount(joined, minlength=size * self.ext[j]).reshape(size, self.ext[j])
+                    yield j, np.bincount(joined, self.weights, minlength=size * self.ext[j]).reshape(size, self.ext[j])
                 continue
-            table = np.bincount(context * group_size + code, minlength=size * group_size)
+            table = np.bincount(context * group_size + code, self.weights, minlength=size * group_size)
             table = table.reshape(size, *(self.ext[j] for j in group))
             for p in wanted:
                 yield group[p], table.sum(axis=tuple(1 + a for a in range(len(group)) if a != p))
