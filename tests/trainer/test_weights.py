@@ -275,3 +275,18 @@ def test_the_tests_of_independence_count_weights_as_repeated_rows(algo) -> None:
     assert weighted.metadata["selected"] == expected.metadata["selected"] and expected.metadata["selected"]
     assert weighted.metadata["order_scores"] == expected.metadata["order_scores"]  # p-values, I(X;C), CMIs
     _same_model(weighted, expected)
+
+
+def test_the_docs_list_every_learner_where_it_stands_on_weights() -> None:
+    """docs/training.md's Row weights section: a row of the table for each learner that takes
+    weights, and the paragraph after it names each one that refuses them."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
+    section = text[text.index("### Row weights") :]
+    section = section[: section.index("\n## ")]
+    table, _, refusals = section.partition("The others refuse weights")
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    assert {name for name in WEIGHTED if not any(f"`{name}`" in row for row in rows)} == set()
+    assert {name for name in REFUSING if f"`{name}`" not in refusals} == set()
+    assert {name for name in WEIGHTED if f"`{name}`" in refusals} == set()
