@@ -131,7 +131,10 @@ def search(
 ) -> Search:
     """Score the candidates by stratified CV on ``data``: the stages of the module docstring.
     A candidate past ``limits`` (refused by its first fold's fit before it allocates) is
-    skipped with a ``note`` saying why; when every candidate is, the search fails."""
+    skipped with a ``note`` saying why; when every candidate is, the search fails.
+    Weighted rows are refused: the folds' accuracy counts every row once."""
+    if data.weighted:
+        raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     if not estimators:
         raise InvalidInput("auto needs at least one estimator")
     estimators = [str(Estimator.parse(e)) for e in estimators]

@@ -35,7 +35,9 @@ def fit(
 
     ``limits``: the tables are sized before they are built (the search's statistics before
     the search, the CPTs before they are estimated); past a limit the fit is refused with
-    ``sizing.TooLarge`` (an InvalidInput) naming the columns, their states and the flag."""
+    ``sizing.TooLarge`` (an InvalidInput) naming the columns, their states and the flag. Weighted data
+    (``TrainingView.weighted``) are refused by a learner that cannot take weights, naming it
+    and why; the metadata records the weight column and the total weight."""
     estimator = Estimator.parse(estimator) if isinstance(estimator, str) else estimator or LAPLACE_ESTIMATOR
     learner = LEARNERS.get(algo)
     if learner is None:
@@ -56,6 +58,7 @@ def fit(
             "features": len(data.features),
             "class_counts": data.class_counts(),
             **({"chunk_rows": data.chunk_rows} if data.chunk_rows else {}),
+            **(_weights(data) if data.weighted else {}),
         },
         "data_fingerprint": fingerprint,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
@@ -83,6 +86,12 @@ def estimate_tables(members: Sequence[Member], estimator: Estimator, rows: int) 
         nodes = sum(len(m.structure.parents) for m in members)
         tables.append(Table("the alr design matrix", (("rows", rows), ("nodes", nodes)), 2, bounded=False))
     return tables
+
+
+def _weights(data: TrainingView) -> dict[str, Any]:
+    """What the metadata records of the rows' weights: their column (None: given as an array) and total."""
+    column = data.preprocessing.weight if data.preprocessing is not None else None
+    return {"weight_column": column, "total_weight": data.total_weight()}
 
 
 def column_major(data: TrainingView) -> TrainingView:

@@ -49,9 +49,11 @@ class Method:
     def __str__(self) -> str:
         return self.name if self.name == MDL and not self.bins else f"{self.name}:{self.bins}"
 
-    def cuts(self, values: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[float, ...]:
-        """Cut points for one column's raw values (NaN = missing) and the rows' classes."""
-        return self.cuts_from_table(*value_table(values, y, n_classes))
+    def cuts(
+        self, values: np.ndarray, y: np.ndarray, n_classes: int, weights: np.ndarray | None = None
+    ) -> tuple[float, ...]:
+        """Cut points for one column's raw values (NaN = missing) and the rows' classes (and weights)."""
+        return self.cuts_from_table(*value_table(values, y, n_classes, weights))
 
     def cuts_from_table(self, values: np.ndarray, counts: np.ndarray) -> tuple[float, ...]:
         """Cut points from a value table: distinct values ascending, counts (values, classes)."""
@@ -65,12 +67,16 @@ class Method:
         return equal_width_cuts(values, self.bins)
 
 
-def value_table(values: np.ndarray, y: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct present values of a column, ascending, and N(value, class) as (d, c) int64."""
+def value_table(
+    values: np.ndarray, y: np.ndarray, n_classes: int, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct present values of a column, ascending, and N(value, class) as (d, c) int64
+    (with ``weights``: float64 sums of the rows' weights)."""
     present = ~np.isnan(values)
     distinct, inverse = np.unique(values[present], return_inverse=True)
     flat = inverse * n_classes + y[present]
-    return distinct, np.bincount(flat, minlength=distinct.size * n_classes).reshape(distinct.size, n_classes)
+    mass = None if weights is None else weights[present]
+    return distinct, np.bincount(flat, mass, minlength=distinct.size * n_classes).reshape(distinct.size, n_classes)
 
 
 def merge_value_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +85,7 @@ def merge_value_tables(tables: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.
     values = np.concatenate([v for v, _ in tables])
     counts = np.concatenate([c for _, c in tables])
     distinct, inverse = np.unique(values, return_inverse=True)
-    merged = np.zeros((distinct.size, counts.shape[1]), dtype=np.int64)
+    merged = np.zeros((distinct.size, counts.shape[1]), dtype=counts.dtype)
     np.add.at(merged, inverse, counts)
     return distinct, merged
 

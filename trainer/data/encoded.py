@@ -29,6 +29,7 @@ from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
 from bnserve.trainer.data.unseen import UnseenValues
+from bnserve.trainer.data.weights import checked_weights, typing_rules, weight_column, weighted_rows
 from bnserve.trainer.io import RawTable, TextColumn, read_table
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
@@ -55,8 +56,17 @@ class TrainingView:
         raise NotImplementedError
 
     def class_totals(self) -> np.ndarray:
-        """N(c) per class state, int64."""
+        """N(c) per class state, int64 (float64 sums of weights when ``weighted``)."""
         raise NotImplementedError
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the rows have weights: every count is then a float64 sum of weights."""
+        raise NotImplementedError
+
+    def total_weight(self) -> float:
+        """The rows' total weight: the number of rows when they have no weights."""
+        return float(self.class_totals().sum())
 
     @property
     def chunk_rows(self) -> int | None:
@@ -67,10 +77,10 @@ class TrainingView:
         """sha256 over the variables and the coded rows."""
         raise NotImplementedError
 
-    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The coded rows, (X int32 (rows, features), y int64), in blocks in file order: one
-        block in memory, a chunk at a time (one more pass through the file) when streamed.
-        For learners that score rows, e.g. by leave-one-out, after counting."""
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """The coded rows, (X int32 (rows, features), y int64, weights float64 or None), in
+        blocks in file order: one block in memory, a chunk at a time (one more pass through
+        the file) when streamed. For learners that score rows, e.g. by leave-one-out, after counting."""
         raise NotImplementedError
 
     @cached_property
@@ -96,7 +106,7 @@ class TrainingView:
         return int(self.class_totals().sum())
 
     def class_counts(self) -> dict[str, int]:
-        return {s: int(n) for s, n in zip(self.class_variable.states, self.class_totals())}
+        return {s: n.item() for s, n in zip(self.class_variable.states, self.class_totals())}  # float if weighted
 
 
 @dataclass(frozen=True)
@@ -115,9 +125,16 @@ class EncodedData(TrainingView):
     source: str = ""
     columns: Columns | None = field(default=None, repr=False, compare=False)
     preprocessing: Preprocessing | None = field(default=None, repr=False, compare=False)
+    weights: np.ndarray | None = field(default=None, repr=False, compare=False)  # float64 > 0 per row, or None
 
     def class_totals(self) -> np.ndarray:
+        if self.weights is not None:
+            return np.bincount(self.y, self.weights, minlength=self.n_classes)
         return np.bincount(self.y, minlength=self.n_classes).astype(np.int64)
+
+    @property
+    def weighted(self) -> bool:
+        return self.weights is not None
 
     @property
     def n_rows(self) -> int:
@@ -126,20 +143,24 @@ class EncodedData(TrainingView):
     def subset(self, rows: np.ndarray) -> EncodedData:
         """The same variables over a selection of rows (index or boolean array)."""
         columns = self.columns.subset(rows) if self.columns is not None else None
-        return EncodedData(self.variables, self.X[rows], self.y[rows], 0, self.source, columns, self.preprocessing)
+        weights = self.weights[rows] if self.weights is not None else None
+        return EncodedData(
+            self.variables, self.X[rows], self.y[rows], 0, self.source, columns, self.preprocessing, weights
+        )
 
     def split(self, train: np.ndarray, test: np.ndarray) -> tuple[EncodedData, EncodedData]:
         """Training and test rows, with the preprocessing learned again on the training rows
         alone when it learns from data (numeric columns, imputation)."""
         if self.columns is None or self.preprocessing is None or not _learns(self.columns, self.preprocessing):
             return self.subset(train), self.subset(test)
-        fitted = prepare(self.columns.subset(train), self.preprocessing)
+        weights = self.weights[train] if self.weights is not None else None
+        fitted = prepare(self.columns.subset(train), self.preprocessing, weights)
         return fitted, encode_like(self.columns.subset(test), fitted.variables)
 
     @cached_property
     def statistics(self) -> PairStatistics:
         """The pairwise counts the nb/tan/kdb/fkdb learners use, counted once."""
-        return PairStatistics.of(self.X, self.y, self.cards, self.n_classes)
+        return PairStatistics.of(self.X, self.y, self.cards, self.n_classes, self.weights)
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """Available-case N(family) per family of column indices (-1: the class), axes in order."""
@@ -150,14 +171,14 @@ class EncodedData(TrainingView):
         def card(j: int) -> int:
             return self.n_classes if j < 0 else self.cards[j]
 
-        return [joint_counts([column(j) for j in f], [card(j) for j in f]) for f in families]
+        return [joint_counts([column(j) for j in f], [card(j) for j in f], weights=self.weights) for f in families]
 
-    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        yield self.X, self.y
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        yield self.X, self.y, self.weights
 
     def fingerprint(self) -> str:
         """sha256 over the variables and the coded rows (``fingerprint``)."""
-        return fingerprint_of(self.variables, self.X, self.y)
+        return fingerprint_of(self.variables, self.X, self.y, self.weights)
 
 
 def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:
@@ -167,18 +188,36 @@ def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:
 def load(
     source: str, class_column: str | None = None, preprocessing: Preprocessing | None = None, fmt: str | None = None
 ) -> EncodedData:
-    """Read ``source``, type its columns, and learn the preprocessing from all its rows."""
+    """Read ``source``, type its columns, and learn the preprocessing from all its rows
+    (weighted by the column ``preprocessing.weight`` names, if any)."""
     preprocessing = preprocessing or Preprocessing()
     table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter, preprocessing.limits))
-    return prepare(columns_of(table, class_column, preprocessing), preprocessing)
+    if preprocessing.weight is None:
+        return prepare(columns_of(table, class_column, preprocessing), preprocessing)
+    return prepare_weighted(
+        table, class_column, preprocessing, weight_column(table, preprocessing.weight, class_column)
+    )
+
+
+def prepare_weighted(
+    table: RawTable, class_column: str | None, preprocessing: Preprocessing, weights: object
+) -> EncodedData:
+    """``prepare`` of a table read (and ``Preprocessing.cleaned``) whose rows have ``weights``
+    (one non-negative number per row, checked here): rows of weight 0 are dropped first, and
+    a column ``preprocessing.weight`` names is not a feature. The estimator's ``sample_weight``."""
+    checked = checked_weights(weights, table.n_rows, f"{table.source}: sample_weight")
+    rules = typing_rules(preprocessing)
+    table, kept = weighted_rows(table, checked, class_column)
+    return prepare(columns_of(table, class_column, rules), preprocessing, kept)
 
 
 # ---------------------------------------------------------------- learned preprocessing
 
 
-def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
+def prepare(columns: Columns, preprocessing: Preprocessing, weights: np.ndarray | None = None) -> EncodedData:
     """Learn cut points (and, with impute, modes and means; with state, which features have
-    a missing state) from these rows and code them.
+    a missing state) from these rows and code them. ``weights``: float64 > 0 per row
+    (``weights``), each row counted as its weight in all that is learned.
 
     ``X`` is ``columns.codes`` itself when nothing is learned (all nominal, available-case),
     so a large nominal file is held once; else a copy."""
@@ -193,8 +232,8 @@ def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
         if states is None:
             values = columns.values(j)
             if impute and np.isnan(values).any() and not np.isnan(values).all():
-                values = np.where(np.isnan(values), np.nanmean(values), values)
-            cuts = preprocessing.method(name).cuts(values, columns.y, columns.class_variable.cardinality)
+                values = np.where(np.isnan(values), _mean(values, weights), values)
+            cuts = preprocessing.method(name).cuts(values, columns.y, columns.class_variable.cardinality, weights)
             variables.append(Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts))
             X[:, j] = interval_codes(cuts, values)
         else:
@@ -203,11 +242,22 @@ def prepare(columns: Columns, preprocessing: Preprocessing) -> EncodedData:
                 column = X[:, j]
                 present = column[column >= 0]
                 if present.size and present.size < column.size:
-                    column[column < 0] = np.argmax(np.bincount(present, minlength=len(states)))
+                    mass = None if weights is None else weights[column >= 0]
+                    column[column < 0] = np.argmax(np.bincount(present, mass, minlength=len(states)))
     if preprocessing.missing == STATE:
         variables = [_with_missing_state(v, X[:, j]) for j, v in enumerate(variables)]
     variables.append(columns.class_variable)
-    return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns, preprocessing)
+    return EncodedData(
+        tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns, preprocessing, weights
+    )
+
+
+def _mean(values: np.ndarray, weights: np.ndarray | None) -> float:
+    """The (weighted) mean of the present values (NaN = missing)."""
+    if weights is None:
+        return float(np.nanmean(values))
+    present = ~np.isnan(values)
+    return float(np.average(values[present], weights=weights[present]))
 
 
 def _with_missing_state(variable: Variable, codes: np.ndarray) -> Variable:

@@ -6,7 +6,9 @@ sha256 of the variables (canonical JSON), X's type and shape, the sha256 of each
 X (int32 little-endian, row-major), y's type and shape and the sha256 of each block of y
 (int64). A block's digest depends on its rows alone, so a part of the rows hashed by
 itself (``RowDigests``, from the row it starts at) contributes its whole blocks, and only
-the rows of the blocks it shares with its neighbours travel (``combine``).
+the rows of the blocks it shares with its neighbours travel (``combine``). Weighted rows
+(``weights``) add the block digests of their weights (float64 little-endian) after the
+rows' fingerprint (``weighted``); unweighted rows' fingerprint is unchanged.
 """
 
 from __future__ import annotations
@@ -93,11 +95,32 @@ def fingerprint(variables: Sequence[Variable], n_rows: int, blocks: Sequence[tup
     return h.hexdigest()
 
 
-def fingerprint_of(variables: Sequence[Variable], X: np.ndarray, y: np.ndarray) -> str:
-    """``fingerprint`` of rows held whole."""
+def fingerprint_of(
+    variables: Sequence[Variable], X: np.ndarray, y: np.ndarray, weights: np.ndarray | None = None
+) -> str:
+    """``fingerprint`` of rows held whole (``weighted`` when they have ``weights``)."""
     digests = RowDigests()
     digests.add(X, y)
-    return fingerprint(variables, y.shape[0], combine([digests.finish()]))
+    digest = fingerprint(variables, y.shape[0], combine([digests.finish()]))
+    if weights is None:
+        return digest
+    weight_digests = RowDigests()
+    weight_digests.add(weight_rows(weights), y)
+    return weighted(digest, y.shape[0], combine([weight_digests.finish()]))
+
+
+def weight_rows(weights: np.ndarray) -> np.ndarray:
+    """The weights' float64 little-endian bytes as the (rows, 2) int32 rows ``RowDigests`` hashes."""
+    return np.ascontiguousarray(weights, dtype="<f8").view("<i4").reshape(-1, 2)
+
+
+def weighted(digest: str, n_rows: int, blocks: Sequence[tuple[bytes, bytes]]) -> str:
+    """The fingerprint of weighted rows: the rows' ``digest``, then their weights' block digests."""
+    h = hashlib.sha256(digest.encode())
+    h.update(f"|w|<f8|({n_rows},)|".encode())
+    for w, _ in blocks:
+        h.update(w)
+    return h.hexdigest()
 
 
 def _sha256(rows: np.ndarray) -> bytes:

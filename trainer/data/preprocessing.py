@@ -1,6 +1,6 @@
 """How raw columns become states, as the user asks for it: which texts are missing and
 whether whitespace counts, forced types, ignored columns, the discretisation method per
-numeric column and the missing-value policy."""
+numeric column, the missing-value policy and the column of row weights."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ class Preprocessing:
     per-column exceptions in ``per_column``; ``missing`` is available-case (each count uses
     the rows where its variables are present), impute (modes and means, training only) or
     state (a feature with missing values in the training rows gets a state "missing", learned
-    and served like the others; Weka's BayesNet does this)."""
+    and served like the others; Weka's BayesNet does this). ``weight`` names a column of
+    row weights (``weights``): not a feature; each row counts as its weight."""
 
     nominal: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
@@ -38,6 +39,7 @@ class Preprocessing:
     force_class: bool = False  # take a numeric class, or one of very many values, as it is
     delimiter: str | None = None  # a CSV or TSV file's field separator, when not its format's
     limits: ReadLimits = DEFAULT_READ_LIMITS  # the most columns and decompressed bytes read
+    weight: str | None = None  # the column of row weights (non-negative numbers), not a feature
 
     def method(self, column: str) -> Method:
         return self.per_column.get(column, self.discretize)

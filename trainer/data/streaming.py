@@ -10,7 +10,9 @@ The file is read in chunks of ``N`` rows, and only counts are kept:
 3. once the structure is learned, the counts of every CPT's family.
 
 Counts add up, so the model equals, bit for bit, the one learned from the whole file in
-memory. What is held is the counts and one chunk. The learners that
+memory. With a weight column (``Preprocessing.weight``) every count is a float64 sum of
+weights, which adds up exactly too (whole numbers up to 2^53); rows of weight 0 are dropped
+as each chunk is read. What is held is the counts and one chunk. The learners that
 need nothing else stream (``Learner.counts_only``).
 
 The data are read in parts (``Part``): the files a glob pattern names, each local CSV or
@@ -37,9 +39,10 @@ from bnserve.store.model.discretization import interval_labels, number_of
 from bnserve.trainer.data.columns import check_class, check_columns, is_numeric_column, nominal_states, state_order
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
-from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint
+from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
 from bnserve.trainer.data.parallel import cluster_threads, map_parts
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
+from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
 from bnserve.trainer.io import (
     DELIMITERS,
     Declared,
@@ -65,14 +68,19 @@ class _Tally:
     classes numbered in order of first sight too."""
 
     labels: dict[str, int] = field(default_factory=dict)
-    counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))  # float64 if weighted
 
-    def add(self, column: TextColumn, y: np.ndarray, n_classes: int) -> None:
+    @classmethod
+    def of(cls, weighted: bool) -> _Tally:
+        return cls(counts=np.zeros((0, 0), dtype=np.float64 if weighted else np.int64))
+
+    def add(self, column: TextColumn, y: np.ndarray, n_classes: int, weights: np.ndarray | None) -> None:
         for label in column.labels.tolist():  # labels not seen before, in order of first sight
             self.labels.setdefault(label, len(self.labels))
         codes = column.coded(lambda labels: [self.labels[t] for t in labels]).astype(np.int64)
         self.grow(n_classes)
-        self.counts += np.bincount(codes * n_classes + y, minlength=self.counts.size).reshape(self.counts.shape)
+        counted = np.bincount(codes * n_classes + y, weights, minlength=self.counts.size)
+        self.counts += counted.reshape(self.counts.shape)
 
     def merge(self, other: _Tally, classes: np.ndarray, n_classes: int) -> None:
         """Add ``other``'s counts, its class ``c`` being this tally's ``classes[c]``."""
@@ -84,7 +92,7 @@ class _Tally:
 
     def grow(self, n_classes: int) -> None:
         """Room in ``counts`` for every label known and ``n_classes`` classes."""
-        grown = np.zeros((len(self.labels), n_classes), dtype=np.int64)
+        grown = np.zeros((len(self.labels), n_classes), dtype=self.counts.dtype)
         grown[: self.counts.shape[0], : self.counts.shape[1]] = self.counts
         self.counts = grown
 
@@ -99,8 +107,9 @@ class _Pass1:
     rows: int = 0
     dropped: int = 0
     declared: list[_Declared] = field(default_factory=list)  # per feature, then the class, when the file declares
+    weighted: bool = False  # the tallies sum row weights
 
-    def add(self, table: RawTable, class_index: int, columns: Sequence[int]) -> None:
+    def add(self, table: RawTable, class_index: int, columns: Sequence[int], weights: np.ndarray | None) -> None:
         if table.declared:
             self._declare([_Declared.of(table.declared[j]) for j in [*columns, class_index]], table.source)
         classes = table.columns[class_index]
@@ -112,9 +121,10 @@ class _Pass1:
         self.rows += int(np.count_nonzero(keep))
         self.dropped += int(np.count_nonzero(~keep))
         if not self.tallies:
-            self.tallies = [_Tally() for _ in columns]
+            self.tallies = [_Tally.of(self.weighted) for _ in columns]
+        kept = weights[keep] if weights is not None else None
         for tally, j in zip(self.tallies, columns):
-            tally.add(table.columns[j].rows(keep), y[keep], len(self.classes))
+            tally.add(table.columns[j].rows(keep), y[keep], len(self.classes), kept)
 
     def merge(self, other: _Pass1) -> None:
         """Add the counts of the rows after these (the same as counting them all in order)."""
@@ -122,7 +132,7 @@ class _Pass1:
             self.classes.setdefault(label, len(self.classes))
         classes = np.array([self.classes[label] for label in other.classes], dtype=np.int64)
         if not self.tallies:
-            self.tallies = [_Tally() for _ in other.tallies]
+            self.tallies = [_Tally.of(self.weighted) for _ in other.tallies]
         for tally, theirs in zip(self.tallies, other.tallies):
             tally.merge(theirs, classes, len(self.classes))
         self.rows += other.rows
@@ -185,9 +195,11 @@ class _Reader:
     dask: str | None = None  # or the Dask scheduler whose workers count them
     preprocessing: Preprocessing = Preprocessing()  # noqa: RUF009 (frozen): how its texts are read
     variables: tuple[Variable, ...] = ()  # once pass 1 has learned them
+    weight: int | None = None  # the file column of the row weights, if any
 
-    def tables(self, part: int | None = None) -> Iterator[RawTable]:
-        """The chunks of every part (or of ``part``), in order; the rows read reported as the
+    def tables(self, part: int | None = None) -> Iterator[tuple[RawTable, np.ndarray | None]]:
+        """The chunks of every part (or of ``part``), in order, each with its rows' weights
+        (None: unweighted; rows of weight 0 dropped); the rows read reported as the
         stage of the part (in this process: a worker's report to no one)."""
         for p in self.parts if part is None else (self.parts[part],):
             if p.byte_range is not None:
@@ -205,7 +217,14 @@ class _Reader:
                             f"not those of {self.parts[0].source}: {', '.join(self.header)}"
                         )
                     bar.update(table.n_rows)
-                    yield self.preprocessing.cleaned(table)
+                    table = self.preprocessing.cleaned(table)
+                    if self.weight is None:
+                        yield table, None
+                        continue
+                    if p.byte_range is not None:  # lines unknown: a bad weight sends the file to be read in order
+                        table = replace(table, line_numbers=_read_in_order)
+                    name, class_name = table.header[self.weight], table.header[self.class_index]
+                    yield positive_rows(table, weight_column(table, name, class_name, all_rows=False))
 
     def map(self, what: str, work: Callable[..., T], *args: Any) -> list[T]:
         """``work(self, part, *args)`` of every part, in part order, where ``jobs`` or ``dask``
@@ -214,16 +233,21 @@ class _Reader:
             work, self, len(self.parts), *args, jobs=self.jobs, dask=self.dask, what=f"{what} {self.source}"
         )
 
-    def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(X int32 (rows, n features), y int64) of each chunk's rows that have a class, in
-        the file (or in its ``part``) in order."""
-        for table in self.tables(part):
+    def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(X int32 (rows, n features), y int64, weights float64 or None) of each chunk's rows
+        that have a class, in the file (or in its ``part``) in order."""
+        for table, weights in self.tables(part):
             y = table.columns[self.class_index].coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
             X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=np.int32)
             for out, (j, v) in enumerate(zip(self.columns, self.variables[:-1])):
                 X[:, out] = table.columns[j].coded(v.codes_of)[keep]  # the file pass 1 typed: every value is a state
-            yield X, y[keep]
+            yield X, y[keep], weights[keep] if weights is not None else None
+
+
+def _read_in_order() -> np.ndarray:
+    """The lines of a part read apart, asked for to name a bad value: only a reading in order knows them."""
+    raise PartUnreadable("a bad value in a part read apart")
 
 
 @dataclass(frozen=True)
@@ -240,6 +264,11 @@ class StreamedData(TrainingView):
     source: str
     preprocessing: Preprocessing
     reader: _Reader
+    rows: int  # with a class and a weight above 0 (``class_totals`` sums their weights)
+
+    @property
+    def n_rows(self) -> int:
+        return self.rows
 
     def fingerprint(self) -> str:
         return self.digest
@@ -248,17 +277,21 @@ class StreamedData(TrainingView):
         return self.totals
 
     @property
+    def weighted(self) -> bool:
+        return self.reader.weight is not None
+
+    @property
     def chunk_rows(self) -> int | None:
         return self.reader.chunk_rows
 
-    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         return self.reader.coded()
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """``EncodedData.family_counts``, summed over one more pass through the file (its
         parts counted by ``--jobs`` processes)."""
         cards = [[self.n_classes if j < 0 else self.cards[j] for j in f] for f in families]
-        totals = [np.zeros(c, dtype=np.int64) for c in cards]
+        totals = [np.zeros(c, dtype=self.totals.dtype) for c in cards]
         for counts in self.reader.map("counting families of", _family_counts, families, cards):
             for total, part in zip(totals, counts):
                 total += part
@@ -268,10 +301,10 @@ class StreamedData(TrainingView):
 def _family_counts(
     reader: _Reader, part: int, families: Sequence[Sequence[int]], cards: Sequence[Sequence[int]]
 ) -> list[np.ndarray]:
-    totals = [np.zeros(c, dtype=np.int64) for c in cards]
-    for X, y in reader.coded(part):
+    totals = [np.zeros(c, dtype=np.int64 if reader.weight is None else np.float64) for c in cards]
+    for X, y, weights in reader.coded(part):
         for total, f, c in zip(totals, families, cards):
-            total += joint_counts([y if j < 0 else X[:, j] for j in f], c)
+            total += joint_counts([y if j < 0 else X[:, j] for j in f], c, weights=weights)
     return totals
 
 
@@ -298,27 +331,36 @@ def load_streamed(
     n_classes = variables[-1].cardinality
     starts = [0, *itertools.accumulate(part_rows)][:-1]
     counted = reader.map("counting pairs of", _pass2, cards, n_classes, starts)
-    statistics = PairStatistics.empty(cards, n_classes)
-    totals = np.zeros(n_classes, dtype=np.int64)
-    for part, part_totals, _ in counted:
+    weighted_rows = reader.weight is not None
+    statistics = PairStatistics.empty(cards, n_classes, weighted_rows)
+    totals = np.zeros(n_classes, dtype=np.float64 if weighted_rows else np.int64)
+    for part, part_totals, _, _ in counted:
         statistics.add(part)
         totals += part_totals
-    digest = fingerprint(variables, sum(part_rows), combine([digests for _, _, digests in counted]))
-    return StreamedData(variables, totals, statistics, digest, dropped, source, preprocessing, reader)
+    rows = sum(part_rows)
+    digest = fingerprint(variables, rows, combine([digests for _, _, digests, _ in counted]))
+    if weighted_rows:
+        digest = weighted(digest, rows, combine([w for _, _, _, w in counted if w is not None]))
+    return StreamedData(variables, totals, statistics, digest, dropped, source, preprocessing, reader, rows)
 
 
 def _pass2(
     reader: _Reader, part: int, cards: tuple[int, ...], n_classes: int, starts: Sequence[int]
-) -> tuple[PairStatistics, np.ndarray, RowDigests]:
-    """Pass 2 over the ``part``: pairwise statistics, class counts and block digests."""
-    statistics = PairStatistics.empty(cards, n_classes)
+) -> tuple[PairStatistics, np.ndarray, RowDigests, RowDigests | None]:
+    """Pass 2 over the ``part``: pairwise statistics, class counts (sums of weights when the
+    rows have them), and block digests of the rows and of their weights."""
+    is_weighted = reader.weight is not None
+    statistics = PairStatistics.empty(cards, n_classes, is_weighted)
     digests = RowDigests(starts[part])
-    totals = np.zeros(n_classes, dtype=np.int64)
-    for X, y in reader.coded(part):
-        statistics.add(PairStatistics.of(X, y, cards, n_classes))
+    weight_digests = RowDigests(starts[part]) if is_weighted else None
+    totals = np.zeros(n_classes, dtype=np.float64 if is_weighted else np.int64)
+    for X, y, weights in reader.coded(part):
+        statistics.add(PairStatistics.of(X, y, cards, n_classes, weights))
         digests.add(X, y)
-        totals += np.bincount(y, minlength=n_classes)
-    return statistics, totals, digests.finish()
+        totals += np.bincount(y, weights, minlength=n_classes)
+        if weight_digests is not None and weights is not None:
+            weight_digests.add(weight_rows(weights), y)
+    return statistics, totals, digests.finish(), weight_digests.finish() if weight_digests else None
 
 
 def _learn_variables(
@@ -337,19 +379,24 @@ def _learn_variables(
     files = expand(source)
     header = tuple(header_of(files[0], fmt, preprocessing.delimiter, preprocessing.limits))  # as the parts are parsed
     names = trimmed_header(files[0], header, preprocessing.trim)  # as the variables are named
-    class_index, columns = check_columns(files[0], names, class_column, preprocessing)
+    class_index, columns = check_columns(files[0], names, class_column, typing_rules(preprocessing))
+    weight = None if preprocessing.weight is None else weight_index(files[0], names, preprocessing.weight, class_column)
     whole_files = tuple(Part(f) for f in files)
     parts = _parts(files, fmt, cluster_threads(dask) if dask else jobs) if fmt in DELIMITERS else whole_files
-    reader = _Reader(source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask, preprocessing)
+    reader = _Reader(
+        source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask, preprocessing, (), weight
+    )
     try:
         counted = reader.map("reading", _pass1)
     except PartUnreadable:  # read each file in order, where csv names what is wrong
         reader = replace(reader, parts=whole_files)
         counted = reader.map("reading", _pass1)
-    total = _Pass1()
+    total = _Pass1(weighted=weight is not None)
     for part in counted:
         total.merge(part)
     class_name = names[class_index]
+    if total.rows == 0 and weight is not None:
+        raise InvalidInput(f"{source}: column {names[weight]!r}: no row with a class has a weight above 0")
     if total.rows == 0:
         if total.dropped == 0:
             raise InvalidInput(f"{source}: line 2: the file has a header but no data rows")
@@ -379,9 +426,9 @@ def _class_states(total: _Pass1, declared: Declared | None) -> tuple[str, ...]:
 
 
 def _pass1(reader: _Reader, part: int) -> _Pass1:
-    counted = _Pass1()
-    for table in reader.tables(part):
-        counted.add(table, reader.class_index, reader.columns)
+    counted = _Pass1(weighted=reader.weight is not None)
+    for table, weights in reader.tables(part):
+        counted.add(table, reader.class_index, reader.columns, weights)
     return counted
 
 

@@ -43,13 +43,14 @@ class ColumnFacts:
     missing: int | None
 
 
-def state_counts(data: TrainingView) -> list[tuple[np.ndarray, int]]:
+def state_counts(data: TrainingView) -> list[tuple[np.ndarray, int | None]]:
     """Per feature, the rows of each state and the rows missing, from what the fit holds:
-    the coded rows (with ``--missing impute``, the rows as read) or, streamed, N(xi, c)."""
+    the coded rows (with ``--missing impute``, the rows as read) or, streamed, N(xi, c)
+    (weighted rows streamed: their weights, and the rows missing are not known)."""
     if not isinstance(data, EncodedData):
         tables = [table.sum(axis=1) for table in data.statistics.class_feature]
-        return [(counts, _missing(v, counts, data.n_rows)) for v, counts in zip(data.features, tables)]
-    out: list[tuple[np.ndarray, int]] = []
+        return [(c, None if data.weighted else _missing(v, c, data.n_rows)) for v, c in zip(data.features, tables)]
+    out: list[tuple[np.ndarray, int | None]] = []
     for j, v in enumerate(data.features):
         column = data.X[:, j]
         counts = np.bincount(column[column >= 0], minlength=v.cardinality)
@@ -213,6 +214,7 @@ def summary_text(data: TrainingView) -> tuple[str, list[str]]:
     warnings = warnings_of(facts, data.preprocessing)
     rows = data.n_rows
     dropped = f", {data.n_rows_dropped:,} without a class dropped" if data.n_rows_dropped else ""
+    dropped += _weights(data)
     lines = [f"{data.source}: {rows:,} rows{dropped}, {len(facts) - 1:,} features, class {data.class_variable.name!r}"]
     shown = [f for i, f in enumerate(facts) if i < MAX_LINES or f.variable.name in warnings or i == len(facts) - 1]
     table = [("column", "role", "kind", "states", "missing")]
@@ -222,6 +224,15 @@ def summary_text(data: TrainingView) -> tuple[str, list[str]]:
     if len(shown) < len(facts):
         lines.append(f"  … and {len(facts) - len(shown):,} more columns")
     return "\n".join(lines), list(warnings.values())
+
+
+def _weights(data: TrainingView) -> str:
+    """ ", weighted by column 'w' (total weight 4.5)", when the rows are weighted."""
+    if not data.weighted:
+        return ""
+    column = data.preprocessing.weight if data.preprocessing is not None else None
+    by = f" by column {column!r}" if column else ""
+    return f", weighted{by} (total weight {data.total_weight():,.6g})"
 
 
 def _row(f: ColumnFacts, rows: int, warned: bool) -> tuple[str, str, str, str, str]:

@@ -60,5 +60,6 @@ LEARNERS = (
         a2de,
         "averaged two-dependence estimators: every pair of features super-parents (Webb et al. 2012)",
         counts_only=True,
+        unweighted="",
     ),
 )

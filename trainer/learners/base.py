@@ -67,6 +67,9 @@ class Learned:
         return Learned((Member(structure, data),), SINGLE, metadata)
 
 
+CROSS_VALIDATES = "it scores its candidates by cross-validation accuracy on the rows, which counts every row once"
+
+
 @dataclass(frozen=True)
 class Learner:
     """``learn(data, **params)`` returns a ``Learned`` (or a bare ``Structure`` for one network).
@@ -76,6 +79,8 @@ class Learner:
     from a file streamed in chunks (``--chunk-rows``), unless a given parameter ``needs_rows``.
     ``reads_pairs``: it reads the pairwise statistics (``stats.PairStatistics``), which ``fit``
     also counts for the arcs of any network that has them; sized before the search.
+    ``unweighted``: why it refuses row weights (``--weight``, ``sample_weight``); "" when it
+    takes them, its statistics being sums of counts that a weight scales.
     """
 
     name: str
@@ -84,6 +89,7 @@ class Learner:
     params: tuple[Param, ...] = ()
     counts_only: bool = False
     reads_pairs: bool = True
+    unweighted: str = "it has not been taught to count rows by their weights"
 
     def takes(self, name: str) -> bool:
         """Whether it declares a parameter of this name (learners may declare one name with
@@ -101,6 +107,8 @@ class Learner:
 
     def run(self, data: TrainingView, given: Mapping[str, Any]) -> tuple[Learned, dict[str, Any]]:
         """Check ``given`` against the declared parameters, fill defaults, learn."""
+        if data.weighted and self.unweighted:
+            raise InvalidInput(f"algorithm {self.name!r} does not take row weights: {self.unweighted}")
         declared = {p.name: p for p in self.params}
         for name in given:
             if name not in declared:

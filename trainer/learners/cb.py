@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.learners.base import Learned, Learner
+from bnserve.trainer.learners.base import CROSS_VALIDATES, Learned, Learner
 from bnserve.trainer.learners.k2 import MAX_PARENTS, default_order, k2_structure
 from bnserve.trainer.learners.search.cb import cb_search
 from bnserve.trainer.learners.search.k2 import SearchData
@@ -58,5 +58,11 @@ def cb_on_selection(
 
 
 LEARNERS = (
-    Learner("cb", cb, "CB: CI tests of rising order give K2 its order (Singh & Valtorta; paper 002)", (MAX_PARENTS,)),
+    Learner(
+        "cb",
+        cb,
+        "CB: CI tests of rising order give K2 its order (Singh & Valtorta; paper 002)",
+        (MAX_PARENTS,),
+        unweighted=CROSS_VALIDATES,
+    ),
 )

@@ -84,7 +84,7 @@ def alr_network(
     log_theta = {node.name: np.log(node.cpt) for node in generative.nodes}
     layout = Layout(cls, {node.name: (node.name, *node.parents) for node in generative.nodes}, data)
     design = layout.design({name: data.X[:, index[name]] for name in names})
-    weights = fit_weights(design, layout.stack(log_theta), data.y, strength)
+    weights = fit_weights(design, layout.stack(log_theta), data.y, strength, data.weights)
     phi = layout.unstack(weights * layout.stack(log_theta))
     cpts = to_cpts(phi, parents, [n for n in generative.topological_order() if n != cls], cls)
     return Network(tuple(Node(node.name, node.parents, cpts[node.name]) for node in generative.nodes))
@@ -156,9 +156,15 @@ class Layout:
 
 
 def objective(
-    weights: np.ndarray, design: scipy.sparse.csr_matrix, log_theta: np.ndarray, y: np.ndarray, strength: float
+    weights: np.ndarray,
+    design: scipy.sparse.csr_matrix,
+    log_theta: np.ndarray,
+    y: np.ndarray,
+    strength: float,
+    row_weights: np.ndarray | None = None,
 ) -> tuple[float, np.ndarray]:
-    """-Σ log P(y | x) + λ/2 Σ (w - 1)² and its gradient in w (shape of ``log_theta``)."""
+    """-Σ log P(y | x) + λ/2 Σ (w - 1)² and its gradient in w (shape of ``log_theta``);
+    ``row_weights``: each row's term counted that many times (a weighted log-loss)."""
     scores = design @ (weights * log_theta)
     scores -= scores.max(axis=1, keepdims=True)
     residual = np.exp(scores)
@@ -168,15 +174,26 @@ def objective(
     rows = np.arange(len(y))
     residual[rows, y] -= 1.0
     shrink = weights - 1.0
-    value = -log_p[rows, y].sum() + 0.5 * strength * float((shrink * shrink).sum())
+    if row_weights is None:
+        loss = -log_p[rows, y].sum()
+    else:
+        loss = -(row_weights * log_p[rows, y]).sum()
+        residual *= row_weights[:, None]
+    value = loss + 0.5 * strength * float((shrink * shrink).sum())
     return value, (design.T @ residual) * log_theta + strength * shrink
 
 
-def fit_weights(design: scipy.sparse.csr_matrix, log_theta: np.ndarray, y: np.ndarray, strength: float) -> np.ndarray:
+def fit_weights(
+    design: scipy.sparse.csr_matrix,
+    log_theta: np.ndarray,
+    y: np.ndarray,
+    strength: float,
+    row_weights: np.ndarray | None = None,
+) -> np.ndarray:
     """The weights minimising ``objective`` by L-BFGS from w = 1 (the generative model)."""
 
     def flat(w: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = objective(w.reshape(log_theta.shape), design, log_theta, y, strength)
+        value, grad = objective(w.reshape(log_theta.shape), design, log_theta, y, strength, row_weights)
         return value, grad.ravel()
 
     found = scipy.optimize.minimize(

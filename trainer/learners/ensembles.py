@@ -72,11 +72,17 @@ MEMBERS = Param("members", int, 10, "number of ensemble members (default 10)", p
 SAMPLE_SEED = Param("sample_seed", int, 0, "seed of the bootstrap samples (default 0)", non_negative_int)
 
 LEARNERS = (
-    Learner("aode", aode, "averaged one-dependence estimators: every feature a super-parent (Webb et al. 2005)"),
+    Learner(
+        "aode",
+        aode,
+        "averaged one-dependence estimators: every feature a super-parent (Webb et al. 2005)",
+        unweighted="",
+    ),
     Learner(
         "rtan",
         rtan,
         "bagged TAN ensemble on bootstrap samples, posteriors averaged (Ma & Shi; paper 001)",
         (MEMBERS, SAMPLE_SEED),
+        unweighted="it learns each member on a bootstrap sample of the rows, drawn without regard to weights",
     ),
 )

@@ -87,9 +87,9 @@ class _Search:
         self.data = data
         self.k = k
         self.n = len(data.features)
-        self.m = data.n_rows
+        self.m = data.total_weight()  # the rows, or their total weight: BIC's sample size
         self.c = data.n_classes
-        self.groups = stats.ColumnGroups(data.X, data.cards)
+        self.groups = stats.ColumnGroups(data.X, data.cards, weights=data.weights)
         self.cols = self.groups.columns  # state 0: missing, state s + 1: code s (the pairwise tables' coding)
         self.ext = self.groups.ext
         self.states = [int(card) + int(bool((col == 0).any())) for card, col in zip(data.cards, self.cols)]
@@ -112,7 +112,7 @@ class _Search:
         """N(c, *parents, child) over extended states."""
         code = self.context(child, parents)
         shape = (self.c, *(self.ext[p] for p in parents), self.ext[child])
-        return np.bincount(code, minlength=math.prod(shape)).reshape(shape)
+        return np.bincount(code, self.data.weights, minlength=math.prod(shape)).reshape(shape)
 
     def within_limits(self, child: int, parents: Sequence[int]) -> list[int]:
         """``parents`` up to the first that would make ``child``'s family table past the
@@ -317,5 +317,6 @@ LEARNERS = (
         hill_climbing,
         "hill climbing with tabu over k-dependence augmented networks by BIC: no feature order imposed",
         (K, START, TABU, TABU_STEPS),
+        unweighted="",
     ),
 )

@@ -22,7 +22,7 @@ import numpy as np
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.learners.base import Learned, Learner, Param, one_of
+from bnserve.trainer.learners.base import CROSS_VALIDATES, Learned, Learner, Param, one_of
 from bnserve.trainer.learners.cb import cb_on_selection
 from bnserve.trainer.learners.k2 import MAX_PARENTS
 from bnserve.trainer.learners.search.k2 import SearchData
@@ -85,5 +85,6 @@ LEARNERS = (
         info_as,
         "Info-AS: features selected by conditional information metrics, then CB (paper 002)",
         (METRIC, MAX_PARENTS),
+        unweighted=CROSS_VALIDATES,
     ),
 )

@@ -23,7 +23,7 @@ def default_order(data: EncodedData) -> list[int]:
     naive-Bayes-like network has it, and the most informative features early, where they
     can become parents of the rest.
     """
-    mi = stats.class_mutual_information(data.X, data.y, data.cards, data.n_classes)
+    mi = stats.class_mutual_information(data.X, data.y, data.cards, data.n_classes, data.weights)
     return [len(data.features), *(int(i) for i in ranked(mi, range(len(data.features))))]
 
 
@@ -79,5 +79,11 @@ ORDER = Param(
 
 
 LEARNERS = (
-    Learner("k2", k2, "K2 over every variable on a given order (Cooper & Herskovits 1992)", (MAX_PARENTS, ORDER)),
+    Learner(
+        "k2",
+        k2,
+        "K2 over every variable on a given order (Cooper & Herskovits 1992)",
+        (MAX_PARENTS, ORDER),
+        unweighted="",
+    ),
 )

@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.learners.base import Learned, Learner
+from bnserve.trainer.learners.base import CROSS_VALIDATES, Learned, Learner
 from bnserve.trainer.learners.cb import cb_on_selection
 from bnserve.trainer.learners.k2 import MAX_PARENTS
 from bnserve.trainer.learners.search.greedy import greedy_search
@@ -83,12 +83,17 @@ def k2_as(data: EncodedData, max_parents: int | None, keep_ties: bool = False) -
 
 LEARNERS = (
     Learner(
-        "k2-as", k2_as, "K2-AS: features selected by CV accuracy of K2 networks, then CB (paper 002)", (MAX_PARENTS,)
+        "k2-as",
+        k2_as,
+        "K2-AS: features selected by CV accuracy of K2 networks, then CB (paper 002)",
+        (MAX_PARENTS,),
+        unweighted=CROSS_VALIDATES,
     ),
     Learner(
         "k2-as-le",
         partial(k2_as, keep_ties=True),
         "K2-AS≤: K2-AS adding features while the CV accuracy does not fall (paper 002)",
         (MAX_PARENTS,),
+        unweighted=CROSS_VALIDATES,
     ),
 )

@@ -141,7 +141,7 @@ def _fkdb(data: EncodedData, k: int, fd_min_count: int | None) -> tuple[Structur
     order, parents, scores = fkdb_structure(mi, cmi, k)
     dropped: dict[str, list[str]] = {}
     if fd_min_count is not None:
-        fd = stats.functional_dependency_matrix(data.X, data.cards, fd_min_count)
+        fd = stats.functional_dependency_matrix(data.X, data.cards, fd_min_count, data.weights)
         plain = parents
         order, parents, scores = fkdb_structure(mi, cmi, k, fd)
         names = [v.name for v in data.features]
@@ -188,7 +188,12 @@ FD_MIN_COUNT = Param(
 
 LEARNERS = (
     Learner(
-        "kdb", kdb, "k-dependence Bayesian classifier (Sahami 1996); KDB-θ with --theta", (K, THETA), counts_only=True
+        "kdb",
+        kdb,
+        "k-dependence Bayesian classifier (Sahami 1996); KDB-θ with --theta",
+        (K, THETA),
+        counts_only=True,
+        unweighted="",
     ),
     Learner(
         "fkdb",
@@ -196,5 +201,6 @@ LEARNERS = (
         "flexible k-dependence Bayesian classifier (paper 001)",
         (K, FD_MIN_COUNT),
         counts_only=True,
+        unweighted="",
     ),
 )

@@ -20,5 +20,6 @@ LEARNERS = (
         "naive Bayes: the class is the only parent of every feature",
         counts_only=True,
         reads_pairs=False,
+        unweighted="",
     ),
 )

@@ -100,6 +100,8 @@ class Estimator:
 
         if self.kind == ALR:
             raise ValueError("alr estimates from the rows, not a family's counts: see estimate")
+        if counts.size and not np.array_equal(counts, np.rint(counts)):
+            raise InvalidInput("estimator hdp samples from whole counts: its row weights must be whole numbers")
         return hdp_cpt(counts, sweeps=int(self.strength), rng=np.random.default_rng([self.seed, family]))
 
 

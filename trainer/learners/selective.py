@@ -22,7 +22,7 @@ from typing import Any
 
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData
-from bnserve.trainer.learners.base import Learned, Learner, Param, probability
+from bnserve.trainer.learners.base import CROSS_VALIDATES, Learned, Learner, Param, probability
 from bnserve.trainer.learners.search.greedy import greedy_search
 from bnserve.trainer.learners.search.groups import Group, augmenting_forest, grouped_parents
 from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
@@ -100,7 +100,7 @@ def _filter(data: EncodedData, alpha: float) -> tuple[tuple[int, ...], list[floa
     """Columns whose test of independence from the class is reliable and rejects, with p-values."""
     kept, p_values = [], []
     for i, card in enumerate(data.cards):
-        test = stats.independence_test(data.X[:, i], data.y, card, data.n_classes, alpha)
+        test = stats.independence_test(data.X[:, i], data.y, card, data.n_classes, alpha, data.weights)
         if test.rejects_independence:
             kept.append(i)
             p_values.append(test.p_value)
@@ -121,12 +121,18 @@ ALPHA = Param(
 )
 
 LEARNERS = (
-    Learner("fss", fss, "selective naive Bayes by forward selection on 5-fold CV accuracy (Langley & Sage 1994)"),
+    Learner(
+        "fss",
+        fss,
+        "selective naive Bayes by forward selection on 5-fold CV accuracy (Langley & Sage 1994)",
+        unweighted=CROSS_VALIDATES,
+    ),
     Learner(
         "ffss",
         ffss,
         "selective naive Bayes: the features whose χ² test of independence from the class rejects",
         (ALPHA,),
+        unweighted="",
     ),
     Learner(
         "stan",
@@ -134,5 +140,6 @@ LEARNERS = (
         "selective TAN: the FFSS features plus a maximum-weight forest over significant "
         "I(Xi;Xj|C) (Blanco et al. 2005)",
         (ALPHA,),
+        unweighted="",
     ),
 )

@@ -32,7 +32,7 @@ from typing import Any
 
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.learners import sizing
-from bnserve.trainer.learners.base import Learned, Learner
+from bnserve.trainer.learners.base import CROSS_VALIDATES, Learned, Learner
 from bnserve.trainer.learners.search.greedy import SearchResult, greedy_search
 from bnserve.trainer.learners.search.groups import Group, augmenting_forest, canonical, grouped_parents
 from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
@@ -126,6 +126,7 @@ LEARNERS = (
         "bsej",
         bsej,
         "semi-naive Bayes by backward sequential elimination and joining on 5-fold CV accuracy (Pazzani 1996)",
+        unweighted=CROSS_VALIDATES,
     ),
     Learner(
         "asb",
@@ -133,5 +134,6 @@ LEARNERS = (
         "augmented semi-naive Bayes: BSEJ plus a maximum-weight forest over its groups' "
         "significant I(X_Si;X_Sj|C) (paper 003)",
         (ALPHA,),
+        unweighted=CROSS_VALIDATES,
     ),
 )

@@ -105,7 +105,7 @@ def capped(o: Ordering, data: TrainingView) -> Ordering:
     (``sizing.allows``). Such a table is mostly empty (its cells hold
     Laplace's 1/|X|), and counting it, and its dense CPT if chosen, would dominate memory:
     KDB 5 on letter (16 features of up to 16 states) would count 630M cells."""
-    limit = max(CELLS_PER_ROW * data.n_rows, MIN_CELLS)
+    limit = max(CELLS_PER_ROW * data.total_weight(), MIN_CELLS)
     parents = []
     for i, ps in enumerate(o.parents):
         cells, keep = data.cards[i] * data.n_classes, 0
@@ -121,19 +121,23 @@ def capped(o: Ordering, data: TrainingView) -> Ordering:
 def select(data: TrainingView, orderings: Sequence[Ordering], k: int, loss: str) -> list[Selection]:
     """Score every nested model of every ordering by leave-one-out; one pass to count the
     families (all orderings at once) and one over the rows. O(n k) families; the row pass
-    is O(m n (k + 1) c) per ordering, vectorised over the rows."""
+    is O(m n (k + 1) c) per ordering, vectorised over the rows. Weighted rows: each row's
+    loss counts its weight, and leaving it out takes min(weight, 1) from the counts, so a
+    whole-number weight w scores as w copies of the row."""
     families = list(dict.fromkeys(f for o in orderings for f in o.families()))
     tables = {f: _Family(t) for f, t in zip(families, data.family_counts(families))}
     class_counts = data.class_totals()
-    totals = [np.zeros((k + 1, len(o.order) + 1), dtype=np.int64) for o in orderings]
+    dtype = np.float64 if data.weighted else np.int64
+    totals = [np.zeros((k + 1, len(o.order) + 1), dtype=dtype) for o in orderings]
     with stage("skdb: leave-one-out", data.n_rows, "row") as bar:
-        for X, y in data.blocks():
+        for X, y, weights in data.blocks():
             for start in range(0, y.shape[0], ROWS_PER_STEP):
                 rows = slice(start, start + ROWS_PER_STEP)
+                w = weights[rows] if weights is not None else None
                 for total, o in zip(totals, orderings):
-                    total += _block_losses(X[rows], y[rows], o, tables, data.cards, class_counts, k, loss)
+                    total += _block_losses(X[rows], y[rows], w, o, tables, data.cards, class_counts, k, loss)
                 bar.update(y[rows].shape[0])
-    return [_choose(total, data.n_rows, loss) for total in totals]
+    return [_choose(total, data.total_weight(), loss) for total in totals]
 
 
 class _Family:
@@ -149,6 +153,7 @@ class _Family:
 def _block_losses(
     X: np.ndarray,
     y: np.ndarray,
+    weights: np.ndarray | None,
     o: Ordering,
     tables: dict[tuple[int, ...], _Family],
     cards: Sequence[int],
@@ -156,19 +161,25 @@ def _block_losses(
     k: int,
     loss: str,
 ) -> np.ndarray:
-    """(k + 1, n + 1) summed losses of these rows: [k', s] for KDB k' on the first s features."""
+    """(k + 1, n + 1) summed losses of these rows: [k', s] for KDB k' on the first s features
+    (``weights``: each row's loss times its weight, and min(weight, 1) of it left out)."""
     n_rows, n_classes = y.shape[0], class_counts.shape[0]
     own = np.zeros((n_rows, n_classes), dtype=bool)
     own[np.arange(n_rows), y] = True
-    prior = (class_counts[None, :] - own + 1.0) / (class_counts.sum() - 1.0 + n_classes)
+    if weights is None:
+        prior = (class_counts[None, :] - own + 1.0) / (class_counts.sum() - 1.0 + n_classes)
+    else:
+        left_out = np.minimum(weights, 1.0)[:, None]
+        own = own * left_out  # float: the weight each row takes from its own counts
+        prior = (class_counts[None, :] - own + 1.0) / (class_counts.sum() - left_out + n_classes)
     posterior = np.repeat((prior / prior.sum(axis=1, keepdims=True))[None], k + 1, axis=0)
-    out = np.zeros((k + 1, len(o.order) + 1), dtype=np.int64)
-    out[:, 0] = _loss(posterior, y, loss)
+    out = np.zeros((k + 1, len(o.order) + 1), dtype=np.int64 if weights is None else np.float64)
+    out[:, 0] = _loss(posterior, y, loss, weights)
     for s, i in enumerate(o.order, start=1):
         factors = list(_factors(X, own, i, o.parents[i], tables, cards))
         posterior *= np.stack(factors)[np.minimum(np.arange(k + 1), len(factors) - 1)]
         posterior /= posterior.sum(axis=2, keepdims=True)
-        out[:, s] = _loss(posterior, y, loss)
+        out[:, s] = _loss(posterior, y, loss, weights)
     return out
 
 
@@ -195,21 +206,24 @@ def _factors(
         offsets = np.arange(family.n_classes, dtype=np.int64) * family.per_class
         numerator = family.joint[(x * (family.n_classes * family.per_class) + parent_code)[:, None] + offsets]
         denominator = family.parents[parent_code[:, None] + offsets]
-        mine = own & present[:, None]
+        mine = own * present[:, None] if own.dtype != bool else own & present[:, None]
         factor = (numerator - mine + 1.0) / (denominator - mine + family.card)
         factor[~present] = 1.0
         yield factor
 
 
-def _loss(posterior: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
-    """(k + 1,) summed loss of the rows under each k' posterior (k + 1, rows, classes)."""
+def _loss(posterior: np.ndarray, y: np.ndarray, loss: str, weights: np.ndarray | None = None) -> np.ndarray:
+    """(k + 1,) summed loss of the rows under each k' posterior (k + 1, rows, classes), each
+    row's integer loss times its weight when given (float64)."""
     if loss == ZERO_ONE:
-        return (posterior.argmax(axis=2) != y[None, :]).sum(axis=1).astype(np.int64)
-    error = 1.0 - np.take_along_axis(posterior, y[None, :, None], axis=2)[:, :, 0]
-    return np.rint(error * error * LOSS_UNIT).astype(np.int64).sum(axis=1)
+        per_row = (posterior.argmax(axis=2) != y[None, :]).astype(np.int64)
+    else:
+        error = 1.0 - np.take_along_axis(posterior, y[None, :, None], axis=2)[:, :, 0]
+        per_row = np.rint(error * error * LOSS_UNIT).astype(np.int64)
+    return per_row.sum(axis=1) if weights is None else (per_row * weights[None, :]).sum(axis=1)
 
 
-def _choose(total: np.ndarray, n_rows: int, loss: str) -> Selection:
+def _choose(total: np.ndarray, n_rows: float, loss: str) -> Selection:
     """The least total loss, ties to fewer features (s), then to the smaller k'."""
     best_k, best_s = 0, 0
     for s in range(total.shape[1]):
@@ -219,8 +233,8 @@ def _choose(total: np.ndarray, n_rows: int, loss: str) -> Selection:
     return Selection(best_s, best_k, loss_values(total, n_rows, loss))
 
 
-def loss_values(total: np.ndarray, n_rows: int, loss: str) -> np.ndarray:
-    """Summed integer losses as RMSE (or error rate)."""
+def loss_values(total: np.ndarray, n_rows: float, loss: str) -> np.ndarray:
+    """Summed integer losses as RMSE (or error rate); ``n_rows``: the rows' total weight."""
     mean = total / max(n_rows, 1)
     return mean if loss == ZERO_ONE else np.sqrt(mean / LOSS_UNIT)
 
@@ -322,6 +336,7 @@ LEARNERS = (
         "selective KDB: k and the features kept chosen by leave-one-out (Martínez et al. 2016)",
         (K_MAX, LOSS),
         counts_only=True,
+        unweighted="",
     ),
     Learner(
         "eskdb",
@@ -329,5 +344,6 @@ LEARNERS = (
         "ensemble of selective KDBs on stochastic attribute orders (Zhang et al. 2020; paper: --estimator hdp)",
         (K_MAX, LOSS, MEMBERS, SAMPLE_SEED),
         counts_only=True,
+        unweighted="",
     ),
 )

@@ -46,11 +46,12 @@ def tree_augmented(data: EncodedData, edge_weight: Callable[[np.ndarray], float]
 
 
 LEARNERS = (
-    Learner("tan", tan, "tree-augmented naive Bayes: Chow-Liu tree on I(Xi;Xj|C)", counts_only=True),
+    Learner("tan", tan, "tree-augmented naive Bayes: Chow-Liu tree on I(Xi;Xj|C)", counts_only=True, unweighted=""),
     Learner(
         "tan-ddr",
         tan_ddr,
         "ddr-ChowLiu (Zhang 2005, paper 004): TAN tree on the dependence weight I_D",
         counts_only=True,
+        unweighted="",
     ),
 )

@@ -1,6 +1,10 @@
 """Counting: contingency tables over rows of integer codes, -1 = missing, available-case
 (a count over several variables uses the rows where all of them are present). One
-``np.bincount`` over flat codes per table; nothing loops over rows."""
+``np.bincount`` over flat codes per table; nothing loops over rows.
+
+``weights``: a float64 weight per row, or None. With weights a count is the sum of its
+rows' weights (float64; exact for whole numbers up to 2^53), so whole-number weights give
+the counts of each row repeated that many times; without, the counts are int64 as ever."""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def joint_counts(columns: Sequence[np.ndarray], cards: Sequence[int], complete: bool = False) -> np.ndarray:
+def joint_counts(
+    columns: Sequence[np.ndarray], cards: Sequence[int], complete: bool = False, weights: np.ndarray | None = None
+) -> np.ndarray:
     """Contingency table N(v1, ..., vk) with shape ``tuple(cards)``, over rows where all are present.
 
     One pass per column and one bincount, no mask: code -1 (missing) is shifted to an extra
@@ -24,8 +30,8 @@ def joint_counts(columns: Sequence[np.ndarray], cards: Sequence[int], complete: 
     if not cols:
         raise ValueError("joint_counts needs at least one column")
     if complete:
-        return np.bincount(joint_code(cols, shape), minlength=math.prod(shape)).reshape(shape)
-    return _shifted_counts(shifted_codes(cols, shape), shape)
+        return np.bincount(joint_code(cols, shape), weights, minlength=math.prod(shape)).reshape(shape)
+    return _shifted_counts(shifted_codes(cols, shape), shape, weights)
 
 
 def joint_code(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
@@ -55,10 +61,10 @@ def shifted_codes(cols: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarra
     return codes
 
 
-def _shifted_counts(codes: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+def _shifted_counts(codes: np.ndarray, shape: Sequence[int], weights: np.ndarray | None = None) -> np.ndarray:
     """Counts of ``shifted_codes`` with the missing state of every axis sliced off, contiguous."""
     ext = tuple(int(c) + 1 for c in shape)
-    table = np.bincount(codes, minlength=math.prod(ext)).reshape(ext)
+    table = np.bincount(codes, weights, minlength=math.prod(ext)).reshape(ext)
     return np.ascontiguousarray(table[(slice(1, None),) * len(ext)])
 
 

@@ -27,7 +27,7 @@ class IndependenceTest:
     statistic: float
     dof: int
     p_value: float
-    n: int
+    n: float  # rows (an int), or their total weight
     cells: int
     reliable: bool
     alpha: float
@@ -37,7 +37,7 @@ class IndependenceTest:
         return self.reliable and self.p_value < self.alpha
 
 
-def _g_test(information: float, n: int, dof: int, cells: int, alpha: float) -> IndependenceTest:
+def _g_test(information: float, n: float, dof: int, cells: int, alpha: float) -> IndependenceTest:
     statistic = 2.0 * n * information
     # chi2.sf(statistic, dof) is chdtrc(dof, statistic) for statistic >= 0, without scipy.stats'
     # argument checks, which cost more than the test on small tables
@@ -46,19 +46,30 @@ def _g_test(information: float, n: int, dof: int, cells: int, alpha: float) -> I
     return IndependenceTest(statistic, dof, p_value, n, cells, reliable, alpha)
 
 
-def independence_test(x: np.ndarray, c: np.ndarray, card_x: int, card_c: int, alpha: float = ALPHA) -> IndependenceTest:
-    """Is X independent of C? G-test over the rows where both are present; dof (|X|-1)(|C|-1)."""
-    table = joint_counts([x, c], [card_x, card_c])
+def independence_test(
+    x: np.ndarray, c: np.ndarray, card_x: int, card_c: int, alpha: float = ALPHA, weights: np.ndarray | None = None
+) -> IndependenceTest:
+    """Is X independent of C? G-test over the rows where both are present; dof (|X|-1)(|C|-1).
+    ``weights``: each row counts as its weight (N is their sum)."""
+    table = joint_counts([x, c], [card_x, card_c], weights=weights)
     return _g_test(
-        mutual_information_from_counts(table), int(table.sum()), (card_x - 1) * (card_c - 1), card_x * card_c, alpha
+        mutual_information_from_counts(table), table.sum().item(), (card_x - 1) * (card_c - 1), card_x * card_c, alpha
     )
 
 
 def conditional_independence_test(
-    x: np.ndarray, y: np.ndarray, c: np.ndarray, card_x: int, card_y: int, card_c: int, alpha: float = ALPHA
+    x: np.ndarray,
+    y: np.ndarray,
+    c: np.ndarray,
+    card_x: int,
+    card_y: int,
+    card_c: int,
+    alpha: float = ALPHA,
+    weights: np.ndarray | None = None,
 ) -> IndependenceTest:
-    """Is X independent of Y given C? 2·N·I(X;Y|C) ~ χ² with (|X|-1)(|Y|-1)|C| dof (paper 003)."""
-    return conditional_g_test(joint_counts([x, y, c], [card_x, card_y, card_c]), alpha)
+    """Is X independent of Y given C? 2·N·I(X;Y|C) ~ χ² with (|X|-1)(|Y|-1)|C| dof (paper 003);
+    ``weights``: each row counts as its weight."""
+    return conditional_g_test(joint_counts([x, y, c], [card_x, card_y, card_c], weights=weights), alpha)
 
 
 def independence_given_test(
@@ -84,7 +95,7 @@ def conditional_g_test(table: np.ndarray, alpha: float) -> IndependenceTest:
     card_x, card_y, card_c = table.shape
     return _g_test(
         conditional_mutual_information_from_counts(table),
-        int(table.sum()),
+        table.sum().item(),
         (card_x - 1) * (card_y - 1) * card_c,
         card_x * card_y * card_c,
         alpha,

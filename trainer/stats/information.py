@@ -56,9 +56,11 @@ def conditional_mutual_information_from_counts(n_xyc: np.ndarray) -> float:
     return float(max(0.0, np.sum(n[nz] * np.log(ratio)) / total))
 
 
-def mutual_information(x: np.ndarray, c: np.ndarray, card_x: int, card_c: int) -> float:
-    """I(X;C) over the rows where both are present, in nats."""
-    return mutual_information_from_counts(joint_counts([x, c], [card_x, card_c]))
+def mutual_information(
+    x: np.ndarray, c: np.ndarray, card_x: int, card_c: int, weights: np.ndarray | None = None
+) -> float:
+    """I(X;C) over the rows where both are present (each counted as its weight, if given), in nats."""
+    return mutual_information_from_counts(joint_counts([x, c], [card_x, card_c], weights=weights))
 
 
 def conditional_mutual_information(

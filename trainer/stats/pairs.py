@@ -18,12 +18,15 @@ from bnserve.trainer.stats.information import (
 )
 
 
-def class_mutual_information(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> np.ndarray:
+def class_mutual_information(
+    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, weights: np.ndarray | None = None
+) -> np.ndarray:
     """I(Xi;C) for every feature column of ``X`` (rows, n): shape (n,), in nats (as
-    ``PairStatistics.class_mi``, without the pairs)."""
+    ``PairStatistics.class_mi``, without the pairs); ``weights``: each row counts as its weight."""
     cols = feature_columns(X)
     return np.array(
-        [mutual_information(cols[i], y, cards[i], n_classes) for i in range(cols.shape[0])], dtype=np.float64
+        [mutual_information(cols[i], y, cards[i], n_classes, weights) for i in range(cols.shape[0])],
+        dtype=np.float64,
     )
 
 
@@ -68,18 +71,22 @@ class PairStatistics:
     pairs: dict[tuple[int, int], np.ndarray]
 
     @staticmethod
-    def of(X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int) -> PairStatistics:
+    def of(
+        X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, weights: np.ndarray | None = None
+    ) -> PairStatistics:
+        """Counted from rows; ``weights`` (float64 per row, or None): weighted counts (``counts``)."""
         cols = feature_columns(X)
         cards = tuple(int(c) for c in cards)
-        class_feature = [joint_counts([cols[i], y], [cards[i], n_classes]) for i in range(len(cards))]
-        pairs = {(i, j): table for i, j, table in pairwise_class_counts(X, y, cards, n_classes)}
+        class_feature = [joint_counts([cols[i], y], [cards[i], n_classes], weights=weights) for i in range(len(cards))]
+        pairs = {(i, j): table for i, j, table in pairwise_class_counts(X, y, cards, n_classes, weights)}
         return PairStatistics(cards, n_classes, class_feature, pairs)
 
     @staticmethod
-    def empty(cards: Sequence[int], n_classes: int) -> PairStatistics:
-        """The statistics of no rows, to ``add`` chunks to."""
+    def empty(cards: Sequence[int], n_classes: int, weighted: bool = False) -> PairStatistics:
+        """The statistics of no rows, to ``add`` chunks to (float64 counts when ``weighted``)."""
         cards = tuple(int(c) for c in cards)
-        return PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=np.int64) for c in cards], {})
+        dtype = np.float64 if weighted else np.int64
+        return PairStatistics(cards, n_classes, [np.zeros((c, n_classes), dtype=dtype) for c in cards], {})
 
     def add(self, other: PairStatistics) -> None:
         """Add the counts of other rows, in place (a pair this one has not counted yet is copied)."""
@@ -118,7 +125,7 @@ ROW_CHUNK = 1 << 15  # rows counted per bincount: their int64 codes (256 KiB) st
 
 
 def pairwise_class_counts(
-    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int
+    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, weights: np.ndarray | None = None
 ) -> Iterator[tuple[int, int, np.ndarray]]:
     """(i, j, N) for every pair of feature columns i < j: N int64 of shape (card_i + 1, card_j + 1,
     n_classes + 1), N[a + 1, b + 1, c + 1] = N(xi = a, xj = b, c); state 0 of each axis counts
@@ -131,7 +138,8 @@ def pairwise_class_counts(
     T = min(``PAIR_TABLE_CELLS``, rows / ``TABLE_ROWS_PER_CELL``) cells: with v = 4 and a
     million rows, three columns per group and 9 pairs per pass; a column with many states
     stays alone, one pair per pass. The bincounts run over ``ROW_CHUNK`` rows at a time so
-    their codes stay in cache. O(n^2 (m + T) / g^2) for groups of g columns.
+    their codes stay in cache. O(n^2 (m + T) / g^2) for groups of g columns. ``weights``:
+    float64 sums of the rows' weights instead of int64 counts (``counts``).
     """
     m, n = X.shape
     if n < 2:
@@ -153,15 +161,16 @@ def pairwise_class_counts(
         """Counts over (group a's columns, group b's columns, class), each axis shifted; b None: (a's, class)."""
         if b is None:
             shape = (*(ext[i] for i in groups[a]), ext_c)
-            return np.bincount(with_class[a], minlength=sizes[a] * ext_c).reshape(shape)
+            return np.bincount(with_class[a], weights, minlength=sizes[a] * ext_c).reshape(shape)
         stride = sizes[b] * ext_c
-        table = np.zeros(sizes[a] * stride, dtype=np.int64)
+        table = np.zeros(sizes[a] * stride, dtype=np.int64 if weights is None else np.float64)
         for start in range(0, m, ROW_CHUNK):
             stop = min(m, start + ROW_CHUNK)
             chunk = buffer[: stop - start]
             np.multiply(codes[a][start:stop], stride, out=chunk, dtype=np.int64)
             chunk += with_class[b][start:stop]
-            table += np.bincount(chunk, minlength=table.size)
+            part = None if weights is None else weights[start:stop]
+            table += np.bincount(chunk, part, minlength=table.size)
         return table.reshape(*(ext[i] for i in groups[a]), *(ext[i] for i in groups[b]), ext_c)
 
     def pairs(
@@ -221,12 +230,16 @@ class ColumnGroups:
     missing state first: the structure searches count a family's configurations (the
     context, ``size`` values) against every candidate parent this way, a pass over the rows
     per group instead of per column. A group whose table would exceed ``cells`` (or one
-    cell per ``TABLE_ROWS_PER_CELL`` rows) is counted column by column.
+    cell per ``TABLE_ROWS_PER_CELL`` rows) is counted column by column. ``weights``: per row,
+    the counts are float64 sums of weights.
     """
 
-    def __init__(self, X: np.ndarray, cards: Sequence[int], group_cells: int = 1 << 7) -> None:
+    def __init__(
+        self, X: np.ndarray, cards: Sequence[int], group_cells: int = 1 << 7, weights: np.ndarray | None = None
+    ) -> None:
         cols = feature_columns(X)
         self.rows = int(X.shape[0])
+        self.weights = weights
         self.ext = [int(c) + 1 for c in cards]
         self.groups = _feature_groups(self.ext, 1, group_cells * group_cells)
         self.sizes = [math.prod(self.ext[i] for i in g) for g in self.groups]
@@ -251,9 +264,9 @@ class ColumnGroups:
                 for p in wanted:
                     j = group[p]
                     joined = context * self.ext[j] + self.columns[j]
-                    yield j, np.bincount(joined, minlength=size * self.ext[j]).reshape(size, self.ext[j])
+                    yield j, np.bincount(joined, self.weights, minlength=size * self.ext[j]).reshape(size, self.ext[j])
                 continue
-            table = np.bincount(context * group_size + code, minlength=size * group_size)
+            table = np.bincount(context * group_size + code, self.weights, minlength=size * group_size)
             table = table.reshape(size, *(self.ext[j] for j in group))
             for p in wanted:
                 yield group[p], table.sum(axis=tuple(1 + a for a in range(len(group)) if a != p))

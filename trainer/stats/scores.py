@@ -30,6 +30,7 @@ def family_log_likelihood(counts: np.ndarray) -> float:
     return xlogx(n) - xlogx(n.sum(axis=-1))
 
 
-def bic_penalty(rows: int, child_states: int, parent_configurations: int) -> float:
-    """BIC's (log m / 2) per free parameter: (r - 1) free probabilities per parent configuration."""
+def bic_penalty(rows: float, child_states: int, parent_configurations: int) -> float:
+    """BIC's (log m / 2) per free parameter: (r - 1) free probabilities per parent configuration
+    (m: the rows, or their total weight)."""
     return 0.5 * math.log(max(rows, 1)) * (child_states - 1) * parent_configurations

@@ -105,20 +105,22 @@ def augmenting_forest(data: EncodedData, groups: Sequence[Group], alpha: float =
     joined = [stats.joint_column([data.X[:, i] for i in g], [data.cards[i] for i in g]) for g in groups]
     edges: dict[tuple[int, int], float] = {}
     tested = 0
-    max_cells = data.n_rows / stats.MIN_EXPECTED_PER_CELL
+    max_cells = data.total_weight() / stats.MIN_EXPECTED_PER_CELL
     for i in range(k):
         for j in range(i + 1, k):
             if joined[i][1] * joined[j][1] * data.n_classes > max_cells:
                 continue
             tested += 1
             test = stats.conditional_independence_test(
-                joined[i][0], joined[j][0], data.y, joined[i][1], joined[j][1], data.n_classes, alpha
+                joined[i][0], joined[j][0], data.y, joined[i][1], joined[j][1], data.n_classes, alpha, data.weights
             )
             if test.rejects_independence:
                 edges[(i, j)] = test.statistic / (2.0 * test.n)  # G = 2 N I(X_Si; X_Sj | C)
     weights = np.full((k, k), -np.inf)
     for (i, j), weight in edges.items():
         weights[i, j] = weights[j, i] = weight
-    rank = np.array([stats.mutual_information(codes, data.y, card, data.n_classes) for codes, card in joined])
+    rank = np.array(
+        [stats.mutual_information(codes, data.y, card, data.n_classes, data.weights) for codes, card in joined]
+    )
     forest = maximum_spanning_forest(weights, rank)
     return Forest(edges, tested, forest.arcs, forest.order, forest.roots, forest.gains)

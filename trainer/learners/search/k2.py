@@ -45,6 +45,7 @@ class SearchData:
     cards: tuple[int, ...]
     raw: tuple[np.ndarray, ...]
     raw_cards: tuple[int, ...]
+    weights: np.ndarray | None = None  # per row: the counts scored are sums of weights
 
     @staticmethod
     def of(data: EncodedData) -> SearchData:
@@ -58,7 +59,12 @@ class SearchData:
             columns.append(col)
             cards.append(card)
         return SearchData(
-            tuple(v.name for v in data.variables), tuple(columns), tuple(cards), tuple(raw), tuple(raw_cards)
+            tuple(v.name for v in data.variables),
+            tuple(columns),
+            tuple(cards),
+            tuple(raw),
+            tuple(raw_cards),
+            data.weights,
         )
 
     @property
@@ -76,7 +82,7 @@ def family_score(v: SearchData, node: int, parents: Sequence[int]) -> float:
     else:
         config, q = np.zeros_like(v.columns[node]), 1
     r = v.cards[node]
-    counts = np.bincount(config * r + v.columns[node], minlength=q * r).reshape(q, r).T
+    counts = np.bincount(config * r + v.columns[node], v.weights, minlength=q * r).reshape(q, r).T
     return stats.cooper_herskovits_from_counts(counts)
 
 
@@ -93,7 +99,7 @@ def k2_family(v: SearchData, node: int, candidates: Sequence[int], max_parents: 
     """
     x, r = v.columns[node], v.cards[node]
     config, q = np.zeros_like(x), 1
-    score = stats.cooper_herskovits_from_counts(np.bincount(x, minlength=r)[:, None])
+    score = stats.cooper_herskovits_from_counts(np.bincount(x, v.weights, minlength=r)[:, None])
     parents: list[int] = []
     cells = v.raw_cards[node]  # of the CPT the parents so far give
     pool = [int(c) for c in candidates if c != node]
@@ -109,7 +115,7 @@ def k2_family(v: SearchData, node: int, candidates: Sequence[int], max_parents: 
             cj = v.cards[j]
             if cj not in bases:
                 bases[cj] = config * (cj * r) + x
-            counts = np.bincount(bases[cj] + v.columns[j] * r, minlength=q * cj * r)
+            counts = np.bincount(bases[cj] + v.columns[j] * r, v.weights, minlength=q * cj * r)
             values[j] = stats.cooper_herskovits_from_counts(counts.reshape(q * cj, r).T)
         best = int(ranked(values, pool)[0])
         if not values[best] - score > SCORE_EPS:
