@@ -283,7 +283,7 @@ def test_the_docs_list_every_learner_where_it_stands_on_weights() -> None:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text()
-    section = text[text.index("### Row weights") :]
+    section = text[text.index("## Row weights") :]
     section = section[: section.index("\n## ")]
     table, _, refusals = section.partition("The others refuse weights")
     rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
