@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
@@ -106,9 +106,10 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
 
-    def fit(self, X: Any, y: Any) -> BayesNetClassifier:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> BayesNetClassifier:
         """Learn from ``X`` (a DataFrame, or an array of rows: numbers, text, NaN/None missing)
-        and the class labels ``y``."""
+        and the class labels ``y``. ``sample_weight``: a row of weight w counts as w rows (as
+        ``trainer fit --weight``; the learners that score on rows refuse weights)."""
         target = str(getattr(y, "name", None) or "class")  # a pandas Series' name
         checked, y = validate_data(self, X, y, dtype=None, ensure_all_finite="allow-nan")
         check_classification_targets(y)
@@ -120,10 +121,15 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"y has distinct labels that read as the same text: {texts}")
         names = _column_names(X, checked.shape[1])
         class_name = _free_name(target, names)
-        y_texts = column_array(np.asarray(texts, dtype=object)[y_codes])
-        table = frame_table(X if hasattr(X, "columns") else checked, names, "X", {class_name: y_texts})
+        extra = {class_name: column_array(np.asarray(texts, dtype=object)[y_codes])}
+        weight_name = None
+        if sample_weight is not None:  # a column of the table, read as trainer fit --weight reads one
+            weights = _check_sample_weight(sample_weight, checked, ensure_non_negative=True)
+            weight_name = _free_name("sample_weight", [*names, class_name])
+            extra[weight_name] = column_array(np.asarray([repr(w) for w in weights.tolist()], dtype=object))
+        table = frame_table(X if hasattr(X, "columns") else checked, names, "X", extra)
         try:
-            model = train(self._spec(names, class_name), table)
+            model = train(replace(self._spec(names, class_name), weight=weight_name), table)
         except InvalidInput as exc:
             raise ValueError(exc.message) from None
         self.classes_ = classes

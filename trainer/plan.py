@@ -28,9 +28,8 @@ from bnserve.trainer.data.budget import (
     IN_MEMORY_PER_FILE_BYTE,
     chunk_rows_within,
 )
-from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.data.discretize import MDL, Method
-from bnserve.trainer.data.encoded import prepare
+from bnserve.trainer.data.encoded import from_table, prepare
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
@@ -156,6 +155,7 @@ class TrainingSpec:
             self.force_class,
             self.delimiter,
             ReadLimits(self.max_columns, decompressed if isinstance(decompressed, int) else None),
+            weight=self.weight,
         )
 
     @property
@@ -330,7 +330,7 @@ def read(spec: TrainingSpec, source: Source, path: DataPath | None = None) -> Tr
     preprocessing = spec.preprocessing()
     if isinstance(source, str):
         source = read_table(source, spec.fmt, preprocessing.delimiter, preprocessing.limits)
-    return prepare(columns_of(preprocessing.cleaned(source), spec.class_column, preprocessing), preprocessing)
+    return from_table(source, spec.class_column, preprocessing)
 
 
 def learn(spec: TrainingSpec, data: TrainingView) -> Model:
@@ -363,7 +363,7 @@ def with_auto_discretization(data: EncodedData) -> EncodedData:
     for auto and the other learners); as it is without numeric columns or the raw columns."""
     if data.columns is None or data.preprocessing is None or not any(v.kind == NUMERIC for v in data.features):
         return data
-    return prepare(data.columns, replace(data.preprocessing, discretize=AUTO_DISCRETIZATION))
+    return prepare(data.columns, replace(data.preprocessing, discretize=AUTO_DISCRETIZATION), data.weights)
 
 
 # ---------------------------------------------------------------- the spec back from a model

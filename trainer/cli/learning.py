@@ -62,6 +62,12 @@ def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
     )
     p.add_argument("--ignore", action="extend", nargs="+", default=[], metavar="COLUMN", help="leave these columns out")
     p.add_argument(
+        "--weight",
+        metavar="COLUMN",
+        help="the column of row weights: a row of weight w counts as w rows in all that is learned (not a "
+        "feature; each a finite number >= 0); the learners that score on rows refuse it",
+    )
+    p.add_argument(
         "--discretize",
         action="append",
         default=[],
@@ -168,6 +174,7 @@ def training_spec(args: argparse.Namespace, algo: str, params: dict[str, Any] | 
             nominal=tuple(args.nominal),
             numeric=tuple(args.numeric),
             ignore=tuple(args.ignore),
+            weight=args.weight,
             force_class=args.force_class,
             discretize=discretize,
             per_column=per_column,

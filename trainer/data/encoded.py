@@ -191,7 +191,13 @@ def load(
     """Read ``source``, type its columns, and learn the preprocessing from all its rows
     (weighted by the column ``preprocessing.weight`` names, if any)."""
     preprocessing = preprocessing or Preprocessing()
-    table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter, preprocessing.limits))
+    return from_table(read_table(source, fmt, preprocessing.delimiter, preprocessing.limits), class_column, preprocessing)
+
+
+def from_table(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> EncodedData:
+    """``load`` of a table already read (a file's, or a data frame's): cleaned, typed, coded,
+    weighted by the column ``preprocessing.weight`` names, if any."""
+    table = preprocessing.cleaned(table)
     if preprocessing.weight is None:
         return prepare(columns_of(table, class_column, preprocessing), preprocessing)
     return prepare_weighted(
