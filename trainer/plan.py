@@ -38,6 +38,7 @@ from bnserve.trainer.io import RawTable, ReadLimits, delimiter_of, is_pattern, r
 from bnserve.trainer.io.limits import DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS, TrainingLimits
 
 SPEC_VERSION = 1
 TRAINING_SPEC = "training_spec"  # the model metadata's key
@@ -78,8 +79,9 @@ class TrainingSpec:
     …; auto takes none, its ``ks`` instead). ``estimator``: CPT estimator text (None: laplace;
     under auto, auto's list). ``discretize``: the method for numeric columns (None: mdl; auto's
     ``mdl:16``), ``per_column`` exceptions. ``time_budget`` None: auto searches without a time
-    limit. ``weight``, ``max_cpt_cells`` and ``unknown`` are checked and recorded here; the
-    learners and scorers read them."""
+    limit. ``max_cpt_cells`` and ``memory_budget`` bound every fit (``limits``; None: no
+    limit). ``weight`` and ``unknown`` are checked and recorded here; the learners and
+    scorers read them."""
 
     algo: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -109,7 +111,7 @@ class TrainingSpec:
     precision: str = "float64"
     max_columns: int | None = DEFAULT_MAX_COLUMNS
     max_decompressed: int | str | None = BY_BUDGET
-    max_cpt_cells: int | None = None
+    max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS
     memory_budget: int | None = DEFAULT_MEMORY_BUDGET
     chunk_rows: int | None = None
     jobs: int = 1
@@ -157,6 +159,11 @@ class TrainingSpec:
             self.delimiter,
             ReadLimits(self.max_columns, decompressed if isinstance(decompressed, int) else None),
         )
+
+    @property
+    def limits(self) -> TrainingLimits:
+        """What every fit of this plan may build (``--max-cpt-cells``, ``--memory-budget``)."""
+        return TrainingLimits(self.max_cpt_cells, self.memory_budget)
 
     @property
     def streams(self) -> bool:
@@ -338,9 +345,9 @@ def learn(spec: TrainingSpec, data: TrainingView) -> Model:
     if spec.is_auto:
         assert isinstance(data, EncodedData)  # auto is never streamed
         candidates, ks, search = auto_search(spec)
-        model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.time_budget)
+        model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.time_budget, limits=spec.limits)
     else:
-        model = fit(spec.algo, data, spec.estimator, **spec.params)
+        model = fit(spec.algo, data, spec.estimator, limits=spec.limits, **spec.params)
     model = replace(model, metadata={**model.metadata, TRAINING_SPEC: spec.to_dict()})
     return with_table_precision(model, spec.precision)
 

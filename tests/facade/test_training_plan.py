@@ -117,3 +117,16 @@ def test_a_model_published_before_specs_were_recorded_still_loads(csv_file, tmp_
     loaded = load("m", store=url)
     assert loaded.get_params() == BayesNetClassifier("tan").get_params()
     np.testing.assert_array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
+
+
+def test_max_cpt_cells_bounds_the_estimators_fit_and_comes_back(csv_file, tmp_path):
+    frame = pd.read_csv(csv_file)
+    X, y = frame.drop(columns="outcome"), frame["outcome"]
+    with pytest.raises(ValueError, match="past --max-cpt-cells 3;"):
+        BayesNetClassifier("kdb", k=1, max_cpt_cells=3).fit(X, y)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    fitted = BayesNetClassifier("kdb", k=1, max_cpt_cells=None).fit(X, y)
+    publish(fitted, "m", store=url)
+    loaded = load("m", store=url)
+    assert loaded.get_params() == fitted.get_params() and loaded.max_cpt_cells is None
+    assert_same_model(clone(loaded).fit(X, y).model_, fitted.model_)

@@ -86,6 +86,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     evaluations, headings = [], {}
     preprocessing = reading.preprocessing()
+    limits = reading.limits  # every learner's spec and auto's hold the same limits
     protocol: dict[str, Any] = {"seed": args.seed}
     for source in args.data:
         train = read(reading, source, IN_MEMORY)
@@ -99,7 +100,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                 else data_io.load_with(args.test, auto_train.variables, args.fmt, preprocessing)
             )
             results = in_given_order(
-                [holdout(a, train, test, **p) for a, p in candidates],
+                [holdout(a, train, test, limits=limits, **p) for a, p in candidates],
                 holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
             )
             headings[results[0].dataset] = (
@@ -109,7 +110,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             cv = {"dataset": source, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
             results = in_given_order(
-                cross_validate_many(candidates, train, **cv) if candidates else [],
+                cross_validate_many(candidates, train, limits=limits, **cv) if candidates else [],
                 _auto_cv(auto_spec, as_auto_reads(train), cv) if auto_spec else None,
             )
             repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
@@ -133,4 +134,4 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _auto_cv(spec: TrainingSpec, train: EncodedData, cv: dict[str, Any]) -> Evaluation:
     """Auto scored by nested CV: its choice made again on each training fold."""
     candidates, ks, search = auto_search(spec)
-    return cross_validate_auto(train, candidates, ks, **search, **cv)[0]
+    return cross_validate_auto(train, candidates, ks, **search, **cv, limits=spec.limits)[0]

@@ -24,6 +24,7 @@ from bnserve.trainer.cli.publishing import _check_publish_flags, _publish
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET
 from bnserve.trainer.data.summary import summary_text
 from bnserve.trainer.plan import DEFAULT_BUDGET, DEFAULT_CANDIDATES, STREAMABLE, data_path, learn, read
+from bnserve.trainer.progress import note
 
 DASK_ENV = "BNSERVE_DASK_SCHEDULER"
 
@@ -71,7 +72,8 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_MEMORY_BUDGET,
         metavar="SIZE",
         help="a CSV or TSV file estimated to need more memory than this is streamed in chunks, by the "
-        f"learners that can ({', '.join(STREAMABLE)}): e.g. 512MiB, 4GiB; none: always in memory (default 1GiB)",
+        f"learners that can ({', '.join(STREAMABLE)}), and the tables a fit holds at once are refused past it: "
+        "e.g. 512MiB, 4GiB; none: always in memory, and no bound on the tables (default 1GiB)",
     )
     p.add_argument(
         "--candidates",
@@ -101,8 +103,8 @@ def _fit(args: argparse.Namespace) -> int:
     _check_publish_flags(args)
     _check_store_url(args.store)  # before the training, which may take minutes
     path = usage(data_path, spec, args.data)
-    if path.note and not args.quiet:
-        print(f"trainer: note: {path.note}", file=sys.stderr)
+    if path.note:
+        note(path.note)
     data = read(spec, args.data, path)
     _summarize(args, data)  # the data as the training reads them (auto: cut as auto cuts them)
     return _publish(args, learn(spec, data))
