@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import NUMERIC, Model
+from bnserve.store.model import DEFAULT_UNKNOWN, NUMERIC, UNKNOWN_POLICIES, Model
 from bnserve.store.predictor.precision import PRECISIONS, with_table_precision
 from bnserve.trainer.auto import AUTO, DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
 from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, EncodedData, Preprocessing, TrainingView
@@ -45,7 +45,6 @@ TRAINING_SPEC = "training_spec"  # the model metadata's key
 # auto's default discretisation (a spec's ``discretize`` overrides it): MDL, but a column it
 # leaves whole keeps up to 16 equal-frequency intervals for the structures that can use it
 AUTO_DISCRETIZATION = Method(MDL, 16)
-UNKNOWN_POLICIES = ("missing", "error")
 BY_BUDGET = "budget"  # max_decompressed: what a file read whole may take within memory_budget
 STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
 ROW_FLAGS = [p.flag for p in PARAMETERS.values() if p.needs_rows]
@@ -101,7 +100,7 @@ class TrainingSpec:
     per_column: Mapping[str, str] = field(default_factory=dict)
     missing: str = AVAILABLE_CASE
     weight: str | None = None
-    unknown: str = UNKNOWN_POLICIES[0]
+    unknown: str = DEFAULT_UNKNOWN
     # auto
     candidates: tuple[str, ...] | None = None
     ks: tuple[int, ...] | None = None
@@ -240,7 +239,7 @@ def _check_spec(spec: TrainingSpec) -> None:
     for method in spec.per_column.values():
         _checked(Method.parse, method, "--discretize")
     _one_of("--missing", spec.missing, MISSING_POLICIES)
-    _one_of("--unknown (handle_unknown)", spec.unknown, UNKNOWN_POLICIES)
+    _one_of("unknown (the estimator's handle_unknown)", spec.unknown, UNKNOWN_POLICIES)
     _one_of("--precision", spec.precision, PRECISIONS)
     if spec.delimiter is not None and (len(spec.delimiter) != 1 or spec.delimiter in '\r\n"'):
         raise InvalidInput(f"--delimiter: one character (not a quote or a line end), got {spec.delimiter!r}")
@@ -384,7 +383,10 @@ def spec_of(model: Model) -> TrainingSpec | None:
 
 
 def command(spec: TrainingSpec, data: str = "DATA", name: str = "NAME") -> str:
-    """The ``trainer fit`` line that makes the model of ``spec`` again from ``data``."""
+    """The ``trainer fit`` line that makes the model of ``spec`` again from ``data``. Every
+    flag it prints is one of ``trainer fit``'s; the spec's ``unknown`` is not: it is how the
+    estimator scores (``handle_unknown``), not what is learned, and ``trainer predict
+    --unknown`` gives it when scoring."""
     default = TrainingSpec(spec.algo)
     words = ["trainer", "fit", "--algo", spec.algo]
     for key, value in spec.params.items():
@@ -400,7 +402,6 @@ def command(spec: TrainingSpec, data: str = "DATA", name: str = "NAME") -> str:
         "discretize": "--discretize",
         "missing": "--missing",
         "weight": "--weight",
-        "unknown": "--unknown",
         "seed": "--seed",
         "precision": "--precision",
         "max_columns": "--max-columns",
