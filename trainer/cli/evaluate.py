@@ -6,14 +6,13 @@ import argparse
 import json
 from typing import Any
 
+from bnserve.argtypes import whole_number
 from bnserve.store.model import Model
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import cross_validate_auto
 from bnserve.trainer.cli.flags import (
     UsageError,
     _algorithms,
-    _non_negative,
-    _positive,
 )
 from bnserve.trainer.cli.learning import _learner_params, learning_flags, training_spec
 from bnserve.trainer.data import EncodedData
@@ -35,10 +34,12 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
     learning_flags(p, several=True)
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--folds", type=_positive, default=10, help="stratified CV folds (default 10)")
+    how.add_argument("--folds", type=whole_number(1), default=10, help="stratified CV folds (default 10)")
     how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating (one --data)")
-    p.add_argument("--repeats", type=_positive, default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)")
-    p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
+    p.add_argument(
+        "--repeats", type=whole_number(1), default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)"
+    )
+    p.add_argument("--seed", type=whole_number(0), default=0, help="fold shuffling seed (default 0)")
     p.add_argument(
         "--per-class",
         action="store_true",
