@@ -22,12 +22,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.predictor import CompiledModel, compile_model
-from bnserve.trainer.data import Preprocessing
 from bnserve.trainer.data.encoded import encode_columns
 from bnserve.trainer.io.frames import column_array, frame_table
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS
 from bnserve.trainer.plan import AUTO, DEFAULT_BUDGET, TrainingSpec, spec_of, train
+from bnserve.trainer.scoring import as_trained
 
 CLASS_LABELS = "class_labels"  # metadata: the fitted y's labels as JSON values, so load gives them back
 
@@ -197,11 +197,15 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
 
     def _codes(self, X: Any) -> np.ndarray:
         """The rows of ``X`` coded against the model's features (by name for a DataFrame,
-        by position otherwise), as the server codes a request."""
+        by position otherwise), their texts read with the model's missing markers, as the
+        server codes a request."""
         features = self._compiled_model().features
         checked = validate_data(self, X, dtype=None, ensure_all_finite="allow-nan", reset=False)
         names = _column_names(X, checked.shape[1]) if hasattr(X, "columns") else [v.name for v in features]
-        table = Preprocessing().cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
+        # read as the model's training data was: its missing markers and whitespace rule (a model
+        # trained with --na-values '' keeps 'NA' as a label), as trainer predict and the server do
+        reading = as_trained(self.model_, None, keep_whitespace=False, delimiter=None)
+        table = reading.cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
         missing = [v.name for v in features if v.name not in table.header]
         if missing:
             raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
