@@ -4,7 +4,8 @@ no limit), and auto's skip notes on stderr, silenced by ``--quiet``. Through the
 
 The file: two identifier-like columns of 1,500 states each, so kdb k=1's CPT of one with
 the other as parent holds 1,500 × 2 × 1,500 = 4,500,000 cells, past the default
-``--max-cpt-cells`` (4,194,304) yet small enough (108 MB) to build with ``none``."""
+``--max-cpt-cells`` (4,194,304) yet small enough (108 MB) to build with ``none``; for auto,
+the same with 100 states a column."""
 
 from __future__ import annotations
 
@@ -21,20 +22,23 @@ from bnserve.trainer.plan import spec_of
 STATES, ROWS = 1500, 3000
 
 
-@pytest.fixture(scope="module")
-def wide(tmp_path_factory) -> str:
+def write_file(path: Path, states: int) -> str:
     rng = np.random.default_rng(0)
-    a, b = rng.integers(0, STATES, ROWS), rng.integers(0, STATES, ROWS)
-    a[:STATES] = b[:STATES] = np.arange(STATES)  # every state seen
+    a, b = rng.integers(0, states, ROWS), rng.integers(0, states, ROWS)
+    a[:states] = b[:states] = np.arange(states)  # every state seen
     cls = rng.integers(0, 2, ROWS)
-    path = tmp_path_factory.mktemp("limits") / "wide.csv"
     lines = ["a,b,colour,cls"] + [
         f"id{a[i]},id{b[i]},{'red' if rng.random() < 0.5 + 0.2 * cls[i] else 'blue'},{'yes' if cls[i] else 'no'}"
         for i in range(ROWS)
     ]
     path.write_text("\n".join(lines) + "\n")
-    assert STATES * 2 * STATES > DEFAULT_MAX_CPT_CELLS
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory) -> str:
+    assert STATES * 2 * STATES > DEFAULT_MAX_CPT_CELLS
+    return write_file(tmp_path_factory.mktemp("limits") / "wide.csv", STATES)
 
 
 def fit(tmp_path: Path, data: str, *flags: str) -> int:
@@ -80,26 +84,34 @@ def test_evaluate_test_file_honours_max_cpt_cells(wide, tmp_path, capsys):
     assert f"past {CPT_CELLS_FLAG} 100;" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def narrow(tmp_path_factory) -> str:
+    """The same shape with 100 states a column: kdb k=1's largest CPT 100 × 2 × 100 = 20,000
+    cells, naive Bayes' 200: auto is quick, and --max-cpt-cells 1000 refuses kdb alone."""
+    return write_file(tmp_path_factory.mktemp("narrow") / "narrow.csv", 100)
+
+
 AUTO = ("--algo", "auto", "--candidates", "kdb", "--k", "1", "--time-budget", "none")
 
 
-def test_auto_notes_its_skips_on_stderr_and_quiet_silences_them(wide, tmp_path, capsys):
-    assert fit(tmp_path, wide, *AUTO) == 0
+def test_auto_notes_its_skips_on_stderr_and_quiet_silences_them(narrow, tmp_path, capsys):
+    assert fit(tmp_path, narrow, *AUTO) == 0  # within the default: nothing skipped
+    assert "skipped" not in capsys.readouterr().err
+    assert fit(tmp_path, narrow, *AUTO, "--max-cpt-cells", "1000") == 0
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if line.startswith("trainer: note: auto: skipped kdb")]
-    assert len(notes) == 1 and CPT_CELLS_FLAG in notes[0]
-    assert fit(tmp_path, wide, *AUTO, "--quiet") == 0
-    assert "skipped" not in capsys.readouterr().err
+    assert len(notes) == 1 and f"past {CPT_CELLS_FLAG} 1,000;" in notes[0]
     with ModelStore(f"sqlite:///{tmp_path / 'models.db'}") as store:
         assert store.load("m").model.metadata["selection"]["skipped_for_limits"]
-    assert fit(tmp_path, wide, *AUTO, "--max-cpt-cells", "none", "--quiet") == 0
-    with ModelStore(f"sqlite:///{tmp_path / 'models.db'}") as store:
-        assert store.load("m").model.metadata["selection"]["skipped_for_limits"] == []
-
-
-def test_evaluate_auto_honours_max_cpt_cells_and_quiet(wide, capsys):
-    evaluate = ["evaluate", "--algo", "auto", "--candidates", "kdb", "--k", "1", "--data", wide, "--folds", "2"]
-    assert trainer([*evaluate, "--max-cpt-cells", "none", "--quiet"]) == 0
+    assert fit(tmp_path, narrow, *AUTO, "--max-cpt-cells", "1000", "--quiet") == 0
     assert "skipped" not in capsys.readouterr().err
+
+
+def test_evaluate_auto_honours_max_cpt_cells_and_quiet(narrow, capsys):
+    evaluate = ["evaluate", "--algo", "auto", "--candidates", "kdb", "--k", "1", "--data", narrow, "--folds", "2"]
     assert trainer(evaluate) == 0
-    assert "trainer: note: auto: skipped kdb" in capsys.readouterr().err
+    assert "skipped" not in capsys.readouterr().err
+    assert trainer([*evaluate, "--max-cpt-cells", "1000"]) == 0
+    assert "trainer: note: auto: skipped kdb k=1 estimator=laplace: " in capsys.readouterr().err
+    assert trainer([*evaluate, "--max-cpt-cells", "1000", "--quiet"]) == 0
+    assert "skipped" not in capsys.readouterr().err
