@@ -22,11 +22,12 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.predictor import CompiledModel, compile_model
-from bnserve.trainer.data import Preprocessing
 from bnserve.trainer.data.encoded import encode_columns
 from bnserve.trainer.io.frames import column_array, frame_table
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS
 from bnserve.trainer.plan import AUTO, DEFAULT_BUDGET, TrainingSpec, spec_of, train
+from bnserve.trainer.scoring import as_trained
 
 CLASS_LABELS = "class_labels"  # metadata: the fitted y's labels as JSON values, so load gives them back
 
@@ -44,6 +45,8 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
     ``nominal``/``numeric``: columns forced to a kind (names, or indices for an array).
     ``handle_unknown``: a value at predict time that no training row had is treated as
     missing (summed out), or an ``error``. ``precision``: the served tables' dtype.
+    ``max_cpt_cells``: a fit with a CPT of more cells is refused before it allocates (auto
+    skips such a candidate); None: no limit (``trainer fit --max-cpt-cells``).
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         precision: str = "float64",
         candidates: Sequence[str] | None = None,
         time_budget: float | None = DEFAULT_BUDGET,
+        max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS,
     ):
         self.algo = algo
         self.k = k
@@ -96,6 +100,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         self.precision = precision
         self.candidates = candidates
         self.time_budget = time_budget
+        self.max_cpt_cells = max_cpt_cells
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -160,6 +165,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             candidates=tuple(self.candidates) if auto and self.candidates is not None else None,
             ks=(self.k,) if auto and self.k is not None else None,
             time_budget=self.time_budget if auto else DEFAULT_BUDGET,
+            max_cpt_cells=self.max_cpt_cells,
         )
 
     def _adopt(self, model: Model) -> None:
@@ -197,11 +203,15 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
 
     def _codes(self, X: Any) -> np.ndarray:
         """The rows of ``X`` coded against the model's features (by name for a DataFrame,
-        by position otherwise), as the server codes a request."""
+        by position otherwise), their texts read with the model's missing markers, as the
+        server codes a request."""
         features = self._compiled_model().features
         checked = validate_data(self, X, dtype=None, ensure_all_finite="allow-nan", reset=False)
         names = _column_names(X, checked.shape[1]) if hasattr(X, "columns") else [v.name for v in features]
-        table = Preprocessing().cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
+        # read as the model's training data was: its missing markers and whitespace rule (a model
+        # trained with --na-values '' keeps 'NA' as a label), as trainer predict and the server do
+        reading = as_trained(self.model_, None, keep_whitespace=False, delimiter=None)
+        table = reading.cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
         missing = [v.name for v in features if v.name not in table.header]
         if missing:
             raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
@@ -240,7 +250,7 @@ def from_model(model: Model) -> BayesNetClassifier:
 
 def params_of(spec: TrainingSpec) -> dict[str, Any]:
     """The estimator's parameters that build ``spec`` (those it has: reading rules of a file
-    and limits have no parameter here)."""
+    and the memory budget have no parameter here)."""
     auto = spec.algo == AUTO
     params: dict[str, Any] = {"algo": spec.algo, **{n: v for n, v in spec.params.items() if n in PARAMETERS}}
     if auto and spec.ks is not None and len(spec.ks) == 1:
@@ -256,6 +266,7 @@ def params_of(spec: TrainingSpec) -> dict[str, Any]:
         "precision": spec.precision,
         "candidates": spec.candidates,
         "time_budget": spec.time_budget,
+        "max_cpt_cells": spec.max_cpt_cells,
     }
 
 

@@ -13,6 +13,7 @@ from bnserve import argtypes
 from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
 from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
+from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.timeouts import add_timeout_flags
 from bnserve.store.version import VersionAction
 
@@ -209,9 +210,12 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         "rows; absent features are missing",
     )
     predict.add_argument(
-        "--unseen-as-missing",
-        action="store_true",
-        help="treat a label a nominal feature does not have as missing instead of an error",
+        "--unknown",
+        type=argtypes.choice(UNKNOWN_POLICIES),
+        default=DEFAULT_UNKNOWN,
+        metavar="{" + ",".join(UNKNOWN_POLICIES) + "}",
+        help="a value no training row had: missing (default: read as missing, summed out, and counted) "
+        "or error (the call is refused, naming the feature and value); sent as PredictRequest.unknown",
     )
     predict.add_argument(
         "--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first"
@@ -331,7 +335,7 @@ def _predict(args: argparse.Namespace) -> int:
         request = pb.PredictRequest(
             model=args.model,
             instances=[pb.Instance(values=i) for i in args.instance or [{}]],
-            unseen_as_missing=args.unseen_as_missing,
+            unknown=args.unknown,
         )
         if args.version is not None:
             request.version = args.version

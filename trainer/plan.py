@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import NUMERIC, Model
+from bnserve.store.model import DEFAULT_UNKNOWN, NUMERIC, UNKNOWN_POLICIES, Model
 from bnserve.store.predictor.precision import PRECISIONS, with_table_precision
 from bnserve.trainer.auto import AUTO, DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
 from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, EncodedData, Preprocessing, TrainingView
@@ -37,13 +37,13 @@ from bnserve.trainer.io import RawTable, ReadLimits, delimiter_of, is_pattern, r
 from bnserve.trainer.io.limits import DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS, TrainingLimits
 
 SPEC_VERSION = 1
 TRAINING_SPEC = "training_spec"  # the model metadata's key
 # auto's default discretisation (a spec's ``discretize`` overrides it): MDL, but a column it
 # leaves whole keeps up to 16 equal-frequency intervals for the structures that can use it
 AUTO_DISCRETIZATION = Method(MDL, 16)
-UNKNOWN_POLICIES = ("missing", "error")
 BY_BUDGET = "budget"  # max_decompressed: what a file read whole may take within memory_budget
 STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
 ROW_FLAGS = [p.flag for p in PARAMETERS.values() if p.needs_rows]
@@ -77,8 +77,9 @@ class TrainingSpec:
     …; auto takes none, its ``ks`` instead). ``estimator``: CPT estimator text (None: laplace;
     under auto, auto's list). ``discretize``: the method for numeric columns (None: mdl; auto's
     ``mdl:16``), ``per_column`` exceptions. ``time_budget`` None: auto searches without a time
-    limit. ``weight``, ``max_cpt_cells`` and ``unknown`` are checked and recorded here; the
-    learners and scorers read them."""
+    limit. ``max_cpt_cells`` and ``memory_budget`` bound every fit (``limits``; None: no
+    limit). ``weight`` and ``unknown`` are checked and recorded here; the learners and
+    scorers read them."""
 
     algo: str
     params: Mapping[str, Any] = field(default_factory=dict)
@@ -98,7 +99,7 @@ class TrainingSpec:
     per_column: Mapping[str, str] = field(default_factory=dict)
     missing: str = AVAILABLE_CASE
     weight: str | None = None
-    unknown: str = UNKNOWN_POLICIES[0]
+    unknown: str = DEFAULT_UNKNOWN
     # auto
     candidates: tuple[str, ...] | None = None
     ks: tuple[int, ...] | None = None
@@ -108,7 +109,7 @@ class TrainingSpec:
     precision: str = "float64"
     max_columns: int | None = DEFAULT_MAX_COLUMNS
     max_decompressed: int | str | None = BY_BUDGET
-    max_cpt_cells: int | None = None
+    max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS
     memory_budget: int | None = DEFAULT_MEMORY_BUDGET
     chunk_rows: int | None = None
     jobs: int = 1
@@ -157,6 +158,11 @@ class TrainingSpec:
             ReadLimits(self.max_columns, decompressed if isinstance(decompressed, int) else None),
             weight=self.weight,
         )
+
+    @property
+    def limits(self) -> TrainingLimits:
+        """What every fit of this plan may build (``--max-cpt-cells``, ``--memory-budget``)."""
+        return TrainingLimits(self.max_cpt_cells, self.memory_budget)
 
     @property
     def streams(self) -> bool:
@@ -233,7 +239,7 @@ def _check_spec(spec: TrainingSpec) -> None:
     for method in spec.per_column.values():
         _checked(Method.parse, method, "--discretize")
     _one_of("--missing", spec.missing, MISSING_POLICIES)
-    _one_of("--unknown (handle_unknown)", spec.unknown, UNKNOWN_POLICIES)
+    _one_of("unknown (the estimator's handle_unknown)", spec.unknown, UNKNOWN_POLICIES)
     _one_of("--precision", spec.precision, PRECISIONS)
     if spec.delimiter is not None and (len(spec.delimiter) != 1 or spec.delimiter in '\r\n"'):
         raise InvalidInput(f"--delimiter: one character (not a quote or a line end), got {spec.delimiter!r}")
@@ -338,9 +344,9 @@ def learn(spec: TrainingSpec, data: TrainingView) -> Model:
     if spec.is_auto:
         assert isinstance(data, EncodedData)  # auto is never streamed
         candidates, ks, search = auto_search(spec)
-        model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.time_budget)
+        model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.time_budget, limits=spec.limits)
     else:
-        model = fit(spec.algo, data, spec.estimator, **spec.params)
+        model = fit(spec.algo, data, spec.estimator, limits=spec.limits, **spec.params)
     model = replace(model, metadata={**model.metadata, TRAINING_SPEC: spec.to_dict()})
     return with_table_precision(model, spec.precision)
 
@@ -377,7 +383,10 @@ def spec_of(model: Model) -> TrainingSpec | None:
 
 
 def command(spec: TrainingSpec, data: str = "DATA", name: str = "NAME") -> str:
-    """The ``trainer fit`` line that makes the model of ``spec`` again from ``data``."""
+    """The ``trainer fit`` line that makes the model of ``spec`` again from ``data``. Every
+    flag it prints is one of ``trainer fit``'s; the spec's ``unknown`` is not: it is how the
+    estimator scores (``handle_unknown``), not what is learned, and ``trainer predict
+    --unknown`` gives it when scoring."""
     default = TrainingSpec(spec.algo)
     words = ["trainer", "fit", "--algo", spec.algo]
     for key, value in spec.params.items():
@@ -393,7 +402,6 @@ def command(spec: TrainingSpec, data: str = "DATA", name: str = "NAME") -> str:
         "discretize": "--discretize",
         "missing": "--missing",
         "weight": "--weight",
-        "unknown": "--unknown",
         "seed": "--seed",
         "precision": "--precision",
         "max_columns": "--max-columns",

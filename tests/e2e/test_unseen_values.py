@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import subprocess
 
 import grpc
@@ -111,7 +112,7 @@ def server(files):
     try:
         wait_serving(channel)
         yield (predictor_pb2_grpc.PredictorStub(channel), grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel),
-               metrics_port)
+               metrics_port, port)
     finally:
         channel.close()
         proc.kill()
@@ -136,7 +137,7 @@ def _infer_request(body, **parameters) -> infer_pb.ModelInferRequest:
 
 def test_the_server_answers_every_row_counts_per_feature_and_refuses_when_strict(files, server):
     store, test, _, body = files
-    predictor, inference, metrics_port = server
+    predictor, inference, metrics_port, _ = server
     expected = _probabilities(run_cli("trainer", "predict", "credit", "--data", test, "--store", store).stdout)
     assert _unseen_counts(metrics_port) == {}  # no series before the first unseen value
 
@@ -178,3 +179,20 @@ def test_the_server_answers_every_row_counts_per_feature_and_refuses_when_strict
     assert [line for line in text.splitlines() if line.startswith("bnserve_unknown_values_total{")] == [
         f'bnserve_unknown_values_total{{feature="{f}",model="credit"}} {n}' for f, n in (("Time", 6.0), ("Purpose", 4.0))
     ]
+
+
+def test_server_predict_sends_its_unknown_policy(files, server):
+    """`server predict --unknown`: missing (the default) answers a row holding a value no
+    training row had as if it were missing; error is refused, naming the feature and value.
+    (It replaced --unseen-as-missing, which did nothing once missing became the default.)"""
+    port = server[3]
+    ask = ["server", "predict", "--target", f"127.0.0.1:{port}", "--model", "credit"]
+    unseen = run_cli(*ask, "--instance", "Time=72,Purpose=car")
+    blank = run_cli(*ask, "--instance", "Purpose=car")
+    assert unseen.returncode == 0 and blank.returncode == 0, unseen.stderr + blank.stderr
+    assert json.loads(unseen.stdout)["predictions"] == json.loads(blank.stdout)["predictions"]
+    assert run_cli(*ask, "--unknown", "missing", "--instance", "Time=72,Purpose=car").stdout == unseen.stdout
+    strict = run_cli(*ask, "--unknown", "error", "--instance", "Time=72,Purpose=car")
+    assert strict.returncode == 1
+    assert "INVALID_ARGUMENT" in strict.stderr and "feature 'Time' has no state '72'" in strict.stderr
+    assert run_cli(*ask, "--unseen-as-missing", "--instance", "Purpose=car").returncode == 2  # gone

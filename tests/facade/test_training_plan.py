@@ -16,6 +16,7 @@ from sklearn.base import clone
 from bnserve import BayesNetClassifier, load, publish
 from bnserve.store.db import ModelStore
 from bnserve.store.model import Model
+from bnserve.store.predictor import compile_model
 from bnserve.trainer.cli import main as trainer
 from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.plan import TRAINING_SPEC
@@ -117,3 +118,39 @@ def test_a_model_published_before_specs_were_recorded_still_loads(csv_file, tmp_
     loaded = load("m", store=url)
     assert loaded.get_params() == BayesNetClassifier("tan").get_params()
     np.testing.assert_array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
+
+
+def test_max_cpt_cells_bounds_the_estimators_fit_and_comes_back(csv_file, tmp_path):
+    frame = pd.read_csv(csv_file)
+    X, y = frame.drop(columns="outcome"), frame["outcome"]
+    with pytest.raises(ValueError, match="past --max-cpt-cells 3;"):
+        BayesNetClassifier("kdb", k=1, max_cpt_cells=3).fit(X, y)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    fitted = BayesNetClassifier("kdb", k=1, max_cpt_cells=None).fit(X, y)
+    publish(fitted, "m", store=url)
+    loaded = load("m", store=url)
+    assert loaded.get_params() == fitted.get_params() and loaded.max_cpt_cells is None
+    assert_same_model(clone(loaded).fit(X, y).model_, fitted.model_)
+
+
+def test_a_loaded_model_reads_predict_rows_with_its_own_missing_markers(tmp_path):
+    """A model trained with ``--na-values ''`` (only the empty text missing), on a file whose
+    'NA' is a real label (North America), predicts a row holding 'NA' with that state, as
+    ``trainer predict`` and the server do: not as a missing value, the default markers' rule."""
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, 300)
+    region = np.where(rng.random(300) < 0.2 + 0.6 * y, "NA", "EU")
+    lines = ["region,size,label"] + [
+        f"{r},{'big' if rng.random() < 0.5 else 'small'},{'yes' if c else 'no'}" for r, c in zip(region, y)
+    ]
+    path = tmp_path / "regions.csv"
+    path.write_text("\n".join(lines) + "\n")
+    model = cli_model(path, tmp_path, "--algo", "nb", "--na-values", "")
+    assert model.variables[0].states == ("EU", "NA")
+    loaded = load("m", store=f"sqlite:///{tmp_path / 'store.db'}")
+    rows = pd.DataFrame({"region": ["NA", "EU", None], "size": ["big", "big", "big"]})
+    proba = loaded.predict_proba(rows)
+    codes = np.array([[1, 0], [0, 0], [-1, 0]])
+    expected = compile_model(model).predict_proba(codes)[:, loaded._class_order()]
+    np.testing.assert_allclose(proba, expected, rtol=0, atol=1e-12)
+    assert not np.allclose(proba[0], proba[2])  # 'NA' is not read as missing

@@ -53,7 +53,7 @@ def csv_file(tmp_path):
         ({"algo": "nb", "discretize": "sometimes"}, "--discretize"),
         ({"algo": "nb", "per_column": {"a": "equal-width:0"}}, "--discretize"),
         ({"algo": "nb", "missing": "drop"}, "--missing"),
-        ({"algo": "nb", "unknown": "ignore"}, "--unknown"),
+        ({"algo": "nb", "unknown": "ignore"}, "handle_unknown"),  # no flag of fit: the estimator's
         ({"algo": "nb", "precision": "float16"}, "--precision"),
         ({"algo": "nb", "delimiter": ";;"}, "--delimiter"),
         ({"algo": "nb", "weight": ""}, "--weight"),
@@ -187,3 +187,41 @@ def test_auto_reads_numbers_with_mdl16_unless_a_method_for_every_column_is_given
     assert str(TrainingSpec("auto", discretize="mdl").method()) == "mdl"
     per_column = TrainingSpec("auto", per_column={"noise": "equal-width:3"}).preprocessing()
     assert (str(per_column.method("noise")), str(per_column.method("signal"))) == ("equal-width:3", "mdl:16")
+
+
+def test_every_flag_the_command_prints_is_one_of_trainer_fits():
+    """A spec with every field away from its default (but ``weight``, whose flag is on its
+    way) gives a line ``trainer fit``'s parser takes; ``unknown`` prints nothing, since fit
+    has no such flag (the policy is the scorer's: ``trainer predict --unknown``)."""
+    from bnserve.trainer.cli import build_parser
+    from bnserve.trainer.plan import command
+
+    learner = TrainingSpec(
+        "kdb",
+        {"k": 2},
+        "dirichlet:0.5",
+        class_column="outcome",
+        fmt="csv",
+        delimiter=";",
+        na_values=("?",),
+        trim=False,
+        nominal=("a",),
+        numeric=("b",),
+        ignore=("c",),
+        force_class=True,
+        discretize="equal-width:3",
+        per_column={"d": "mdl"},
+        missing="state",
+        unknown="error",
+        precision="float32",
+        max_columns=5,
+        max_decompressed=1024,
+        max_cpt_cells=None,
+    )
+    auto = TrainingSpec("auto", candidates=("nb", "tan"), ks=(1, 2), time_budget=None, seed=3)
+    for spec in (learner, auto):
+        words = shlex.split(command(spec))
+        assert words[:2] == ["trainer", "fit"] and "--unknown" not in words
+        args = build_parser().parse_args(words[1:])  # a flag fit does not have: a usage error
+        assert args.command == "fit"
+    assert "--max-cpt-cells none" in command(learner)

@@ -225,7 +225,7 @@ def test_the_cli_takes_jobs(capsys, store, tmp_path):
                          "--chunk-rows", "50", "--jobs", "2")
     assert (code, err) == (0, "")
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--jobs", "0")
-    assert code == 2 and "expected a positive integer" in err
+    assert code == 2 and "must be at least 1, got 0" in err
 
 
 @pytest.mark.parametrize("algo", ["nb", "kdb", "tan-ddr"])

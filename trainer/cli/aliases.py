@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from bnserve.argtypes import whole_number
 from bnserve.store.model.names import check_alias, check_model_name
 from bnserve.trainer.cli.flags import (
     UsageError,
     _check_flag,
     _open_store,
     _parse_ref,
-    _positive,
     _store_flag,
 )
 
@@ -18,7 +18,7 @@ from bnserve.trainer.cli.flags import (
 def add_alias(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("alias", help="point an alias at a version")
     p.add_argument("name")
-    p.add_argument("version", type=_positive)
+    p.add_argument("version", type=whole_number(1))
     p.add_argument("alias")
     _store_flag(p)
     p.set_defaults(run=_alias)

@@ -6,14 +6,13 @@ import argparse
 import json
 from typing import Any
 
+from bnserve.argtypes import whole_number
 from bnserve.store.model import Model
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import cross_validate_auto
 from bnserve.trainer.cli.flags import (
     UsageError,
     _algorithms,
-    _non_negative,
-    _positive,
 )
 from bnserve.trainer.cli.learning import _learner_params, learning_flags, training_spec
 from bnserve.trainer.data import EncodedData
@@ -35,10 +34,12 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="cross-validate or hold-out test learners on data sets; writes no model")
     learning_flags(p, several=True)
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--folds", type=_positive, default=10, help="stratified CV folds (default 10)")
+    how.add_argument("--folds", type=whole_number(1), default=10, help="stratified CV folds (default 10)")
     how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating (one --data)")
-    p.add_argument("--repeats", type=_positive, default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)")
-    p.add_argument("--seed", type=_non_negative, default=0, help="fold shuffling seed (default 0)")
+    p.add_argument(
+        "--repeats", type=whole_number(1), default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)"
+    )
+    p.add_argument("--seed", type=whole_number(0), default=0, help="fold shuffling seed (default 0)")
     p.add_argument(
         "--per-class",
         action="store_true",
@@ -86,6 +87,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     evaluations, headings = [], {}
     preprocessing = reading.preprocessing()
+    limits = reading.limits  # every learner's spec and auto's hold the same limits
     protocol: dict[str, Any] = {"seed": args.seed}
     for source in args.data:
         train = read(reading, source, IN_MEMORY)
@@ -99,7 +101,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                 else data_io.load_with(args.test, auto_train.variables, args.fmt, preprocessing)
             )
             results = in_given_order(
-                [holdout(a, train, test, **p) for a, p in candidates],
+                [holdout(a, train, test, limits=limits, **p) for a, p in candidates],
                 holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
             )
             headings[results[0].dataset] = (
@@ -109,7 +111,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             cv = {"dataset": source, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
             results = in_given_order(
-                cross_validate_many(candidates, train, **cv) if candidates else [],
+                cross_validate_many(candidates, train, limits=limits, **cv) if candidates else [],
                 _auto_cv(auto_spec, as_auto_reads(train), cv) if auto_spec else None,
             )
             repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
@@ -133,4 +135,4 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _auto_cv(spec: TrainingSpec, train: EncodedData, cv: dict[str, Any]) -> Evaluation:
     """Auto scored by nested CV: its choice made again on each training fold."""
     candidates, ks, search = auto_search(spec)
-    return cross_validate_auto(train, candidates, ks, **search, **cv)[0]
+    return cross_validate_auto(train, candidates, ks, **search, **cv, limits=spec.limits)[0]

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from bnserve.argtypes import converted, whole_number
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS
 from bnserve.trainer import data as data_io
 from bnserve.trainer.cli.flags import (
@@ -13,17 +14,15 @@ from bnserve.trainer.cli.flags import (
     _alias_flag,
     _annotation_flags,
     _check_store_url,
-    _non_negative,
-    _positive,
     _seconds_or_none,
-    _size,
     _store_flag,
 )
 from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
 from bnserve.trainer.cli.publishing import _check_publish_flags, _publish
-from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET
+from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, parse_size
 from bnserve.trainer.data.summary import summary_text
 from bnserve.trainer.plan import DEFAULT_BUDGET, DEFAULT_CANDIDATES, STREAMABLE, data_path, learn, read
+from bnserve.trainer.progress import note
 
 DASK_ENV = "BNSERVE_DASK_SCHEDULER"
 
@@ -44,7 +43,7 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--chunk-rows",
-        type=_positive,
+        type=whole_number(1),
         metavar="N",
         help=f"train without holding the file: read it N rows at a time ({', '.join(STREAMABLE)}; CSV, TSV or Parquet)",
     )
@@ -58,7 +57,7 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=_positive,
+        type=whole_number(1),
         default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
         metavar="N",
         help="processes that read and count the parts of data trained in chunks (the files of a glob; a local "
@@ -67,11 +66,12 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--memory-budget",
-        type=_size,
+        type=converted(parse_size),
         default=DEFAULT_MEMORY_BUDGET,
         metavar="SIZE",
         help="a CSV or TSV file estimated to need more memory than this is streamed in chunks, by the "
-        f"learners that can ({', '.join(STREAMABLE)}): e.g. 512MiB, 4GiB; none: always in memory (default 1GiB)",
+        f"learners that can ({', '.join(STREAMABLE)}), and the tables a fit holds at once are refused past it: "
+        "e.g. 512MiB, 4GiB; none: always in memory, and no bound on the tables (default 1GiB)",
     )
     p.add_argument(
         "--candidates",
@@ -89,7 +89,7 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--seed",
-        type=_non_negative,
+        type=whole_number(0),
         default=0,
         help="auto: the seed of the folds its candidates are scored on (default 0)",
     )
@@ -101,8 +101,8 @@ def _fit(args: argparse.Namespace) -> int:
     _check_publish_flags(args)
     _check_store_url(args.store)  # before the training, which may take minutes
     path = usage(data_path, spec, args.data)
-    if path.note and not args.quiet:
-        print(f"trainer: note: {path.note}", file=sys.stderr)
+    if path.note:
+        note(path.note)
     data = read(spec, args.data, path)
     _summarize(args, data)  # the data as the training reads them (auto: cut as auto cuts them)
     return _publish(args, learn(spec, data))

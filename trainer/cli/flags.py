@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from bnserve.argtypes import delimiter, limit, positive_seconds
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model.names import parse_ref
 from bnserve.store.timeouts import add_timeout_flags, timeouts_of
@@ -37,34 +37,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _delimiter(text: str) -> str:
-    """One character; ``tab`` or ``\\t`` for a tab."""
-    text = "\t" if text in ("tab", "\\t") else text
-    if len(text) != 1 or text in '\r\n"':
-        raise argparse.ArgumentTypeError(f"a delimiter is one character (not a quote or a line end), got {text!r}")
-    return text
-
-
 def _texts(text: str) -> tuple[str, ...]:
     """A comma-separated list of texts ('' for none)."""
     return tuple(t for t in text.split(",") if t)
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
-    return value
 
 
 def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None:
@@ -82,7 +57,7 @@ def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None
     )
     p.add_argument(
         "--delimiter",
-        type=_delimiter,
+        type=delimiter,
         metavar="CHAR",
         help="the field separator of a CSV or TSV file, when not a comma (CSV) or a tab (TSV): e.g. ';', '|', tab",
     )
@@ -94,14 +69,14 @@ def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None
     )
     p.add_argument(
         COLUMNS_FLAG,
-        type=_limit(int, "columns"),
+        type=limit(int, "columns"),
         default=DEFAULT_MAX_COLUMNS,
         metavar="N",
         help=f"refuse a data file of more columns (default {DEFAULT_MAX_COLUMNS:,}; none: no limit)",
     )
     p.add_argument(
         DECOMPRESSED_FLAG,
-        type=_limit(parse_size, "bytes (e.g. 8GiB)", none=NO_LIMIT),
+        type=limit(parse_size, "bytes (e.g. 8GiB)", none=NO_LIMIT),
         metavar="SIZE",
         help="refuse a .gz data file that decompresses to more, e.g. 8GiB; none: no limit (default: for a file "
         f"read whole, what fits --memory-budget, {DEFAULT_MEMORY_BUDGET // IN_MEMORY_PER_FILE_BYTE >> 20} MiB "
@@ -169,19 +144,12 @@ def _algorithms(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
+_SECONDS = positive_seconds()
 
 
 def _seconds_or_none(text: str) -> float | None:
     """A positive number of seconds, or none (no limit)."""
-    return None if text.strip().lower() == NO_LIMIT else _positive_seconds(text)
+    return None if text.strip().lower() == NO_LIMIT else _SECONDS(text)
 
 
 def _algorithms_or_auto(text: str) -> list[str]:
@@ -198,31 +166,6 @@ def _estimator(text: str) -> Estimator:
         return Estimator.parse(text)
     except InvalidInput as exc:
         raise argparse.ArgumentTypeError(exc.message) from None
-
-
-def _limit(parse: Callable[[str], int | None], unit: str, none: Any = None) -> Callable[[str], Any]:
-    """An argparse type for a limit: a positive number of ``unit`` as ``parse`` reads it, or
-    ``none`` for the text none."""
-
-    def limit(text: str) -> Any:
-        if text.strip().lower() == "none":
-            return none
-        try:
-            value = parse(text)
-        except ValueError:
-            value = None
-        if value is None or value < 1:
-            raise argparse.ArgumentTypeError(f"expected a positive number of {unit} or none, got {text!r}")
-        return value
-
-    return limit
-
-
-def _size(text: str) -> int | None:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parse_ref(ref: str) -> tuple[str, int | None, str | None]:

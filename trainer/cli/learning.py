@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
+from bnserve.argtypes import limit
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.cli.flags import (
     NO_LIMIT,
@@ -17,6 +18,7 @@ from bnserve.trainer.cli.flags import (
 )
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.learners.sizing import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS
 from bnserve.trainer.plan import AUTO, BY_BUDGET, TrainingSpec
 
 
@@ -92,6 +94,14 @@ def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
         default=AVAILABLE_CASE,
         help="training: available-case (default), impute (modes and means) "
         "or state (missing is a state of its own, learned and served)",
+    )
+    p.add_argument(
+        CPT_CELLS_FLAG,
+        type=limit(int, "cells"),
+        default=DEFAULT_MAX_CPT_CELLS,
+        metavar="N",
+        help=f"refuse a fit with a CPT of more cells (default {DEFAULT_MAX_CPT_CELLS:,}; none: no limit); "
+        "auto skips such a candidate",
     )
     p.add_argument(
         "--force-class",
@@ -181,6 +191,7 @@ def training_spec(args: argparse.Namespace, algo: str, params: dict[str, Any] | 
             missing=args.missing,
             ks=ks,
             max_columns=args.max_columns,
+            max_cpt_cells=args.max_cpt_cells,
             max_decompressed=BY_BUDGET if decompressed is None else None if decompressed is NO_LIMIT else decompressed,
             **search,
             **fit_only,

@@ -15,7 +15,7 @@ from bnserve.trainer.cli.flags import (
     UsageError,
     _Parser,
 )
-from bnserve.trainer.progress import reporting, terminal_bars
+from bnserve.trainer.progress import noting, reporting, terminal_bars
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,10 +36,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _on_stderr(text: str) -> None:
+    """A note (``progress.note``: auto skipping a candidate, a file read whole) on stderr."""
+    print(f"{PROG}: note: {text}", file=sys.stderr)
+
+
+def _silent(text: str) -> None:
+    """--quiet: no notes."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        with reporting(None if getattr(args, "quiet", False) else terminal_bars()):
+        quiet = getattr(args, "quiet", False)
+        with reporting(None if quiet else terminal_bars()), noting(_silent if quiet else _on_stderr):
             return args.run(args)
     except UsageError as exc:
         print(f"{PROG}: usage error: {exc}", file=sys.stderr)

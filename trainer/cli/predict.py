@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bnserve.argtypes import whole_number
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.trainer.cli.flags import (
     NO_LIMIT,
@@ -12,7 +13,6 @@ from bnserve.trainer.cli.flags import (
     UsageError,
     _open_store,
     _parse_ref,
-    _positive,
     _quiet_flag,
     _reading_flags,
     _store_flag,
@@ -49,7 +49,7 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--chunk-rows",
-        type=_positive,
+        type=whole_number(1),
         default=DEFAULT_CHUNK_ROWS,
         metavar="N",
         help=f"read, score and write N rows at a time (default {DEFAULT_CHUNK_ROWS:,})",

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bnserve.argtypes import limit, whole_number
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.cli.flags import (
     UsageError,
     _alias_flag,
     _annotation_flags,
-    _limit,
-    _non_negative,
     _open_store,
     _parse_ref,
     _store_flag,
@@ -40,7 +39,7 @@ def add_import(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         CPT_CELLS_FLAG,
-        type=_limit(int, "probabilities"),
+        type=limit(int, "probabilities"),
         default=DEFAULT_MAX_CPT_CELLS,
         metavar="N",
         help=f"refuse a file with a CPT of more probabilities (default {DEFAULT_MAX_CPT_CELLS:,}; none: no limit)",
@@ -57,7 +56,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("ref", metavar="NAME[:VERSION|@ALIAS]")
     p.add_argument("--format", choices=EXPORT_FORMATS, help="default: from the --out extension")
     p.add_argument("--out", metavar="FILE", help="write here instead of stdout")
-    p.add_argument("--network", type=_non_negative, metavar="I", help="only member I of an ensemble (from 0)")
+    p.add_argument("--network", type=whole_number(0), metavar="I", help="only member I of an ensemble (from 0)")
     _store_flag(p)
     p.set_defaults(run=_export)
 
