@@ -190,8 +190,8 @@ def test_auto_reads_numbers_with_mdl16_unless_a_method_for_every_column_is_given
 
 
 def test_every_flag_the_command_prints_is_one_of_trainer_fits():
-    """A spec with every field away from its default (but ``weight``, whose flag is on its
-    way) gives a line ``trainer fit``'s parser takes; ``unknown`` prints nothing, since fit
+    """A spec with every field away from its default gives a line ``trainer fit``'s parser
+    takes, each field read back as it was; ``unknown`` prints nothing, since fit
     has no such flag (the policy is the scorer's: ``trainer predict --unknown``)."""
     from bnserve.trainer.cli import build_parser
     from bnserve.trainer.plan import command
@@ -212,6 +212,7 @@ def test_every_flag_the_command_prints_is_one_of_trainer_fits():
         discretize="equal-width:3",
         per_column={"d": "mdl"},
         missing="state",
+        weight="w",
         unknown="error",
         precision="float32",
         max_columns=5,
@@ -225,3 +226,4 @@ def test_every_flag_the_command_prints_is_one_of_trainer_fits():
         args = build_parser().parse_args(words[1:])  # a flag fit does not have: a usage error
         assert args.command == "fit"
     assert "--max-cpt-cells none" in command(learner)
+    assert build_parser().parse_args(shlex.split(command(learner))[1:]).weight == "w"

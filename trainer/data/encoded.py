@@ -191,7 +191,9 @@ def load(
     """Read ``source``, type its columns, and learn the preprocessing from all its rows
     (weighted by the column ``preprocessing.weight`` names, if any)."""
     preprocessing = preprocessing or Preprocessing()
-    return from_table(read_table(source, fmt, preprocessing.delimiter, preprocessing.limits), class_column, preprocessing)
+    return from_table(
+        read_table(source, fmt, preprocessing.delimiter, preprocessing.limits), class_column, preprocessing
+    )
 
 
 def from_table(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> EncodedData:
