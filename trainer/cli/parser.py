@@ -15,6 +15,7 @@ from bnserve.trainer.cli.flags import (
     UsageError,
     _Parser,
 )
+from bnserve.trainer.io import redacted_urls
 from bnserve.trainer.progress import noting, reporting, terminal_bars
 
 
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _on_stderr(text: str) -> None:
     """A note (``progress.note``: auto skipping a candidate, a file read whole) on stderr."""
-    print(f"{PROG}: note: {text}", file=sys.stderr)
+    print(f"{PROG}: note: {redacted_urls(text)}", file=sys.stderr)
 
 
 def _silent(text: str) -> None:
@@ -52,10 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with reporting(None if quiet else terminal_bars()), noting(_silent if quiet else _on_stderr):
             return args.run(args)
     except UsageError as exc:
-        print(f"{PROG}: usage error: {exc}", file=sys.stderr)
+        print(f"{PROG}: usage error: {redacted_urls(str(exc))}", file=sys.stderr)
         return 2
     except BnServeError as exc:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        print(f"{PROG}: error: {redacted_urls(exc.message)}", file=sys.stderr)
         return 1
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
