@@ -107,8 +107,7 @@ def _evaluate(args: argparse.Namespace) -> int:
                 holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
             )
             headings[results[0].dataset] = (
-                f"trained on {shown} ({train.n_rows} rows), tested on {redacted_url(args.test)} "
-                f"({test.n_rows} rows)"
+                f"trained on {shown} ({train.n_rows} rows), tested on {redacted_url(args.test)} ({test.n_rows} rows)"
             )
             protocol.update(kind="holdout", test=redacted_url(args.test))
         else:

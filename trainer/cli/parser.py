@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from bnserve.store.errors import BnServeError
@@ -46,12 +48,29 @@ def _silent(text: str) -> None:
     """--quiet: no notes."""
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, so that what it was writing is cleaned up as on
+    Ctrl-C (``trainer predict --out``'s partial file)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _on_sigterm) if on_main_thread else None
     try:
         args = build_parser().parse_args(argv)
         quiet = getattr(args, "quiet", False)
         with reporting(None if quiet else terminal_bars()), noting(_silent if quiet else _on_stderr):
             return args.run(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Terminated:
+        print(f"{PROG}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except UsageError as exc:
         print(f"{PROG}: usage error: {redacted_urls(str(exc))}", file=sys.stderr)
         return 2
@@ -66,3 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:  # past a limit set to none, or a machine too small for the data
         print(f"{PROG}: error: out of memory; nothing was published", file=sys.stderr)
         return 1
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, before)

@@ -37,7 +37,8 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         metavar="FILE",
-        help="write here, as CSV (.csv) or Parquet (.parquet), instead of CSV on stdout",
+        help="write here, as CSV (.csv) or Parquet (.parquet), instead of CSV on stdout; refused when it is the "
+        "input, a special file or read-only; a link is written through; an existing file keeps its mode",
     )
     p.add_argument(
         "--keep",

@@ -54,7 +54,9 @@ def _file_bytes(source: str) -> IO[bytes]:
     if source.startswith(BUILTIN_PREFIX):
         name = source[len(BUILTIN_PREFIX) :]
         if name not in BUILTIN_DATASETS:
-            raise InvalidInput(f"unknown built-in data set {redacted_url(source)!r}; known: {', '.join(BUILTIN_DATASETS)}")
+            raise InvalidInput(
+                f"unknown built-in data set {redacted_url(source)!r}; known: {', '.join(BUILTIN_DATASETS)}"
+            )
         return resources.files("bnserve.trainer.io.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
     try:
         return _fsspec_open(source) if is_url(source) else open(source, "rb")
@@ -150,7 +152,9 @@ def is_url(source: str) -> bool:
 
 # A query parameter that carries a credential: a signature, token, key or password (the
 # X-Amz-* of an S3 presigned URL, Azure's sig, access_token, api_key…).
-_SECRET_QUERY = re.compile(r"(?i)^(x-amz-.*|x-goog-.*|.*(sig|signature|token|key|pass(word|wd)?|pwd|secret|credential).*)$")
+_SECRET_QUERY = re.compile(
+    r"(?i)^(x-amz-.*|x-goog-.*|.*(sig|signature|token|key|pass(word|wd)?|pwd|secret|credential).*)$"
+)
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>:,.;)]")
 HIDDEN = "***"
 
