@@ -32,7 +32,9 @@ URLS = [
 
 @pytest.mark.parametrize("url", URLS)
 def test_fit_on_a_url_that_fails_shows_no_secret(url, tmp_path):
-    done = trainer("fit", "--algo", "nb", "--data", url, "--class", "c", "--name", "m", "--store", f"sqlite:///{tmp_path}/m.db")
+    done = trainer(
+        "fit", "--algo", "nb", "--data", url, "--class", "c", "--name", "m", "--store", f"sqlite:///{tmp_path}/m.db"
+    )
     assert done.returncode == 1, done.stderr
     assert SECRET not in done.stdout + done.stderr
     assert "***" in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
@@ -43,7 +45,12 @@ def test_evaluate_and_predict_show_no_secret(tmp_path):
     done = trainer("evaluate", "--data", url, "--class", "c", "--algo", "nb")
     assert done.returncode == 1 and SECRET not in done.stdout + done.stderr, done.stderr
     store = f"sqlite:///{tmp_path}/m.db"
-    assert trainer("fit", "--algo", "nb", "--data", "builtin:chess", "--class", "class", "--name", "m", "--store", store).returncode == 0
+    assert (
+        trainer(
+            "fit", "--algo", "nb", "--data", "builtin:chess", "--class", "class", "--name", "m", "--store", store
+        ).returncode
+        == 0
+    )
     done = trainer("predict", "m", "--data", url, "--store", store)
     assert done.returncode == 1 and SECRET not in done.stdout + done.stderr, done.stderr
     assert "ftp://reader:***@127.0.0.1:1/data/train.csv" in done.stderr
@@ -52,6 +59,9 @@ def test_evaluate_and_predict_show_no_secret(tmp_path):
 def test_the_rule_keeps_host_path_and_plain_parameters():
     assert redacted_url("s3://bucket/key.csv") == "s3://bucket/key.csv"
     assert redacted_url("data/train.csv") == "data/train.csv"
-    assert redacted_url("https://u:p@ss@h:8443/a.csv?v=1&sig=x&Key=y#f") == "https://u:***@h:8443/a.csv?v=1&sig=***&Key=***#f"
+    assert (
+        redacted_url("https://u:p@ss@h:8443/a.csv?v=1&sig=x&Key=y#f")
+        == "https://u:***@h:8443/a.csv?v=1&sig=***&Key=***#f"
+    )
     assert redacted_url("ftp://u:pa/ss@h/x.csv") == "ftp://u:***@h/x.csv"  # an unencoded '/' hides no tail
     assert redacted_urls("cannot open 'ftp://u:pw@h/x': refused.") == "cannot open 'ftp://u:***@h/x': refused."

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Sequence
 
 from bnserve.store.errors import BnServeError
+from bnserve.store.model.names import shown
 from bnserve.store.version import VersionAction
 from bnserve.trainer.cli import aliases, catalog, db, evaluate, fit, predict, transfer
 from bnserve.trainer.cli.flags import (
@@ -39,9 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _safe(text: str) -> str:
+    """A message as the terminal may show it: data URLs without their secrets, control and
+    bidirectional characters escaped (a value a message quotes comes from a file or the store)."""
+    return shown(redacted_urls(text))
+
+
 def _on_stderr(text: str) -> None:
     """A note (``progress.note``: auto skipping a candidate, a file read whole) on stderr."""
-    print(f"{PROG}: note: {redacted_urls(text)}", file=sys.stderr)
+    print(f"{PROG}: note: {_safe(text)}", file=sys.stderr)
 
 
 def _silent(text: str) -> None:
@@ -72,10 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     except UsageError as exc:
-        print(f"{PROG}: usage error: {redacted_urls(str(exc))}", file=sys.stderr)
+        print(f"{PROG}: usage error: {_safe(str(exc))}", file=sys.stderr)
         return 2
     except BnServeError as exc:
-        print(f"{PROG}: error: {redacted_urls(exc.message)}", file=sys.stderr)
+        print(f"{PROG}: error: {_safe(exc.message)}", file=sys.stderr)
         return 1
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
