@@ -94,3 +94,18 @@ def test_a_description_keeps_its_newlines_and_tabs(crafted):
                    "--description", "first\n\tsecond", "--store", store)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "description: first\n  \tsecond\n" in trainer("show", "d", "--store", store).stdout
+
+
+def test_an_imported_bif_file_is_shown_escaped(crafted, tmp_path):
+    store, _ = crafted
+    bif = tmp_path / "crafted.bif"
+    bif.write_text(
+        'network n {}\nvariable "\x1b]0;t\x07" { type discrete [ 2 ] { "a\x9b", "b\u202e" }; }\n'
+        "variable cls { type discrete [ 2 ] { yes, no }; }\nprobability ( cls ) { table 0.5, 0.5; }\n"
+        'probability ( "\x1b]0;t\x07" | cls ) { (yes) 0.5, 0.5; (no) 0.5, 0.5; }\n'
+    )
+    done = trainer("import", str(bif), "--class", "cls", "--name", "b", "--store", store)
+    assert done.returncode == 0, done.stderr
+    done = trainer("show", "b", "--store", store)
+    assert done.returncode == 0 and "\\x1b]0;t\\x07  feature  a\\x9b, b\\u202e" in done.stdout, done.stdout
+    assert not RAW.search(done.stdout + done.stderr)
