@@ -14,6 +14,7 @@ from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
 from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
+from bnserve.store.model.names import shown
 from bnserve.store.timeouts import add_timeout_flags
 from bnserve.store.version import VersionAction
 
@@ -344,9 +345,9 @@ def _predict(args: argparse.Namespace) -> int:
         try:
             reply = predictor_pb2_grpc.PredictorStub(channel).Predict(request, timeout=10.0, metadata=metadata)
         except grpc.RpcError as exc:
-            print(f"{PROG}: error: {exc.code().name}: {exc.details()}", file=sys.stderr)
+            print(f"{PROG}: error: {exc.code().name}: {shown(exc.details() or '')}", file=sys.stderr)
             return 1
-    print(json_format.MessageToJson(reply, indent=2))
+    print(json_format.MessageToJson(reply, indent=2, ensure_ascii=True))  # labels escaped: no raw control
     return 0
 
 

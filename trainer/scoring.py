@@ -7,15 +7,18 @@ A value unseen in training is read as missing and counted, or refused with ``unk
 "error" (``bnserve.store.model.unseen``, the server's and the estimator's rule too).
 
 What is held is one chunk, whatever the file's size (ARFF, which is not read in chunks,
-is read whole). An output file is written beside its final name and renamed into place at
-the end: on an error there is nothing half-written under that name.
+is read whole). An output file is checked before anything is read (``Output.of``: not the
+input, not a special file, not a file one may not write; a symbolic link is written
+through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
+end, with the mode of the file it replaces: on an error, Ctrl-C or SIGTERM the partial file
+is removed and nothing half-written is under that name.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -40,7 +43,9 @@ from bnserve.trainer.io import (
     ReadLimits,
     TextColumn,
     delimiter_of,
+    expand,
     format_of,
+    is_url,
     iter_tables,
     read_table,
 )
@@ -119,6 +124,7 @@ def score_file(
     out_fmt = output_format(out)
     if out_fmt is None:
         raise InvalidInput(f"{out}: cannot tell the output format; name a .csv or .parquet file")
+    target = None if out is None else Output.of(out, source)
     compiled = compile_model(model)
     names = [*keep, PREDICTED, *map(probability_column, compiled.classes)]
     clash = sorted({n for n in names if names.count(n) > 1})
@@ -142,11 +148,11 @@ def score_file(
             kept = [_strings(table.columns[table.header.index(name)]) for name in keep]
             predicted = _strings(TextColumn(np.array(compiled.classes, dtype=object), winners))
             if write is None:
-                write = output.enter_context(_writer(out, out_fmt, schema))
+                write = output.enter_context(_writer(target, out_fmt, schema))
             write(pa.record_batch([*kept, predicted, *np.ascontiguousarray(proba.T)], schema=schema))
             bar.update(table.n_rows)
         if write is None:  # no rows: the header alone
-            output.enter_context(_writer(out, out_fmt, schema))
+            output.enter_context(_writer(target, out_fmt, schema))
     return scored
 
 
@@ -180,30 +186,79 @@ def _tables(source: str, fmt: str | None, preprocessing: Preprocessing, chunk_ro
         yield preprocessing.cleaned(table)
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where ``--out`` writes: ``path`` (a symbolic link's target: the link stays a link to
+    the new file) and the mode to give it (an existing file's; else what a new file gets)."""
+
+    path: str
+    mode: int
+
+    @classmethod
+    def of(cls, out: str, source: str) -> Output:
+        """The checked output of ``out``, before anything is read; InvalidInput for the input
+        itself (also through a link), a dangling link, a special file (FIFO, device,
+        directory, socket) or a file one may not write (a 0444 file: refused, as ``cp``
+        without ``-f`` would; remove it or ``chmod u+w`` it first)."""
+        path = os.path.realpath(out)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            if os.path.islink(out):
+                raise InvalidInput(f"--out {out}: a symbolic link to {path}, which does not exist") from None
+            umask = os.umask(0)
+            os.umask(umask)
+            return cls(path, 0o666 & ~umask)  # as a file opened for writing would be
+        except OSError as exc:
+            raise InvalidInput(f"--out {out}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidInput(f"--out {out}: not a regular file ({_kind(st.st_mode)}); name a file")
+        if not st.st_mode & stat.S_IWUSR or not os.access(path, os.W_OK):  # the mode bit: root too
+            raise InvalidInput(f"--out {out}: the file is read-only; remove it or make it writable first")
+        inputs = [] if is_url(source) else [p for p in expand(source) if os.path.exists(p)]
+        if any(os.path.samefile(p, path) for p in inputs):
+            raise InvalidInput(f"--out {out}: it is the input file {source}; write elsewhere")
+        return cls(path, stat.S_IMODE(st.st_mode))
+
+    @property
+    def part(self) -> str:
+        """The partial file, beside the output: hidden, named by the output and the writing
+        process, so a leftover of a killed run is recognisable and the next run by that
+        process id overwrites it."""
+        directory, name = os.path.split(self.path)
+        return os.path.join(directory, f".{name}.part-{os.getpid()}")
+
+
+def _kind(mode: int) -> str:
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+    return next((kind for test, kind in kinds.items() if test(mode)), "a device")
+
+
 @contextmanager
-def _writer(out: str | None, fmt: str, schema: pa.Schema) -> Iterator[Any]:
-    """A function that writes one record batch to ``out`` (stdout when None), into a
-    temporary file beside ``out`` that replaces it only when everything is written."""
+def _writer(out: Output | None, fmt: str, schema: pa.Schema) -> Iterator[Any]:
+    """A function that writes one record batch to ``out`` (stdout when None), into its
+    partial file, which replaces it only when everything is written and is removed on any
+    error or interruption (SIGTERM included: the CLI turns it into an exception)."""
     if out is None:
         sys.stdout.flush()
         with _sink(pa.PythonFile(sys.stdout.buffer, mode="w"), fmt, schema) as write:
             yield write
         return
-    directory = os.path.dirname(os.path.abspath(out))
+    part = out.part
     try:
-        fd, part = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(out)}.", suffix=".part")
+        if os.path.lexists(part):  # a leftover of a killed run that had this process id
+            os.unlink(part)
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
-        raise InvalidInput(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise InvalidInput(f"cannot write {out.path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as file, _sink(file, fmt, schema) as write:
             yield write
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(part, 0o666 & ~umask)  # as a file opened for writing would be, not mkstemp's 0600
+        os.chmod(part, out.mode)
         try:
-            os.replace(part, out)
+            os.replace(part, out.path)
         except OSError as exc:
-            raise InvalidInput(f"cannot write {out}: {exc.strerror or exc}") from None
+            raise InvalidInput(f"cannot write {out.path}: {exc.strerror or exc}") from None
     except BaseException:
         os.unlink(part)
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numbers
 import re
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 
 from bnserve.store.errors import InvalidInput, NotFound
@@ -15,7 +16,33 @@ DEFAULT_ALIAS = "production"  # what a request naming neither a version nor an a
 DESCRIPTION_LENGTH = 1000  # characters
 TAG_VALUE_LENGTH = 256  # characters; a tag's key follows NAME_RULE
 MAX_TAGS = 32  # per version
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# What a terminal acts on instead of showing: C0 controls, DEL, C1 controls (U+009B is a
+# CSI: ESC [), and the bidirectional controls that reorder what follows them (marks,
+# embeddings, overrides, isolates).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(text: str, keep: str = "") -> str:
+    """``text`` safe to print on a terminal: each ``_CONTROL`` character but those in ``keep``
+    written as a visible escape (``\\x1b``, ``\\u202e``). The one rule for every name, label,
+    description and tag the command lines print."""
+    return _CONTROL.sub(lambda m: m[0] if m[0] in keep else _escape(m[0]), text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _check_printable(what: str, text: str, keep: str = "") -> None:
+    """InvalidInput naming the first ``_CONTROL`` character of ``text`` not in ``keep`` by its
+    code point (and name, when it has one)."""
+    for match in _CONTROL.finditer(text):
+        if match[0] not in keep:
+            name = unicodedata.name(match[0], "")
+            raise InvalidInput(
+                f"{what} is invalid: it holds the control character U+{ord(match[0]):04X}{f' {name}' if name else ''}"
+            )
 
 
 def check_model_name(name: object) -> str:
@@ -36,7 +63,7 @@ def check_alias(alias: object) -> str:
 
 def check_description(description: object) -> str | None:
     """A version's free text: at most ``DESCRIPTION_LENGTH`` characters, no control character
-    but newline and tab; "" or None for none."""
+    (C0, DEL, C1, bidirectional: ``_CONTROL``) but newline and tab; "" or None for none."""
     if description is None or description == "":
         return None
     if not isinstance(description, str):
@@ -45,8 +72,7 @@ def check_description(description: object) -> str | None:
         raise InvalidInput(
             f"description is invalid: {len(description)} characters, at most {DESCRIPTION_LENGTH} are kept"
         )
-    if _CONTROL.search(description.replace("\n", "").replace("\t", "")):
-        raise InvalidInput(f"description {description!r} is invalid: it holds a control character")
+    _check_printable("description", description, keep="\n\t")
     return description
 
 
@@ -66,8 +92,7 @@ def check_tags(tags: object) -> dict[str, str]:
             raise InvalidInput(
                 f"tag {key!r} is invalid: its value has {len(value)} characters, at most {TAG_VALUE_LENGTH}"
             )
-        if _CONTROL.search(value):
-            raise InvalidInput(f"tag {key!r} has the value {value!r}: it holds a control character")
+        _check_printable(f"tag {key!r}", value)
     return dict(sorted(tags.items()))
 
 

@@ -233,7 +233,7 @@ def test_refusals(capsys, trained, store, tmp_path):
     (tmp_path / "a_folder.csv").mkdir()
     code, _, err = run(capsys, "predict", "m", "--data", scored, "--out", str(tmp_path / "a_folder.csv"),
                        "--store", store)
-    assert code == 1 and f"cannot write {tmp_path / 'a_folder.csv'}: Is a directory" in err
+    assert code == 1 and f"--out {tmp_path / 'a_folder.csv'}: not a regular file (a directory)" in err
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
 
 

@@ -8,7 +8,7 @@ import shutil
 from datetime import UTC, datetime
 
 from bnserve.store.model import Model
-from bnserve.store.model.names import check_model_name
+from bnserve.store.model.names import check_model_name, shown
 from bnserve.store.model.serialization import structure_dict
 from bnserve.trainer.cli.flags import (
     _check_flag,
@@ -67,10 +67,16 @@ def _list(args: argparse.Namespace) -> int:
         print("no models")
         return 0
     rows = [("NAME", "VERSION", "CREATED", "ALGORITHM", "ALIASES")]
-    rows += [(v.name, str(v.version), _utc(v.created_at_ms), v.algorithm, ",".join(v.aliases) or "-") for v in versions]
+    rows += [
+        (shown(v.name), str(v.version), _utc(v.created_at_ms), shown(v.algorithm), shown(",".join(v.aliases)) or "-")
+        for v in versions
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     room = max(shutil.get_terminal_size((100, 24)).columns - sum(widths) - 2 * len(widths), 20)
-    descriptions = ["DESCRIPTION", *(_one_line(v.description, room) for v in versions)]
+    descriptions = [
+        "DESCRIPTION",
+        *(_one_line(v.description and shown(v.description, keep="\n\t"), room) for v in versions),
+    ]
     for row, description in zip(rows, descriptions):
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + description)
     return 0
@@ -92,7 +98,7 @@ def _show(args: argparse.Namespace) -> int:
         mv = store.load(name, version=version, alias=alias)
     model = mv.model
     if args.dot:
-        print(write_model(model, "dot", mv.name), end="")
+        print(shown(write_model(model, "dot", mv.name), keep="\n\t"), end="")
         return 0
     reproduce = _reproducing_command(model, mv.name)
     created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=UTC).isoformat(timespec="seconds")
@@ -112,30 +118,33 @@ def _show(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
-    print(f"{mv.name} version {mv.version}  created {created}  checksum {mv.checksum}")
-    print(f"aliases: {', '.join(aliases) if aliases else 'none'}")
+    lines = [
+        f"{mv.name} version {mv.version}  created {created}  checksum {mv.checksum}",
+        f"aliases: {', '.join(aliases) if aliases else 'none'}",
+    ]
     if mv.description is not None:
-        print("description: " + mv.description.replace("\n", "\n  "))
+        first, *more = mv.description.split("\n")
+        lines += ["description: " + first, *("  " + line for line in more)]
     if mv.tags:
-        print(f"tags: {', '.join(f'{k}={v}' for k, v in mv.tags.items())}")
-    print(f"algorithm: {model.algorithm}  combination: {model.combination}")
-    print(f"parameters: {json.dumps(dict(model.params), sort_keys=True)}")
+        lines.append(f"tags: {', '.join(f'{k}={v}' for k, v in mv.tags.items())}")
+    lines.append(f"algorithm: {model.algorithm}  combination: {model.combination}")
+    lines.append(f"parameters: {json.dumps(dict(model.params), sort_keys=True)}")
     if reproduce is not None:
-        print(f"reproduce: {reproduce}")
-    print("variables:")
-    width = max(len(v.name) for v in model.variables)
+        lines.append(f"reproduce: {reproduce}")
+    lines.append("variables:")
+    width = max(len(shown(v.name)) for v in model.variables)
     for v in model.variables:
         kind = ""
         if v.kind == "numeric":
             kind = f"numeric, cut at {', '.join(map(repr, v.cuts))}: " if v.cuts else "numeric, not cut: "
-        print(f"  {v.name.ljust(width)}  {v.role.ljust(7)}  {kind}{', '.join(v.states)}")
+        lines.append(f"  {shown(v.name).ljust(width)}  {v.role.ljust(7)}  {kind}{', '.join(v.states)}")
     for i, net in enumerate(model.networks):
-        print("arcs:" if len(model.networks) == 1 else f"arcs of network {i}:")
-        for parent, child in net.arcs:
-            print(f"  {parent} -> {child}")
-    print("metadata:")
-    for key, value in sorted(model.metadata.items()):
-        print(f"  {key}: {json.dumps(value, sort_keys=True)}")
+        lines.append("arcs:" if len(model.networks) == 1 else f"arcs of network {i}:")
+        lines += [f"  {parent} -> {child}" for parent, child in net.arcs]
+    lines.append("metadata:")
+    lines += [f"  {key}: {json.dumps(value, sort_keys=True)}" for key, value in sorted(model.metadata.items())]
+    for line in lines:  # names, labels, description and tags come from the store: shown, never raw
+        print(shown(line, keep="\t"))
     return 0
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from bnserve.argtypes import whole_number
 from bnserve.store.model import Model
+from bnserve.store.model.names import shown
 from bnserve.trainer import data as data_io
 from bnserve.trainer.auto import cross_validate_auto
 from bnserve.trainer.cli.flags import (
@@ -17,6 +18,7 @@ from bnserve.trainer.cli.flags import (
 from bnserve.trainer.cli.learning import _learner_params, learning_flags, training_spec
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
+from bnserve.trainer.io import redacted_url
 from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.plan import (
     AUTO,
@@ -91,6 +93,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     protocol: dict[str, Any] = {"seed": args.seed}
     for source in args.data:
         train = read(reading, source, IN_MEMORY)
+        named = redacted_url(source)  # the name in the report and its JSON
         assert isinstance(train, data_io.EncodedData)
         if args.test:
             test = data_io.load_with(args.test, train.variables, args.fmt, preprocessing)
@@ -105,18 +108,18 @@ def _evaluate(args: argparse.Namespace) -> int:
                 holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
             )
             headings[results[0].dataset] = (
-                f"trained on {source} ({train.n_rows} rows), tested on {args.test} ({test.n_rows} rows)"
+                f"trained on {named} ({train.n_rows} rows), tested on {redacted_url(args.test)} ({test.n_rows} rows)"
             )
-            protocol.update(kind="holdout", test=args.test)
+            protocol.update(kind="holdout", test=redacted_url(args.test))
         else:
-            cv = {"dataset": source, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
+            cv = {"dataset": named, "folds": args.folds, "repeats": args.repeats, "seed": args.seed}
             results = in_given_order(
                 cross_validate_many(candidates, train, limits=limits, **cv) if candidates else [],
                 _auto_cv(auto_spec, as_auto_reads(train), cv) if auto_spec else None,
             )
             repeats = f" × {args.repeats} repeats" if args.repeats > 1 else ""
-            headings[source] = (
-                f"{source} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
+            headings[named] = (
+                f"{named} ({train.n_rows} rows): {args.folds}-fold stratified CV{repeats}, seed {args.seed}"
             )
             protocol.update(kind="cross-validation", folds=args.folds, repeats=args.repeats)
         evaluations.extend(results)
@@ -124,7 +127,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from bnserve.trainer.evaluation.report import render
 
     result = compare(evaluations, protocol)
-    print(render(result, headings, spread=not args.test, per_class=args.per_class), end="")
+    print(shown(render(result, headings, spread=not args.test, per_class=args.per_class), keep="\n"), end="")
     if args.json_out:
         with open(args.json_out, "w") as out:
             json.dump(result.to_dict(), out, indent=2, allow_nan=True)

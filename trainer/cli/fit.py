@@ -7,6 +7,7 @@ import os
 import sys
 
 from bnserve.argtypes import converted, whole_number
+from bnserve.store.model.names import shown
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS
 from bnserve.trainer import data as data_io
 from bnserve.trainer.cli.flags import (
@@ -112,8 +113,8 @@ def _summarize(args: argparse.Namespace, data: data_io.TrainingView) -> None:
     """The typed columns on stderr (``summary``) when it is a terminal and not --quiet, as the
     progress bars; then the warnings, always: a scripted fit's log keeps them, and only them."""
     text, warnings = summary_text(data)
-    shown = sys.stderr.isatty() and not getattr(args, "quiet", False)
-    for line in text.splitlines() if shown else []:
-        print(f"trainer: {line}" if not line.startswith(" ") else line, file=sys.stderr)
+    on_terminal = sys.stderr.isatty() and not getattr(args, "quiet", False)
+    for line in text.splitlines() if on_terminal else []:  # column names and values from the file: shown
+        print(shown(f"trainer: {line}" if not line.startswith(" ") else line), file=sys.stderr)
     for warning in warnings:
-        print(f"trainer: warning: {warning}", file=sys.stderr)
+        print(f"trainer: warning: {shown(warning)}", file=sys.stderr)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from bnserve.store.errors import BnServeError
+from bnserve.store.model.names import shown
 from bnserve.store.version import VersionAction
 from bnserve.trainer.cli import aliases, catalog, db, evaluate, fit, predict, transfer
 from bnserve.trainer.cli.flags import (
@@ -15,6 +18,7 @@ from bnserve.trainer.cli.flags import (
     UsageError,
     _Parser,
 )
+from bnserve.trainer.io import redacted_urls
 from bnserve.trainer.progress import noting, reporting, terminal_bars
 
 
@@ -36,26 +40,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _safe(text: str) -> str:
+    """A message as the terminal may show it: data URLs without their secrets, control and
+    bidirectional characters escaped (a value a message quotes comes from a file or the store)."""
+    return shown(redacted_urls(text))
+
+
 def _on_stderr(text: str) -> None:
     """A note (``progress.note``: auto skipping a candidate, a file read whole) on stderr."""
-    print(f"{PROG}: note: {text}", file=sys.stderr)
+    print(f"{PROG}: note: {_safe(text)}", file=sys.stderr)
 
 
 def _silent(text: str) -> None:
     """--quiet: no notes."""
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, so that what it was writing is cleaned up as on
+    Ctrl-C (``trainer predict --out``'s partial file)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _on_sigterm) if on_main_thread else None
     try:
         args = build_parser().parse_args(argv)
         quiet = getattr(args, "quiet", False)
         with reporting(None if quiet else terminal_bars()), noting(_silent if quiet else _on_stderr):
             return args.run(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Terminated:
+        print(f"{PROG}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except UsageError as exc:
-        print(f"{PROG}: usage error: {exc}", file=sys.stderr)
+        print(f"{PROG}: usage error: {_safe(str(exc))}", file=sys.stderr)
         return 2
     except BnServeError as exc:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        print(f"{PROG}: error: {_safe(exc.message)}", file=sys.stderr)
         return 1
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
@@ -65,3 +92,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError:  # past a limit set to none, or a machine too small for the data
         print(f"{PROG}: error: out of memory; nothing was published", file=sys.stderr)
         return 1
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, before)

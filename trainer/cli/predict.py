@@ -7,6 +7,7 @@ import sys
 
 from bnserve.argtypes import whole_number
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
+from bnserve.store.model.names import shown
 from bnserve.trainer.cli.flags import (
     NO_LIMIT,
     PROG,
@@ -37,7 +38,8 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--out",
         metavar="FILE",
-        help="write here, as CSV (.csv) or Parquet (.parquet), instead of CSV on stdout",
+        help="write here, as CSV (.csv) or Parquet (.parquet), instead of CSV on stdout; refused when it is the "
+        "input, a special file or read-only; a link is written through; an existing file keeps its mode",
     )
     p.add_argument(
         "--keep",
@@ -96,7 +98,7 @@ def _predict(args: argparse.Namespace) -> int:
     where = f" into {args.out}" if args.out else ""
     print(
         f"{PROG}: scored {scored.rows:,} rows ({scored.with_missing:,} with missing values) "
-        f"with {mv.name} version {mv.version}{where}",
+        f"with {shown(mv.name)} version {mv.version}{shown(where)}",
         file=sys.stderr,
     )
     if scored.with_class is not None:
@@ -106,5 +108,5 @@ def _predict(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if scored.unseen.total:
-        print(f"{PROG}: {scored.unseen.summary()}", file=sys.stderr)
+        print(f"{PROG}: {shown(scored.unseen.summary())}", file=sys.stderr)
     return 0

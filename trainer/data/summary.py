@@ -21,6 +21,7 @@ from bnserve.store.model.variable import whole_number
 from bnserve.trainer.data.columns import is_numeric_column
 from bnserve.trainer.data.encoded import EncodedData, TrainingView
 from bnserve.trainer.data.preprocessing import Preprocessing
+from bnserve.trainer.io import redacted_url
 
 MAX_LINES = 30  # columns listed; the others are counted, but for those with a warning
 MAX_TOKENS = 3  # a numeric column "but for" at most this many distinct texts...
@@ -215,7 +216,9 @@ def summary_text(data: TrainingView) -> tuple[str, list[str]]:
     rows = data.n_rows
     dropped = f", {data.n_rows_dropped:,} without a class dropped" if data.n_rows_dropped else ""
     dropped += _weights(data)
-    lines = [f"{data.source}: {rows:,} rows{dropped}, {len(facts) - 1:,} features, class {data.class_variable.name!r}"]
+    lines = [
+        f"{redacted_url(data.source)}: {rows:,} rows{dropped}, {len(facts) - 1:,} features, class {data.class_variable.name!r}"
+    ]
     shown = [f for i, f in enumerate(facts) if i < MAX_LINES or f.variable.name in warnings or i == len(facts) - 1]
     table = [("column", "role", "kind", "states", "missing")]
     table += [_row(f, rows, f.variable.name in warnings) for f in shown]

@@ -22,6 +22,7 @@ from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.fit import fit
+from bnserve.trainer.io import redacted_url
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import stage
 
@@ -199,7 +200,7 @@ def _cross_validate(
     repeats: int,
     seed: int,
 ) -> list[Evaluation]:
-    with stage(f"cross-validating {dataset or data.source}", repeats * folds * len(runs), "fold") as bar:
+    with stage(f"cross-validating {dataset or redacted_url(data.source)}", repeats * folds * len(runs), "fold") as bar:
         for r in range(repeats):
             fold = stratified_folds(data.y, folds, seed + r)
             pooled = [np.empty((data.n_rows, data.n_classes)) for _ in runs]
@@ -276,9 +277,9 @@ def holdout(
     if test.variables != train.variables:
         raise InvalidInput("the test data must be coded against the training variables")
     if test.n_rows == 0:
-        raise InvalidInput(f"{test.source}: no rows to score")
+        raise InvalidInput(f"{redacted_url(test.source)}: no rows to score")
     run = _Run(algo, params, train, fitter, limits)
     proba = run.fold(train, test)
     run.aucs.append(metrics.auc(proba, test.y))
-    result = run.result(f"{train.source} -> {test.source}")
+    result = run.result(f"{redacted_url(train.source)} -> {redacted_url(test.source)}")
     return replace(result, n_rows=test.n_rows)

@@ -12,7 +12,16 @@ from bnserve.trainer.io.arff import read_arff
 from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.parquet import arrow_table, parquet_chunks, parquet_header, read_parquet
-from bnserve.trainer.io.sources import FORMATS, expand, format_of, is_pattern, is_url, source_name
+from bnserve.trainer.io.sources import (
+    FORMATS,
+    expand,
+    format_of,
+    is_pattern,
+    is_url,
+    redacted_url,
+    redacted_urls,
+    source_name,
+)
 from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 from bnserve.trainer.progress import stage
 
@@ -35,6 +44,8 @@ __all__ = [
     "is_url",
     "iter_tables",
     "read_table",
+    "redacted_url",
+    "redacted_urls",
     "source_name",
 ]
 
@@ -51,7 +62,7 @@ def read_table(
     fmt = _format(source, fmt)
     if delimiter and fmt not in DELIMITERS:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
-    with stage(f"reading {source}", sources.size_of(source), "B") as bar:
+    with stage(f"reading {sources.redacted_url(source)}", sources.size_of(source), "B") as bar:
         if fmt == "arff":
             return read_arff(source, bar.update, limits)
         if fmt == "parquet":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import PurePath
 from typing import IO, Any, cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
@@ -54,12 +54,14 @@ def _file_bytes(source: str) -> IO[bytes]:
     if source.startswith(BUILTIN_PREFIX):
         name = source[len(BUILTIN_PREFIX) :]
         if name not in BUILTIN_DATASETS:
-            raise InvalidInput(f"unknown built-in data set {source!r}; known: {', '.join(BUILTIN_DATASETS)}")
+            raise InvalidInput(
+                f"unknown built-in data set {redacted_url(source)!r}; known: {', '.join(BUILTIN_DATASETS)}"
+            )
         return resources.files("bnserve.trainer.io.datasets").joinpath(BUILTIN_DATASETS[name]).open("rb")
     try:
         return _fsspec_open(source) if is_url(source) else open(source, "rb")
     except OSError as exc:
-        raise InvalidInput(f"{source}: cannot open: {exc.strerror or exc}") from None
+        raise InvalidInput(f"{redacted_url(source)}: cannot open: {redacted_urls(str(exc.strerror or exc))}") from None
 
 
 def _gunzipped(source: str, raw: IO[bytes], limits: ReadLimits) -> IO[bytes]:
@@ -148,6 +150,46 @@ def is_url(source: str) -> bool:
     return _URL.match(source) is not None
 
 
+# A query parameter that carries a credential: a signature, token, key or password (the
+# X-Amz-* of an S3 presigned URL, Azure's sig, access_token, api_key…).
+_SECRET_QUERY = re.compile(
+    r"(?i)^(x-amz-.*|x-goog-.*|.*(sig|signature|token|key|pass(word|wd)?|pwd|secret|credential).*)$"
+)
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>:,.;)]")
+HIDDEN = "***"
+
+
+def redacted_url(source: str) -> str:
+    """``source`` as it may be shown: for a URL, the password of its ``user:password@`` and
+    the value of every credential-like query parameter (``_SECRET_QUERY``) as ***, the
+    scheme, user, host and path kept; anything else as is. The one rule for data URLs: every
+    message, note or line of output that names a data source goes through it (or through
+    ``redacted_urls``)."""
+    if not is_url(source):
+        return source
+    scheme, rest = source.split("://", 1)
+    path, hook, query = rest.partition("?")
+    # The password runs from the first ':' (before any '/') to the last '@' before the query,
+    # as in the store's URLs: a '/' or '@' written unencoded in it hides no tail of it.
+    colon, at = path.find(":"), path.rfind("@")
+    if 0 <= colon < at and "/" not in path[:colon]:
+        path = path[: colon + 1] + HIDDEN + path[at:]
+    if hook:
+        query, hash_, fragment = query.partition("#")
+        parts = []
+        for part in query.split("&"):
+            key = parse_qsl(part, keep_blank_values=True)[0][0] if "=" in part else part
+            parts.append(part.split("=", 1)[0] + "=" + HIDDEN if "=" in part and _SECRET_QUERY.match(key) else part)
+        query = "&".join(parts) + hash_ + fragment
+    return f"{scheme}://{path}{hook}{query}"
+
+
+def redacted_urls(text: str) -> str:
+    """``text`` (an error, a note) with each URL in it shown by ``redacted_url``: the last
+    guard, for a URL a library wrote into its own message."""
+    return _URL_IN_TEXT.sub(lambda m: redacted_url(m[0]), text)
+
+
 def source_name(source: str) -> str:
     """What a model's metadata says its data came from: the file name alone (for a URL, the
     last segment of its path; ``builtin:NAME`` as is). Never the directory, host,
@@ -171,7 +213,7 @@ def expand(source: str) -> list[str]:
     else:
         matches = sorted(p for p in glob.glob(source) if os.path.isfile(p))
     if not matches:
-        raise InvalidInput(f"{source}: no file matches the pattern")
+        raise InvalidInput(f"{redacted_url(source)}: no file matches the pattern")
     return matches
 
 
@@ -179,11 +221,11 @@ def _filesystem(source: str) -> tuple[Any, str]:
     try:
         import fsspec
     except ImportError:
-        raise InvalidInput(f"{source}: reading a URL needs fsspec: pip install 'bnserve[dask]'") from None
+        raise InvalidInput(f"{redacted_url(source)}: reading a URL needs fsspec: pip install 'bnserve[dask]'") from None
     try:
         return cast(tuple[Any, str], fsspec.core.url_to_fs(source))
     except (ImportError, ValueError) as exc:  # no package for the protocol, or an unknown one
-        raise InvalidInput(f"{source}: {exc}") from None
+        raise InvalidInput(f"{redacted_url(source)}: {redacted_urls(str(exc))}") from None
 
 
 def _fsspec_open(source: str) -> IO[bytes]:
@@ -191,7 +233,7 @@ def _fsspec_open(source: str) -> IO[bytes]:
     try:
         return cast(IO[bytes], fs.open(path, "rb"))
     except FileNotFoundError:
-        raise InvalidInput(f"{source}: cannot open: no such file") from None
+        raise InvalidInput(f"{redacted_url(source)}: cannot open: no such file") from None
 
 
 def open_text(
