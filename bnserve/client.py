@@ -25,7 +25,7 @@ import random
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 import numpy as np
@@ -148,7 +148,7 @@ class Client:
             self._channel = grpc.insecure_channel(target, options=channel_options)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         # each method's replies come as bytes, parsed by _call once their size is checked
-        self._methods = {
+        self._methods: dict[str, grpc.UnaryUnaryMultiCallable] = {
             m.name: self._channel.unary_unary(f"/{SERVICE.full_name}/{m.name}", request_serializer=_serialize)
             for m in SERVICE.methods
         }
@@ -474,7 +474,7 @@ _PACKED_COST = {
 def _parse(reply_type: type[T], data: bytes, budget: int) -> T:
     """``data`` parsed as ``reply_type``, if parsing would allocate at most ``budget`` bytes:
     a few KB of wire can hold millions of empty messages, each a parsed object."""
-    _parse_cost(reply_type.DESCRIPTOR, data, budget)
+    _parse_cost(cast(Descriptor, reply_type.DESCRIPTOR), data, budget)
     try:
         return reply_type.FromString(data)
     except (DecodeError, RecursionError) as exc:
@@ -502,7 +502,7 @@ def _parse_cost(descriptor: Descriptor, data: bytes, budget: int) -> int:
                 length, pos = _varint(data, pos, end, name)
                 if pos + length > end:
                     raise InvalidReply(f"invalid {name} reply: a field runs past the end of its message")
-                if field is not None and field.type == FieldDescriptor.TYPE_MESSAGE:
+                if field is not None and field.message_type is not None:
                     stack.append((field.message_type, pos, pos + length))
                     cost += _MESSAGE_COST
                 elif field is not None and field.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
