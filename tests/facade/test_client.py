@@ -84,7 +84,7 @@ def _recording_predicts(client: Client, after_first=lambda: None) -> list[int]:
     """The rows of each Predict the client sends (to the real server); ``after_first`` runs
     once the first has been answered."""
     sizes: list[int] = []
-    real = client._stub.Predict
+    real = client._methods["Predict"]
 
     def predict(request, **kwargs):
         reply = real(request, **kwargs)
@@ -93,7 +93,7 @@ def _recording_predicts(client: Client, after_first=lambda: None) -> list[int]:
             after_first()
         return reply
 
-    client._stub.Predict = predict
+    client._methods["Predict"] = predict
     return sizes
 
 
