@@ -147,6 +147,13 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)",
     )
     serve.add_argument(
+        "--max-metadata-bytes",
+        type=_whole,
+        default=DEFAULTS["max_metadata_bytes"],
+        help=f"largest metadata (headers) of a call; a call with more is refused on its headers "
+        f"with RESOURCE_EXHAUSTED (default {DEFAULTS['max_metadata_bytes']:,}, 16 KiB)",
+    )
+    serve.add_argument(
         "--max-streams-per-connection",
         type=_whole,
         default=DEFAULTS["max_streams_per_connection"],

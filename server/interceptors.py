@@ -104,12 +104,21 @@ def _denying(handler: Any) -> Any:
 
 
 _MALFORMED = object()  # what a request that is not a valid message is parsed to
+_OUT_OF_MEMORY = object()  # what a request the server had no memory to parse is parsed to
+OUT_OF_MEMORY_MESSAGE = "the server is out of memory for this request now; retry later or send less"
+
+
+class OutOfMemory(BnServeError):
+    """The server's state, not the client's request: a MemoryError while parsing it."""
+
+    code = "RESOURCE_EXHAUSTED"
 
 
 def _parsing(deserialize: Callable | None, behavior: Callable) -> tuple[Callable | None, Callable]:
     """(deserializer, behavior) such that bytes that are not a valid message reach
     ``behavior``'s wrapper as INVALID_ARGUMENT, where grpc's own parsing would answer
-    INTERNAL. grpc still parses (a deserializer returning None means a failure to grpc, so a
+    INTERNAL; a MemoryError while parsing is the server's state, not the client's fault:
+    RESOURCE_EXHAUSTED, logged. grpc still parses (a deserializer returning None means a failure to grpc, so a
     marker object stands for one); parsing the bytes in the handler instead costs a 1,000-row
     Predict about a third of its throughput."""
     if deserialize is None:
@@ -120,12 +129,17 @@ def _parsing(deserialize: Callable | None, behavior: Callable) -> tuple[Callable
     def tolerant(raw: bytes) -> Any:
         try:
             return deserialize(raw)
+        except MemoryError:
+            log.error("out of memory parsing a %d-byte request to %s", len(raw), what)
+            return _OUT_OF_MEMORY
         except Exception:
             return _MALFORMED
 
     def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request is _MALFORMED:
             raise InvalidInput(f"the request is not {what}")
+        if request is _OUT_OF_MEMORY:
+            raise OutOfMemory(OUT_OF_MEMORY_MESSAGE)
         return behavior(request, context)
 
     return tolerant, checked
