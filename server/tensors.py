@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bnserve.server.limits import INLINE_ELEMENTS, Work
+from bnserve.server.limits import INLINE_BYTES, INLINE_ELEMENTS, Work
 from bnserve.server.requests import codes_from_columns, codes_from_dense, feature_column
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES, unknown_policy
@@ -74,10 +74,8 @@ def check_inputs(request: Any, compiled: CompiledModel, class_name: str) -> Work
     count the work decoding it implies; O(inputs), whatever its tensors hold.
 
     In order: the number of inputs (at most one per feature, or one ``codes``); every
-    input's name (a feature, or ``codes``), datatype and shape; then every input's data
-    against its declared shape, by length alone: ``contents`` must hold exactly as many
-    elements, a raw entry exactly as many bytes, or for BYTES at least a 4-byte length
-    prefix per element (``split_bytes`` then reads no more elements than the shape says).
+    input's name (a feature, or ``codes``), datatype and shape. ``read_inputs`` then
+    compares each input's data with its shape before decoding any.
 
     Rows, the most any input holds, count from its whole shape: a 2-D tensor of numbers
     (``codes``, one row of state codes per line) holds ``shape[0]``; any other tensor one
@@ -105,27 +103,36 @@ def check_inputs(request: Any, compiled: CompiledModel, class_name: str) -> Work
             feature_column(compiled, tensor.name, class_name)
     rows = elements = size = 0
     for i, tensor in enumerate(inputs):
-        name, datatype, shape = tensor.name, tensor.datatype, tuple(tensor.shape)
+        shape = tuple(tensor.shape)
         count = math.prod(shape)
-        rows = max(rows, shape[0] if len(shape) == 2 and datatype != BYTES else count)
+        rows = max(rows, shape[0] if len(shape) == 2 and tensor.datatype != BYTES else count)
         elements += count
         if raw:
-            if tensor.contents.ListFields():
-                raise InvalidInput(
-                    f"input {name!r} has contents, but the request sends raw_input_contents; "
-                    "send every input's data one way"
-                )
-            size += _check_raw(name, datatype, len(raw[i]), count)
-        else:
-            _check_contents(name, datatype, tensor.contents, count)
-            if datatype == BYTES and elements <= INLINE_ELEMENTS:  # else the pool decodes it anyway
-                size += sum(map(len, tensor.contents.bytes_contents))
+            size += len(raw[i])
+        elif tensor.datatype == BYTES:  # text as long as a few elements: counted when they are few
+            texts = tensor.contents.bytes_contents
+            size += sum(map(len, texts)) if len(texts) <= INLINE_ELEMENTS else INLINE_BYTES + 1
     return Work(rows, elements, size)
 
 
 def read_inputs(request: Any) -> list[Tensor]:
-    """Every input tensor of a ModelInferRequest, its data decoded; after ``check_inputs``."""
+    """Every input tensor of a ModelInferRequest, its data decoded; after ``check_inputs``.
+
+    Every input's data is first compared with its declared shape by length alone (O(inputs)):
+    ``contents`` must hold exactly as many elements, a raw entry exactly as many bytes, or
+    for BYTES at least a 4-byte length prefix per element (``split_bytes`` then reads no
+    more elements than the shape says); only then is any decoded."""
     raw = request.raw_input_contents
+    for i, tensor in enumerate(request.inputs):
+        name, datatype, count = tensor.name, tensor.datatype, math.prod(tensor.shape)
+        if not raw:
+            _check_contents(name, datatype, tensor.contents, count)
+        elif tensor.contents.ListFields():
+            raise InvalidInput(
+                f"input {name!r} has contents, but the request sends raw_input_contents; send every input's data one way"
+            )
+        else:
+            _check_raw(name, datatype, len(raw[i]), count)
     tensors: list[Tensor] = []
     for i, tensor in enumerate(request.inputs):
         name, datatype, shape = tensor.name, tensor.datatype, tuple(tensor.shape)
@@ -172,23 +179,22 @@ def _check_contents(name: str, datatype: str, contents: Any, count: int) -> None
         raise InvalidInput(f"input {name!r} has {given} elements in contents; its shape needs {count}")
 
 
-def _check_raw(name: str, datatype: str, size: int, count: int) -> int:
-    """``size``, the bytes of an input's raw entry, if they can hold its shape's ``count``
-    elements: exactly, for numbers; a 4-byte length prefix each at least, for BYTES."""
+def _check_raw(name: str, datatype: str, size: int, count: int) -> None:
+    """Refuse a raw entry of ``size`` bytes that cannot hold its shape's ``count`` elements:
+    exactly, for numbers; a 4-byte length prefix each at least, for BYTES."""
     if datatype == BYTES:
         if size < count * LENGTH.size:
             raise InvalidInput(
                 f"input {name!r} has {size} raw bytes; its shape needs {count} BYTES elements, "
                 f"a {LENGTH.size}-byte length prefix each at least"
             )
-        return size
+        return
     itemsize = np.dtype(NUMBER_TYPES[datatype]).itemsize
     if size != count * itemsize:
         raise InvalidInput(
             f"input {name!r} has {size} raw bytes; its shape needs {count} {datatype} elements, "
             f"{count * itemsize} bytes"
         )
-    return size
 
 
 def split_bytes(name: str, raw: bytes, count: int) -> list[bytes]:

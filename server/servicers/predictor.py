@@ -72,9 +72,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
             classes = served.compiled.classes  # one Prediction per row, or two flat arrays; no message per row
             return predict_response(served.name, served.version, classes, proba, winners, request.dense_response)
 
-        return await self._dataplane.predict(
-            request.model, measure, decode, encode, context, **_selector(request)
-        )
+        return await self._dataplane.predict(request.model, measure, decode, encode, context, **_selector(request))
 
     async def GetModelMetadata(
         self, request: pb.GetModelMetadataRequest, context: grpc.aio.ServicerContext
