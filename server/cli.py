@@ -120,7 +120,8 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         "--threads",
         type=_whole,
         default=DEFAULTS["threads"],
-        help="work-pool threads, for requests over 32 rows and store reads (default %(default)s; per worker process)",
+        help="work-pool threads, for requests too large for the event loop (over 32 rows, 4,096 values "
+        "or 64 KiB) and store reads (default %(default)s; per worker process)",
     )
     serve.add_argument(
         "--workers",
