@@ -43,6 +43,7 @@ FAULT_TESTS = (
     "tests/e2e/test_missing_patterns_memory.py",
     "tests/server/test_infer_shapes.py",
     "tests/e2e/test_isolated_refusals.py",
+    "tests/e2e/test_loop_never_stops.py",
 )
 HOSTILE = "hostile: "  # the prefix of the hostile section's records
 WHAT = {  # what each test injects and proves, by the name it records under
@@ -87,9 +88,23 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "1,000 single-row Predicts, each with its own random 30 % of features missing, then one 1,000-row request of "
     "such rows: each OK or RESOURCE_EXHAUSTED naming a row, never INTERNAL; RSS growth under the budget + 100 MiB "
     "(before: 150 such rows took the server from 114 MB to 1.35 GB, the 1,000-row request failed INTERNAL)",
-    "hostile: ModelInfer BYTES tensor of shape [1, 300,000] against --max-rows 1000": "rows counted from the "
+    "hostile: ModelInfer BYTES tensor of shape [300,000] against --max-rows 1000": "rows counted from the "
     "whole shape: RESOURCE_EXHAUSTED before any element is decoded, peak traced memory under 4x the message "
-    "(before: counted from shape[0] = 1, every element decoded, then INVALID_ARGUMENT)",
+    "(issue 17: shape [1, 300,000] was counted from shape[0] = 1, every element decoded, then INVALID_ARGUMENT; "
+    "that shape is now refused as one no model takes)",
+    "hostile: ModelInfer BYTES input of shape [1] with 4,000,000 empty raw elements": "a 16 MB raw entry for one "
+    "element, sent while another connection polls Health.Check with a 250 ms deadline: INVALID_ARGUMENT after "
+    "reading one element, health checks in time, at most one late on a loaded machine (before: every element split on the event loop, 16M of them "
+    "5.5 s, health waiting as long)",
+    "hostile: ModelInfer with 300,000 one-element inputs": "INVALID_ARGUMENT naming the cap (one input per "
+    "feature, plus one) before any input is read, 250 ms health checks in time, at most one late (before: each input decoded "
+    "on the loop, 2.7 s)",
+    "hostile: dense Predict with 2,000,000 feature names": "a dense batch naming the model's 3 features over and "
+    "over: INVALID_ARGUMENT before any name is looked up, 250 ms health checks in time, at most one late (before: every name "
+    "looked up on the loop; 7M took 3 s). Parsing the message is still on the loop: about 80 ms per million names",
+    "hostile: calls with 6 KiB and 1 MiB of metadata against --max-metadata-bytes 4096": "RESOURCE_EXHAUSTED on "
+    "the headers, every time; 1 KiB answered (before: no limit of bnserve's own; grpc's default 8 KiB soft limit "
+    "refuses only some calls up to its 16 KiB hard limit)",
 }
 
 

@@ -129,6 +129,10 @@ class App:
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),
+                # A call's headers beyond this are refused (RESOURCE_EXHAUSTED) as they
+                # arrive: grpc's soft limit refuses some calls above it, its hard limit all.
+                ("grpc.max_metadata_size", config.max_metadata_bytes),
+                ("grpc.absolute_max_metadata_size", config.max_metadata_bytes),
                 # grpc sets SO_REUSEPORT by default on Linux: a lone server turns it off so
                 # that a port another process holds is an error, not a silent share.
                 ("grpc.so_reuseport", 1 if config.worker else 0),

@@ -121,7 +121,8 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         "--threads",
         type=_whole,
         default=DEFAULTS["threads"],
-        help="work-pool threads, for requests over 32 rows and store reads (default %(default)s; per worker process)",
+        help="work-pool threads, for requests too large for the event loop (over 32 rows, 4,096 values "
+        "or 64 KiB) and store reads (default %(default)s; per worker process)",
     )
     serve.add_argument(
         "--workers",
@@ -146,6 +147,13 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         default=DEFAULTS["max_message_bytes"],
         help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
         f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)",
+    )
+    serve.add_argument(
+        "--max-metadata-bytes",
+        type=_whole,
+        default=DEFAULTS["max_metadata_bytes"],
+        help=f"largest metadata (headers) of a call; a call with more is refused on its headers "
+        f"with RESOURCE_EXHAUSTED (default {DEFAULTS['max_metadata_bytes']:,}, 16 KiB)",
     )
     serve.add_argument(
         "--max-streams-per-connection",

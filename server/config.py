@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from bnserve.argtypes import Bound, one_of, seconds, text, whole
-from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_ROWS
+from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_METADATA_BYTES, DEFAULT_MAX_ROWS
 from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
 from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
@@ -17,6 +17,7 @@ COMPILE_MODES = ("eager", "lazy")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 MAX_PORT = 65535
 MAX_GRPC_BYTES = 2**31 - 1  # gRPC's message limits are C ints
+MIN_METADATA_BYTES = 1024  # below it, a call's own headers (:path, :authority, te, a token) would not fit
 
 
 class ConfigError(InvalidInput):
@@ -35,6 +36,7 @@ class ServeConfig:
     grace_seconds: float = 5.0
     threads: int = 16
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES  # a call's headers; more is refused on them
     max_rows: int = DEFAULT_MAX_ROWS
     max_streams_per_connection: int = 100  # calls one client connection may have open at once
     idle_seconds: float = 300.0  # a connection with no call open for this long is closed
@@ -72,6 +74,7 @@ BOUNDS: dict[str, Bound] = {
     "grace_seconds": seconds(zero=True),  # 0: in-flight calls are cancelled at once
     "threads": whole(1),
     "max_message_bytes": whole(1, MAX_GRPC_BYTES),
+    "max_metadata_bytes": whole(MIN_METADATA_BYTES, MAX_GRPC_BYTES),
     "max_rows": whole(1),
     "max_streams_per_connection": whole(1),
     "idle_seconds": seconds(),

@@ -5,9 +5,11 @@ forms into a ``decode`` and an ``encode`` and call ``predict``.
 
 Where the work runs: the server is one asyncio event loop (``bnserve.server.app``), which
 receives every call, so a call waiting for its body or a client holding a stream costs no
-thread. A request of at most ``INLINE_ROWS`` rows for a model in memory is answered on the
-loop itself: its work (tens of microseconds) costs less than handing it to a thread. A
-larger request, any that needs the store (a version loaded on demand), and any whose
+thread. Before any decoding, a request is checked against the model and its work counted
+from its wire form (``measure``: O(inputs), whatever they hold). A request small by that
+measure (``limits.Work.inline``: rows, elements and bytes) for a model in memory is answered
+on the loop itself: its work (tens of microseconds) costs less than handing it to a thread.
+A larger request, any that needs the store (a version loaded on demand), and any whose
 missing values need a plan not yet built (``cached_plans_only``: building one may take
 seconds) runs on the work pool (``--threads``), so the loop keeps answering other calls,
 health among them, while it runs or waits.
@@ -23,14 +25,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from bnserve.server.limits import check_rows, check_still_wanted
+from bnserve.server.limits import Work, check_rows, check_still_wanted
 from bnserve.server.repository import ModelEntry, ModelRepository, ServedModel
 from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
 
 Response = TypeVar("Response")
 Result = TypeVar("Result")
-
-INLINE_ROWS = 32  # requests up to this many rows are answered on the event loop
 
 
 class DataPlane:
@@ -61,23 +61,24 @@ class DataPlane:
     async def predict(
         self,
         name: str,
-        rows: int,
+        measure: Callable[[ServedModel], Work],
         decode: Callable[[ServedModel], np.ndarray],
         encode: Callable[[ServedModel, np.ndarray, np.ndarray], Response],
         context: Any,
         version: int | None = None,
         alias: str | None = None,
     ) -> Response:
-        """Answer one request of ``rows`` rows (counted from its wire form, before decoding).
+        """Answer one request.
 
+        ``measure(served)``: the request checked against that model and its work counted,
+        before any decoding (its rows are held to ``--max-rows`` here);
         ``decode(served)``: the request's rows as codes (rows, features) for that model;
         ``encode(served, proba, winners)``: the response from the class probabilities and
         each row's most probable class. The request is counted once answered.
         """
         started = time.perf_counter()
-        check_rows(rows, self.max_rows)
         found = self.repository.get_resident(name, version, alias)
-        if found is not None and rows <= INLINE_ROWS:
+        if found is not None and self._admit(measure, found[0]).inline:
             try:
                 with cached_plans_only():
                     return _answer(found[0], decode, encode, context, started)
@@ -85,10 +86,19 @@ class DataPlane:
                 pass  # answered on the pool below, where the plan is built
 
         def on_pool() -> Response:
-            served = found[0] if found is not None else self.repository.get(name, version, alias)[0]
+            if found is not None:
+                served = found[0]
+            else:
+                served = self.repository.get(name, version, alias)[0]
+                self._admit(measure, served)
             return _answer(served, decode, encode, context, started)
 
         return await self.offload(on_pool)
+
+    def _admit(self, measure: Callable[[ServedModel], Work], served: ServedModel) -> Work:
+        work = measure(served)
+        check_rows(work.rows, self.max_rows)
+        return work
 
 
 def _answer(

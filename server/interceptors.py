@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from bnserve.server import metrics
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, check_reply_size
@@ -104,28 +105,50 @@ def _denying(handler: Any) -> Any:
 
 
 _MALFORMED = object()  # what a request that is not a valid message is parsed to
+_OUT_OF_MEMORY = object()  # what a request the server had no memory to parse is parsed to
+ARENA_FAILED = "Arena alloc failed"  # upb's text for a parse that ran out of memory
+OUT_OF_MEMORY_MESSAGE = "the server is out of memory for this request now; retry later or send less"
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """A MemoryError, or protobuf's (upb's) DecodeError for an arena it could not allocate:
+    the server's memory ran short, the bytes may well be a valid message."""
+    return isinstance(exc, MemoryError) or (isinstance(exc, DecodeError) and str(exc).endswith(ARENA_FAILED))
+
+
+class OutOfMemory(BnServeError):
+    """The server's state, not the client's request: memory ran short while parsing it."""
+
+    code = "RESOURCE_EXHAUSTED"
 
 
 def _parsing(deserialize: Callable | None, behavior: Callable) -> tuple[Callable | None, Callable]:
     """(deserializer, behavior) such that bytes that are not a valid message reach
     ``behavior``'s wrapper as INVALID_ARGUMENT, where grpc's own parsing would answer
-    INTERNAL. grpc still parses (a deserializer returning None means a failure to grpc, so a
-    marker object stands for one); parsing the bytes in the handler instead costs a 1,000-row
-    Predict about a third of its throughput."""
+    INTERNAL; running out of memory while parsing is the server's state, not the client's
+    fault: RESOURCE_EXHAUSTED, logged. grpc still parses (a deserializer returning None
+    means a failure to grpc, so a marker object stands for one); parsing the bytes in the
+    handler instead costs a 1,000-row Predict about a third of its throughput."""
     if deserialize is None:
         return None, behavior
     message = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
-    what = f"a valid {message.full_name} message" if message is not None else "a valid request message"
+    kind = f"{message.full_name} message" if message is not None else "request message"
+    what = f"a valid {kind}"
 
     def tolerant(raw: bytes) -> Any:
         try:
             return deserialize(raw)
-        except Exception:
-            return _MALFORMED
+        except Exception as exc:
+            if not _out_of_memory(exc):
+                return _MALFORMED
+            log.error("out of memory parsing a %d-byte %s: answered RESOURCE_EXHAUSTED", len(raw), kind)
+            return _OUT_OF_MEMORY
 
     def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request is _MALFORMED:
             raise InvalidInput(f"the request is not {what}")
+        if request is _OUT_OF_MEMORY:
+            raise OutOfMemory(OUT_OF_MEMORY_MESSAGE)
         return behavior(request, context)
 
     return tolerant, checked

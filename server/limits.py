@@ -1,20 +1,46 @@
-"""The limits a request must keep (``server serve --max-rows``, ``--max-message-bytes``),
-checked before any work, so an oversized request is refused cheaply with RESOURCE_EXHAUSTED;
-and the caller's deadline, checked again before the prediction itself.
+"""The limits a request must keep (``server serve --max-rows``, ``--max-message-bytes``,
+``--max-metadata-bytes``), checked before any work, so an oversized request is refused
+cheaply with RESOURCE_EXHAUSTED; the measure (``Work``) that decides whether the event loop
+may answer a request itself; and the caller's deadline, checked again before the prediction.
 
-grpc itself refuses a message over the byte limit before it reaches a handler; the row
-limit is counted from the request's field lengths and tensors' whole shapes, without decoding.
+grpc itself refuses a message over the byte limit, and metadata over its limit, before
+either reaches a handler. The rest is counted from the request's field lengths and
+tensors' declared shapes, O(inputs), without decoding (``tensors.check_inputs``,
+``requests.dense_work``, ``requests.instances_work``).
 """
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from typing import Any
 
 from bnserve.store.errors import BnServeError
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_METADATA_BYTES = 16 * 1024  # a call's headers; a bearer token needs well under 1 KiB
+
+# What the event loop answers itself: decoding this much costs well under a millisecond,
+# less than handing it to a thread; anything larger runs on the work pool (--threads).
+INLINE_ROWS = 32
+INLINE_ELEMENTS = 4096  # values, names and state codes the request carries
+INLINE_BYTES = 64 * 1024  # bytes of text or raw tensor data
+
+
+@dataclass(frozen=True)
+class Work:
+    """What decoding a request will walk, counted from its wire form alone, after its
+    shape has been checked against the model: rows, elements (values, feature names, state
+    codes) and bytes (text and raw tensor data)."""
+
+    rows: int
+    elements: int
+    bytes: int = 0
+
+    @property
+    def inline(self) -> bool:
+        """Small enough to answer on the event loop."""
+        return self.rows <= INLINE_ROWS and self.elements <= INLINE_ELEMENTS and self.bytes <= INLINE_BYTES
 
 
 class TooLarge(BnServeError):
@@ -45,30 +71,6 @@ def check_reply_size(reply: Any, limit: int) -> None:
             f"the reply is {reply.ByteSize()} bytes, over this server's limit of {limit} bytes "
             "(--max-message-bytes): ask for less"
         )
-
-
-def predict_rows(request: Any) -> int:
-    """Rows of a PredictRequest from its field lengths alone."""
-    if request.HasField("dense"):
-        dense = request.dense
-        return max(len(dense.codes), len(dense.values)) // max(len(dense.features), 1)
-    return len(request.instances)
-
-
-def infer_rows(request: Any) -> int:
-    """Rows of a ModelInferRequest, the most any input holds, counted from its whole shape:
-    a 2-D tensor of numbers (the ``codes`` form, one row of state codes per line) holds
-    ``shape[0]``; any other tensor one row per element, as a feature's ``[batch]`` or
-    ``[batch, 1]`` does. So a BYTES tensor of shape [1, N], which decoding would turn into N
-    strings, counts N rows. A shape with a negative dimension counts none: it is refused
-    before its data is read."""
-    rows = 0
-    for tensor in request.inputs:
-        shape = tuple(tensor.shape)
-        if any(d < 0 for d in shape):
-            continue
-        rows = max(rows, shape[0] if len(shape) == 2 and tensor.datatype != "BYTES" else math.prod(shape))
-    return rows
 
 
 def check_still_wanted(context: Any) -> None:

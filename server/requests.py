@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from itertools import repeat
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
+from bnserve.server.limits import INLINE_ROWS, Work
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, MISSING, NUMERIC, UNKNOWN, Variable, settle_unknown, unseen_code
 from bnserve.store.model.discretization import interval_code, interval_codes
@@ -35,7 +36,8 @@ def _allowed(states: tuple[str, ...]) -> str:
     return shown + (f", … ({more} more)" if more > 0 else "")
 
 
-def _feature_column(compiled: CompiledModel, name: str, class_name: str) -> int:
+def feature_column(compiled: CompiledModel, name: str, class_name: str) -> int:
+    """The column of a feature the request names; an unknown name, or the class's, is refused."""
     column = compiled.feature_index.get(name)
     if column is None:
         if name == class_name:
@@ -101,7 +103,7 @@ def codes_from_instances(
         for name, text in values.items():
             j = column_of(name)
             if j is None or (code := labels[j].get(text)) is None:
-                j = _feature_column(compiled, name, class_name)
+                j = feature_column(compiled, name, class_name)
                 variable = compiled.features[j]
                 code = variable.code_of(text)
                 if code == UNKNOWN:
@@ -177,7 +179,7 @@ def _text_columns(
     columns: list[int] = []
     given = np.empty((len(texts), rows), dtype=np.int64)
     for k, (name, column) in enumerate(texts.items()):
-        j = _feature_column(compiled, name, class_name)
+        j = feature_column(compiled, name, class_name)
         variable = compiled.features[j]
         coded = variable.codes_of(column)
         settled = settle_unknown(variable, coded, unknown)
@@ -200,7 +202,7 @@ def _refuse(variable: Variable, text: str, where: str) -> NoReturn:
 
 def _numeric_feature(compiled: CompiledModel, name: str, class_name: str, where: str = "") -> Variable:
     """The variable of a feature sent as a number, which only a numeric feature takes."""
-    variable = compiled.features[_feature_column(compiled, name, class_name)]
+    variable = compiled.features[feature_column(compiled, name, class_name)]
     if variable.kind != NUMERIC:
         prefix = f"{where}: " if where else ""
         raise InvalidInput(f"{prefix}feature {name!r} is nominal; send its state label as text, not a number")
@@ -220,26 +222,28 @@ def codes_from_dense(
     The flat sequences may be protobuf repeated fields: numpy copies those in one step
     (``np.asarray``), where iterating them element by element costs a Python object each.
     A batch listing every feature in the model's order (the bulk caller's usual form) is
-    used as it is, without a scatter into a matrix of missing codes.
+    used as it is, without a scatter into a matrix of missing codes. The feature names are
+    checked before the data is read.
     """
+    check_feature_count(compiled, len(features), "dense batch lists")
+    features = list(features)
+    in_model_order = features == list(compiled.feature_index)
+    if in_model_order:
+        columns = list(range(len(features)))
+    else:
+        columns = [feature_column(compiled, name, class_name) for name in features]
+        if len(set(columns)) != len(columns):
+            dup = next(n for k, n in enumerate(features) if n in features[:k])
+            raise InvalidInput(f"dense batch lists feature {dup!r} twice")
     flat = np.asarray(flat_codes, dtype=np.int64) if len(flat_codes) else _NO_CODES
     raw = np.asarray(flat_values, dtype=np.float64) if len(flat_values) else _NO_VALUES
     if flat.size and raw.size:
         raise InvalidInput("dense batch has both codes and values; send one of them")
     size = max(flat.size, raw.size)
-    features = list(features)
     if not features:
         if size:
             raise InvalidInput("dense batch has codes but no features")
         return np.empty((0, len(compiled.features)), dtype=np.int64)
-    in_model_order = features == list(compiled.feature_index)
-    if in_model_order:
-        columns = list(range(len(features)))
-    else:
-        columns = [_feature_column(compiled, name, class_name) for name in features]
-        if len(set(columns)) != len(columns):
-            dup = next(n for k, n in enumerate(features) if n in features[:k])
-            raise InvalidInput(f"dense batch lists feature {dup!r} twice")
     if size % len(features):
         what = "values" if raw.size else "codes"
         raise InvalidInput(f"dense batch has {size} {what}, not a multiple of its {len(features)} features")
@@ -274,3 +278,31 @@ def _codes_from_values(compiled: CompiledModel, columns: list[int], raw: np.ndar
             )
         codes[:, j] = np.where(missing, MISSING, values).astype(np.int64)
     return codes
+
+
+def check_feature_count(compiled: CompiledModel, count: int, what: str) -> None:
+    """Refuse more feature names than the model has (some would be unknown or repeated)
+    before any is looked up: their number, not the model, would set the work."""
+    if count > len(compiled.features):
+        raise InvalidInput(f"{what} {count} features; the model has {len(compiled.features)} features")
+
+
+def dense_work(compiled: CompiledModel, features: Sequence[str], codes: Sized, values: Sized) -> Work:
+    """The work of a DenseBatch, from its field lengths alone (``limits.Work``)."""
+    check_feature_count(compiled, len(features), "dense batch lists")
+    size = max(len(codes), len(values))
+    return Work(size // max(len(features), 1), size + len(features))
+
+
+def instances_work(compiled: CompiledModel, instances: Sequence[Any]) -> Work:
+    """The work of Predict's instances; each instance's names are counted (and refused
+    beyond the model's features) only when the rows are few enough to answer on the loop:
+    more go to the pool, where ``codes_from_instances`` refuses the first unknown name."""
+    if len(instances) > INLINE_ROWS:
+        return Work(len(instances), len(instances))
+    names = 0
+    for r, instance in enumerate(instances):
+        values, numbers = len(instance.values), len(instance.numbers)
+        check_feature_count(compiled, max(values, numbers), f"instance {r} has")
+        names += values + numbers
+    return Work(len(instances), names)

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from bnserve.server.requests import codes_from_columns, codes_from_dense
+from bnserve.server.limits import INLINE_BYTES, INLINE_ELEMENTS, Work
+from bnserve.server.requests import codes_from_columns, codes_from_dense, feature_column
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES, unknown_policy
 from bnserve.store.predictor import CompiledModel
@@ -68,35 +69,83 @@ def output_metadata(compiled: CompiledModel) -> list[tuple[str, str, list[int]]]
     return [(LABEL, BYTES, [VARIABLE]), (PROBABILITIES, "FP32", [VARIABLE, len(compiled.classes)])]
 
 
-def read_inputs(request: Any) -> list[Tensor]:
-    """Every input tensor of a ModelInferRequest, its data decoded and matched to its shape.
+def check_inputs(request: Any, compiled: CompiledModel, class_name: str) -> Work:
+    """Check a ModelInferRequest against the model before any of its data is decoded, and
+    count the work decoding it implies; O(inputs), whatever its tensors hold.
 
-    Every input's name, datatype and shape are checked before any data is decoded."""
-    raw = request.raw_input_contents
-    if raw and len(raw) != len(request.inputs):
+    In order: the number of inputs (at most one per feature, or one ``codes``); every
+    input's name (a feature, or ``codes``), datatype and shape. ``read_inputs`` then
+    compares each input's data with its shape before decoding any.
+
+    Rows, the most any input holds, count from its whole shape: a 2-D tensor of numbers
+    (``codes``, one row of state codes per line) holds ``shape[0]``; any other tensor one
+    row per element, as a feature's ``[batch]`` or ``[batch, 1]`` does."""
+    inputs = request.inputs
+    most = len(compiled.features) + (CODES not in compiled.feature_index)
+    if len(inputs) > most:
         raise InvalidInput(
-            f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs; "
+            f"the request has {len(inputs)} inputs; this model takes at most {most} inputs: "
+            f"one per feature, or one {CODES!r}"
+        )
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(inputs):
+        raise InvalidInput(
+            f"raw_input_contents has {len(raw)} entries for {len(inputs)} inputs; "
             "send one per input, in the order of inputs"
         )
     seen: set[str] = set()
-    for tensor in request.inputs:
+    for tensor in inputs:
         if tensor.name in seen:
             raise InvalidInput(f"input {tensor.name!r} is sent twice")
         seen.add(tensor.name)
         _check_form(tensor.name, tensor.datatype, tuple(tensor.shape))
+        if tensor.name != CODES or CODES in compiled.feature_index:
+            feature_column(compiled, tensor.name, class_name)
+    rows = elements = size = 0
+    for i, tensor in enumerate(inputs):
+        shape = tuple(tensor.shape)
+        count = math.prod(shape)
+        rows = max(rows, shape[0] if len(shape) == 2 and tensor.datatype != BYTES else count)
+        elements += count
+        if raw:
+            size += len(raw[i])
+        elif tensor.datatype == BYTES:  # text as long as a few elements: counted when they are few
+            texts = tensor.contents.bytes_contents
+            size += sum(map(len, texts)) if len(texts) <= INLINE_ELEMENTS else INLINE_BYTES + 1
+    return Work(rows, elements, size)
+
+
+def read_inputs(request: Any) -> list[Tensor]:
+    """Every input tensor of a ModelInferRequest, its data decoded; after ``check_inputs``.
+
+    Every input's data is first compared with its declared shape by length alone (O(inputs)):
+    ``contents`` must hold exactly as many elements, a raw entry exactly as many bytes, or
+    for BYTES at least a 4-byte length prefix per element (``split_bytes`` then reads no
+    more elements than the shape says); only then is any decoded."""
+    raw = request.raw_input_contents
+    for i, tensor in enumerate(request.inputs):
+        name, datatype, count = tensor.name, tensor.datatype, math.prod(tensor.shape)
+        if not raw:
+            _check_contents(name, datatype, tensor.contents, count)
+        elif tensor.contents.ListFields():
+            raise InvalidInput(
+                f"input {name!r} has contents, but the request sends raw_input_contents; send every input's data one way"
+            )
+        else:
+            _check_raw(name, datatype, len(raw[i]), count)
     tensors: list[Tensor] = []
     for i, tensor in enumerate(request.inputs):
         name, datatype, shape = tensor.name, tensor.datatype, tuple(tensor.shape)
         count = math.prod(shape)
-        if raw:
-            if tensor.contents.ListFields():
-                raise InvalidInput(
-                    f"input {name!r} has contents, but the request sends raw_input_contents; "
-                    "send every input's data one way"
-                )
-            data = _from_raw(name, datatype, raw[i], count)
+        data: list[bytes] | np.ndarray
+        if raw and datatype == BYTES:
+            data = split_bytes(name, raw[i], count)
+        elif raw:
+            data = np.frombuffer(raw[i], dtype=NUMBER_TYPES[datatype])
+        elif datatype == BYTES:
+            data = list(tensor.contents.bytes_contents)
         else:
-            data = _from_contents(name, datatype, tensor.contents, count)
+            data = np.array(getattr(tensor.contents, CONTENTS_FIELD[datatype]), dtype=NUMBER_TYPES[datatype])
         if isinstance(data, np.ndarray):
             tensors.append(Tensor(name, datatype, shape, numbers=data))
         else:
@@ -120,44 +169,55 @@ def _check_form(name: str, datatype: str, shape: tuple[int, ...]) -> None:
     )
 
 
-def _from_contents(name: str, datatype: str, contents: Any, count: int) -> list[bytes] | np.ndarray:
+def _check_contents(name: str, datatype: str, contents: Any, count: int) -> None:
     field = CONTENTS_FIELD[datatype]
     wrong = [f.name for f, _ in contents.ListFields() if f.name != field]
     if wrong:
         raise InvalidInput(f"input {name!r} is {datatype}, but its contents have {wrong[0]}; send {field}")
-    values = getattr(contents, field)
-    if len(values) != count:
-        raise InvalidInput(f"input {name!r} has {len(values)} elements in contents; its shape needs {count}")
-    return list(values) if datatype == BYTES else np.array(values, dtype=NUMBER_TYPES[datatype])
+    given = len(getattr(contents, field))
+    if given != count:
+        raise InvalidInput(f"input {name!r} has {given} elements in contents; its shape needs {count}")
 
 
-def _from_raw(name: str, datatype: str, raw: bytes, count: int) -> list[bytes] | np.ndarray:
+def _check_raw(name: str, datatype: str, size: int, count: int) -> None:
+    """Refuse a raw entry of ``size`` bytes that cannot hold its shape's ``count`` elements:
+    exactly, for numbers; a 4-byte length prefix each at least, for BYTES."""
     if datatype == BYTES:
-        return split_bytes(name, raw, count)
-    dtype = np.dtype(NUMBER_TYPES[datatype])
-    if len(raw) != count * dtype.itemsize:
+        if size < count * LENGTH.size:
+            raise InvalidInput(
+                f"input {name!r} has {size} raw bytes; its shape needs {count} BYTES elements, "
+                f"a {LENGTH.size}-byte length prefix each at least"
+            )
+        return
+    itemsize = np.dtype(NUMBER_TYPES[datatype]).itemsize
+    if size != count * itemsize:
         raise InvalidInput(
-            f"input {name!r} has {len(raw)} raw bytes; its shape needs {count} {datatype} elements, "
-            f"{count * dtype.itemsize} bytes"
+            f"input {name!r} has {size} raw bytes; its shape needs {count} {datatype} elements, "
+            f"{count * itemsize} bytes"
         )
-    return np.frombuffer(raw, dtype=dtype)
 
 
 def split_bytes(name: str, raw: bytes, count: int) -> list[bytes]:
-    """The elements of a raw BYTES tensor: each a 4-byte little-endian length, then the bytes."""
+    """The ``count`` elements of a raw BYTES tensor, each a 4-byte little-endian length, then
+    the bytes; it reads no more than ``count``, so data past them costs nothing to refuse."""
     items: list[bytes] = []
     at = 0
-    while at < len(raw):
+    while len(items) < count:
         if at + LENGTH.size > len(raw):
-            raise InvalidInput(f"input {name!r}: raw BYTES element {len(items)} has a truncated length prefix")
+            raise InvalidInput(
+                f"input {name!r}: raw BYTES element {len(items)} has a truncated length prefix; "
+                f"its shape needs {count} elements"
+            )
         (size,) = LENGTH.unpack_from(raw, at)
         at += LENGTH.size
         if at + size > len(raw):
             raise InvalidInput(f"input {name!r}: raw BYTES element {len(items)} runs past the end of the data")
         items.append(raw[at : at + size])
         at += size
-    if len(items) != count:
-        raise InvalidInput(f"input {name!r} has {len(items)} raw BYTES elements; its shape needs {count}")
+    if at != len(raw):
+        raise InvalidInput(
+            f"input {name!r} has {len(raw) - at} raw bytes past its {count} BYTES elements; its shape needs {count}"
+        )
     return items
 
 

@@ -137,6 +137,8 @@ class Supervisor:
             str(c.max_rows),
             "--max-message-bytes",
             str(c.max_message_bytes),
+            "--max-metadata-bytes",
+            str(c.max_metadata_bytes),
             "--max-streams-per-connection",
             str(c.max_streams_per_connection),
             "--idle-seconds",

@@ -14,9 +14,10 @@ import numpy as np
 from bnserve.server.api import grpc_service_pb2 as pb
 from bnserve.server.api import grpc_service_pb2_grpc
 from bnserve.server.dataplane import DataPlane
-from bnserve.server.limits import infer_rows
+from bnserve.server.limits import Work
 from bnserve.server.repository import ServedModel
 from bnserve.server.tensors import (
+    check_inputs,
     codes_from_inputs,
     input_metadata,
     output_metadata,
@@ -95,6 +96,9 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
         outputs = requested_outputs(request)  # checks of the request alone: before any lookup
         unknown = unknown_parameter(request)
 
+        def measure(served: ServedModel) -> Work:
+            return check_inputs(request, served.compiled, served.class_name)
+
         def decode(served: ServedModel) -> np.ndarray:
             unseen: dict[int, int] = {}
             codes = codes_from_inputs(served.compiled, served.class_name, read_inputs(request), unknown, unseen)
@@ -108,7 +112,7 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
 
         return await self._dataplane.predict(
             request.model_name,
-            infer_rows(request),
+            measure,
             decode,
             encode,
             context,

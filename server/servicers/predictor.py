@@ -14,9 +14,9 @@ import numpy as np
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.server.dataplane import DataPlane
-from bnserve.server.limits import predict_rows
+from bnserve.server.limits import Work
 from bnserve.server.repository import ServedModel
-from bnserve.server.requests import codes_from_dense, codes_from_instances
+from bnserve.server.requests import codes_from_dense, codes_from_instances, dense_work, instances_work
 from bnserve.server.responses import predict_response
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import REFUSE, unknown_policy
@@ -51,6 +51,12 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
             raise InvalidInput("set either instances or dense, not both")
         unknown = _unknown(request)
 
+        def measure(served: ServedModel) -> Work:
+            if request.HasField("dense"):
+                dense = request.dense
+                return dense_work(served.compiled, dense.features, dense.codes, dense.values)
+            return instances_work(served.compiled, request.instances)
+
         def decode(served: ServedModel) -> np.ndarray:
             if request.HasField("dense"):
                 dense = request.dense
@@ -66,9 +72,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
             classes = served.compiled.classes  # one Prediction per row, or two flat arrays; no message per row
             return predict_response(served.name, served.version, classes, proba, winners, request.dense_response)
 
-        return await self._dataplane.predict(
-            request.model, predict_rows(request), decode, encode, context, **_selector(request)
-        )
+        return await self._dataplane.predict(request.model, measure, decode, encode, context, **_selector(request))
 
     async def GetModelMetadata(
         self, request: pb.GetModelMetadataRequest, context: grpc.aio.ServicerContext

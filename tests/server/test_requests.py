@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.server.requests import _feature_column, _numeric_feature, _refuse, codes_from_columns, codes_from_instances
+from bnserve.server.requests import _numeric_feature, _refuse, codes_from_columns, codes_from_instances, feature_column
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MISSING, MISSING_LABEL, NOMINAL, NUMERIC, UNKNOWN, UNKNOWN_POLICIES, Variable
 from bnserve.store.model.discretization import interval_codes
@@ -57,7 +57,7 @@ def _slow_instances(compiled, class_name, instances, unknown, unseen):
     codes = np.full((len(instances), len(compiled.features)), MISSING, dtype=np.int64)
     for r, (values, numbers) in enumerate(instances):
         for name, text in values.items():
-            column = _feature_column(compiled, name, class_name)
+            column = feature_column(compiled, name, class_name)
             variable = compiled.features[column]
             code = variable.code_of(text)
             if code == UNKNOWN:
@@ -77,7 +77,7 @@ def _slow_instances(compiled, class_name, instances, unknown, unseen):
 def _slow_columns(compiled, class_name, rows, texts, numbers, unknown, unseen):
     codes = np.full((rows, len(compiled.features)), MISSING, dtype=np.int64)
     for name, column in texts.items():
-        j = _feature_column(compiled, name, class_name)
+        j = feature_column(compiled, name, class_name)
         variable = compiled.features[j]
         coded = variable.codes_of(column)
         if unknown == "missing" and variable.kind == NOMINAL and (coded == UNKNOWN).any():
