@@ -8,6 +8,9 @@ import contextlib
 import itertools
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -131,9 +134,7 @@ def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeyp
 
 
 def test_an_unreachable_scheduler_is_named(capsys, store, tmp_path, monkeypatch):
-    from bnserve.trainer.data import parallel
-
-    monkeypatch.setattr(parallel, "CONNECT_SECONDS", 1)
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "1")
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
                        "--dask", "tcp://127.0.0.1:9")
@@ -221,3 +222,121 @@ def test_a_worker_killed_past_the_allowed_failures_stops_the_fit_with_nothing_pu
         assert not store.exists()  # the store is opened only to publish
         return
     pytest.fail("three kills in a row missed a running task")
+
+
+@pytest.fixture(scope="module")
+def elsewhere(tmp_path_factory):
+    """A cluster whose workers started in a directory of their own, which holds a data.csv and
+    a parts/*.csv of other rows (the header the same) than the trainer's."""
+    where = tmp_path_factory.mktemp("workers")
+    rng = np.random.default_rng(99)
+    write(where, _mixed_csv(rng, rows=300), "data.csv")
+    (where / "parts").mkdir()
+    for i in range(2):
+        write(where / "parts", _mixed_csv(rng, rows=200), f"{i}.csv")
+    here = os.getcwd()
+    os.chdir(where)
+    try:
+        with _cluster() as c:
+            yield c
+    finally:
+        os.chdir(here)
+
+
+@pytest.mark.parametrize("relative", ["data.csv", "parts/*.csv"])
+def test_a_relative_path_is_the_trainers_file_on_the_workers(elsewhere, capsys, store, tmp_path, monkeypatch, relative):
+    """The trainer, run in another directory than the workers, names its files relatively:
+    the workers count the trainer's files, not the ones of that name in their directory."""
+    rng = np.random.default_rng(3)
+    write(tmp_path, _mixed_csv(rng, rows=1000), "data.csv")
+    (tmp_path / "parts").mkdir()
+    for i in range(2):
+        write(tmp_path / "parts", _mixed_csv(rng, rows=500), f"{i}.csv")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "fit", "--algo", "tan", "--data", relative, "--name", "m", "--store", store,
+                         "--dask", elsewhere.scheduler_address)
+    assert (code, err) == (0, ""), err
+    with ModelStore(store) as opened:
+        served = opened.load("m").model
+    alone = fit("tan", load_streamed(str(tmp_path / relative), None, Preprocessing(), None, 100))
+    assert_same_model(served, alone)
+
+
+def test_a_file_a_worker_cannot_see_or_sees_otherwise_is_refused(cluster, tmp_path):
+    """Each part carries the size and time of the file the trainer planned: a worker that
+    finds no such file, or another one, says so, naming it, and counts nothing."""
+    path = write(tmp_path, "a,class\nx,1\n")
+    planned = streaming._planned(path)
+    assert planned.source == path and planned.stamp is not None
+    with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
+        client.submit(planned.check, pure=False).result()  # the same file: nothing to say
+        with open(path, "a") as f:
+            f.write("y,2\n")
+        with pytest.raises(InvalidInput, match=rf"^{path}: the file on .* is not the one the trainer read \("):
+            client.submit(planned.check, pure=False).result()
+        os.unlink(path)
+        with pytest.raises(InvalidInput, match=rf"^{path}: cannot open it on .*: No such file or directory$"):
+            client.submit(planned.check, pure=False).result()
+
+
+@contextlib.contextmanager
+def _silent_scheduler() -> Iterator[str]:
+    """A TCP listener on 127.0.0.1 that accepts every connection and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for s in [*held, listener]:
+            s.close()
+
+
+def test_a_scheduler_that_never_answers_ends_the_fit_within_the_timeout(tmp_path):
+    """The real CLI, in its own process: a one-line error naming the scheduler and the timeout,
+    exit 1, soon after the timeout (here 2 s; Dask's own connect timeout would wait for ever)."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    env = {**os.environ, "BNSERVE_DASK_TIMEOUT": "2"}
+    with _silent_scheduler() as address:
+        command = [sys.executable, "-m", "bnserve.trainer.cli", "fit", "--algo", "nb", "--data", path,
+                   "--name", "m", "--store", f"sqlite:///{tmp_path / 'models.db'}", "--dask", address]
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"trainer: error: --dask {address}: the Dask scheduler did not answer the handshake "
+                           "within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n")
+    assert took < 30  # the timeout, Python's start and the import of the trainer
+    assert not (tmp_path / "models.db").exists()
+
+
+def test_tls_without_a_certificate_is_refused_in_one_line(capsys, store, tmp_path):
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                       "--dask", "tls://127.0.0.1:9")
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("trainer: error: --dask tls://127.0.0.1:9: tls:// needs the client's certificate")
+    assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in err
+
+
+def test_a_tls_configuration_naming_a_missing_file_is_refused_in_one_line(capsys, store, tmp_path):
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    missing = str(tmp_path / "nowhere.pem")
+    tls = {"distributed.comm.tls.ca-file": missing, "distributed.comm.tls.client.cert": missing,
+           "distributed.comm.tls.client.key": missing}
+    with dask.config.set(tls):
+        code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                           "--dask", "tls://127.0.0.1:9")
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("trainer: error: --dask tls://127.0.0.1:9: Dask's TLS configuration: ")
