@@ -340,3 +340,45 @@ def test_a_tls_configuration_naming_a_missing_file_is_refused_in_one_line(capsys
                            "--dask", "tls://127.0.0.1:9")
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("trainer: error: --dask tls://127.0.0.1:9: Dask's TLS configuration: ")
+
+
+def _certificates(where) -> dict[str, str]:
+    """A CA and one certificate it signed (for the scheduler, the workers and the client),
+    made by openssl; Dask's TLS configuration naming them."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem",
+            "-days", "1", "-subj", "/CN=bnserve test CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.csr", "-subj", "/CN=localhost")
+    openssl("x509", "-req", "-in", "cert.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
+            "-out", "cert.pem", "-days", "1")
+    ca, cert, key = (str(where / f) for f in ("ca.pem", "cert.pem", "key.pem"))
+    return {"distributed.comm.tls.ca-file": ca, "distributed.comm.tls.client.cert": cert,
+            "distributed.comm.tls.client.key": key}
+
+
+def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path):
+    """tls:// with the client's certificate in Dask's configuration (as the environment's
+    DASK_DISTRIBUTED__COMM__TLS__* set it): the model of the data, as in memory."""
+    tls = _certificates(tmp_path)
+    ca, cert, key = tls.values()
+    security = distributed.security.Security(
+        tls_ca_file=ca, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key,
+        tls_client_cert=cert, tls_client_key=key, require_encryption=True,
+    )
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(11)))
+    environ = dict(os.environ)
+    try:
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tls://",
+                                      security=security, dashboard_address=":0", silence_logs=50) as cluster:
+            assert cluster.scheduler_address.startswith("tls://")
+            with dask.config.set(tls):
+                code, out, err = run(capsys, "fit", "--algo", "tan", "--data", path, "--name", "m", "--store", store,
+                                     "--dask", cluster.scheduler_address)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    assert (code, err) == (0, ""), err
+    with ModelStore(store) as opened:
+        assert_same_model(opened.load("m").model, fit("tan", load_streamed(path, None, Preprocessing(), None, 100)))
