@@ -382,3 +382,54 @@ def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path):
     assert (code, err) == (0, ""), err
     with ModelStore(store) as opened:
         assert_same_model(opened.load("m").model, fit("tan", load_streamed(path, None, Preprocessing(), None, 100)))
+
+
+@contextlib.contextmanager
+def _processes(*commands: list[str]) -> Iterator[list[subprocess.Popen]]:
+    started = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in commands]
+    try:
+        yield started
+    finally:
+        for p in started:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait(timeout=30)
+
+
+def test_a_scheduler_that_stops_answering_mid_job_ends_the_fit_within_the_timeout(tmp_path):
+    """A scheduler and a worker of their own processes; the worker stopped (SIGSTOP), so the
+    part is never counted, and once the scheduler holds it, the scheduler stopped too: the
+    trainer's next question to it goes unanswered, and the fit ends in one line."""
+    file = str(tmp_path / "scheduler.json")
+    with _processes(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--no-dashboard", "--scheduler-file", file],
+        [sys.executable, "-m", "distributed.cli.dask_worker", "--nthreads", "1", "--no-nanny", "--no-dashboard",
+         "--host", "127.0.0.1", "--scheduler-file", file],
+    ) as (scheduler, worker):
+        with distributed.Client(scheduler_file=file, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+            address = client.scheduler.address
+        worker.send_signal(signal.SIGSTOP)
+        path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+        command = [sys.executable, "-m", "bnserve.trainer.cli", "fit", "--algo", "nb", "--data", path, "--name", "m",
+                   "--store", f"sqlite:///{tmp_path / 'models.db'}", "--dask", address]
+        trainer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "BNSERVE_DASK_TIMEOUT": "2"})
+        with distributed.Client(address, timeout=60, set_as_default=False) as client:
+            while not any(client.processing().values()):  # the trainer's part, held for the stopped worker
+                assert trainer.poll() is None, trainer.communicate()
+                time.sleep(0.05)
+        scheduler.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            _, err = trainer.communicate(timeout=60)
+        finally:
+            trainer.kill()
+            trainer.wait()
+        took = time.monotonic() - stopped
+    assert trainer.returncode == 1, err
+    assert err == (f"trainer: error: --dask {address}: the Dask scheduler did not answer while the parts were "
+                   "counted within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n")
+    assert took < 20  # at most two timeouts and the grace: the wait for a part, then the question
+    assert not (tmp_path / "models.db").exists()
