@@ -433,3 +433,18 @@ def test_a_scheduler_that_stops_answering_mid_job_ends_the_fit_within_the_timeou
                    "counted within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n")
     assert took < 20  # at most two timeouts and the grace: the wait for a part, then the question
     assert not (tmp_path / "models.db").exists()
+
+
+@pytest.mark.parametrize(("address", "timeout", "said"), [
+    ("tcp://user:s3cret@127.0.0.1:9", "1", "--dask tcp://user:***@127.0.0.1:9: not a Dask address: invalid address"),
+    ("tcp://127.0.0.1", "1", "--dask tcp://127.0.0.1: not a Dask address: missing port number"),
+    ("tcp://127.0.0.1:9", "soon", "$BNSERVE_DASK_TIMEOUT: 'soon' is not a number of seconds above 0"),
+    ("tcp://127.0.0.1:9", "0", "$BNSERVE_DASK_TIMEOUT: '0' is not a number of seconds above 0"),
+])
+def test_a_bad_address_or_timeout_is_refused_in_one_line(capsys, store, tmp_path, monkeypatch, address, timeout, said):
+    """Refused before any connection, the password of an address hidden."""
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", timeout)
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--dask", address)
+    assert code == 1 and err.startswith(f"trainer: error: {said}") and err.count("\n") == 1
+    assert "s3cret" not in err

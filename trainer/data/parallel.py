@@ -164,17 +164,18 @@ def _client(dask: str) -> Any:
             from distributed import Client
         except ImportError:
             raise InvalidInput("--dask needs Dask's distributed package: pip install 'bnserve[dask]'") from None
+        from distributed.comm import get_address_host_port
+
+        try:  # before a Client is half made (whose clean-up at exit prints a traceback)
+            get_address_host_port(dask)
+        except ValueError as exc:
+            raise InvalidInput(f"--dask {_shown(dask)}: not a Dask address: {_shown(dask, str(exc))}") from None
+        except NotImplementedError:
+            pass  # a transport without host and port (inproc://)
         security, seconds = _security(dask), timeout()
-        try:
-            _CLIENTS[dask] = _bounded(
-                dask,
-                "the handshake",
-                lambda: Client(dask, timeout=seconds, security=security, set_as_default=False),
-            )
-        except ValueError as exc:  # an address Dask cannot parse
-            raise InvalidInput(
-                f"--dask {_shown(dask)}: cannot reach the Dask scheduler: {_shown(dask, str(exc))}"
-            ) from None
+        _CLIENTS[dask] = _bounded(
+            dask, "the handshake", lambda: Client(dask, timeout=seconds, security=security, set_as_default=False)
+        )
     return _CLIENTS[dask]
 
 
