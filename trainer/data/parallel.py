@@ -16,6 +16,7 @@ that takes) the scheduler is asked each such interval whether it is still there,
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
@@ -107,6 +108,10 @@ def _shown(dask: str, message: str | None = None) -> str:
     return redacted(dask, message)
 
 
+class _Stalled(InvalidInput):
+    """The scheduler did not answer a call in time: it is asked nothing more."""
+
+
 def _bounded(dask: str, doing: str, call: Callable[[], T]) -> T:
     """``call()``, a call to the scheduler at ``dask``, given at most ``timeout()`` seconds: run
     in a daemon thread, left behind if it stalls (Dask's calls cannot all be cancelled), so
@@ -124,7 +129,7 @@ def _bounded(dask: str, doing: str, call: Callable[[], T]) -> T:
     thread.start()
     thread.join(seconds + GRACE)
     if not outcome:
-        raise InvalidInput(
+        raise _Stalled(
             f"--dask {_shown(dask)}: the Dask scheduler did not answer {doing} within {seconds:g} s "
             f"(${TIMEOUT_ENV}); nothing was published"
         )
@@ -192,7 +197,7 @@ def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]],
 
     client = _client(dask)
     futures = _bounded(dask, "taking the parts", lambda: client.map(work, *zip(*calls), pure=False))
-    answering = False  # a scheduler that stopped answering is not asked to cancel
+    stalled = False
     try:
         finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for future in futures:
@@ -207,14 +212,15 @@ def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]],
             if future.status == "error":
                 break  # gathering raises it
             bar.update()
-        counts = list(_bounded(dask, "sending the counts", lambda: client.gather(futures)))
-        answering = True
-        return counts
+        return list(_bounded(dask, "sending the counts", lambda: client.gather(futures)))
+    except _Stalled:
+        stalled = True
+        raise
     except KilledWorker as exc:
-        answering = True
         raise InvalidInput(
             f"--dask {_shown(dask)}: the workers counting a part died too often ({exc}); nothing was published"
         ) from None
     finally:
-        if answering:
-            client.cancel(futures)
+        if not stalled:  # the parts left are dropped; a scheduler that stopped answering is not asked
+            with contextlib.suppress(InvalidInput):  # the error that ended the job is the one to report
+                _bounded(dask, "cancelling the parts", lambda: client.cancel(futures))
