@@ -358,10 +358,14 @@ def _certificates(where) -> dict[str, str]:
             "distributed.comm.tls.client.key": key}
 
 
-def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path):
+def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path, monkeypatch):
     """tls:// with the client's certificate in Dask's configuration (as the environment's
-    DASK_DISTRIBUTED__COMM__TLS__* set it): the model of the data, as in memory."""
+    DASK_DISTRIBUTED__COMM__TLS__* set it): the model of the data, as in memory; with a
+    certificate of another CA, the handshake fails in one line, within the timeout."""
     tls = _certificates(tmp_path)
+    (tmp_path / "other").mkdir()
+    untrusted = _certificates(tmp_path / "other")
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "3")
     ca, cert, key = tls.values()
     security = distributed.security.Security(
         tls_ca_file=ca, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key,
@@ -376,12 +380,18 @@ def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path):
             with dask.config.set(tls):
                 code, out, err = run(capsys, "fit", "--algo", "tan", "--data", path, "--name", "m", "--store", store,
                                      "--dask", cluster.scheduler_address)
+            with dask.config.set(untrusted):
+                refused = run(capsys, "fit", "--algo", "tan", "--data", path, "--name", "other", "--store", store,
+                              "--dask", cluster.scheduler_address.replace("127.0.0.1", "localhost"))  # not the client kept
     finally:
         os.environ.clear()
         os.environ.update(environ)
     assert (code, err) == (0, ""), err
     with ModelStore(store) as opened:
         assert_same_model(opened.load("m").model, fit("tan", load_streamed(path, None, Preprocessing(), None, 100)))
+    assert refused[0] == 1 and refused[2].count("\n") == 1, refused[2]
+    assert refused[2].startswith("trainer: error: --dask tls://localhost:"), refused[2]
+    assert "cannot reach the Dask scheduler (the handshake): TLS certificate does not match" in refused[2]
 
 
 @contextlib.contextmanager
