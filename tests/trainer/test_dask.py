@@ -8,6 +8,9 @@ import contextlib
 import itertools
 import os
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -131,9 +134,7 @@ def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeyp
 
 
 def test_an_unreachable_scheduler_is_named(capsys, store, tmp_path, monkeypatch):
-    from bnserve.trainer.data import parallel
-
-    monkeypatch.setattr(parallel, "CONNECT_SECONDS", 1)
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "1")
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
                        "--dask", "tcp://127.0.0.1:9")
@@ -221,3 +222,239 @@ def test_a_worker_killed_past_the_allowed_failures_stops_the_fit_with_nothing_pu
         assert not store.exists()  # the store is opened only to publish
         return
     pytest.fail("three kills in a row missed a running task")
+
+
+@pytest.fixture(scope="module")
+def elsewhere(tmp_path_factory):
+    """A cluster whose workers started in a directory of their own, which holds a data.csv and
+    a parts/*.csv of other rows (the header the same) than the trainer's."""
+    where = tmp_path_factory.mktemp("workers")
+    rng = np.random.default_rng(99)
+    write(where, _mixed_csv(rng, rows=300), "data.csv")
+    (where / "parts").mkdir()
+    for i in range(2):
+        write(where / "parts", _mixed_csv(rng, rows=200), f"{i}.csv")
+    here = os.getcwd()
+    os.chdir(where)
+    try:
+        with _cluster() as c:
+            yield c
+    finally:
+        os.chdir(here)
+
+
+@pytest.mark.parametrize("relative", ["data.csv", "parts/*.csv"])
+def test_a_relative_path_is_the_trainers_file_on_the_workers(elsewhere, capsys, store, tmp_path, monkeypatch, relative):
+    """The trainer, run in another directory than the workers, names its files relatively:
+    the workers count the trainer's files, not the ones of that name in their directory."""
+    rng = np.random.default_rng(3)
+    write(tmp_path, _mixed_csv(rng, rows=1000), "data.csv")
+    (tmp_path / "parts").mkdir()
+    for i in range(2):
+        write(tmp_path / "parts", _mixed_csv(rng, rows=500), f"{i}.csv")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "fit", "--algo", "tan", "--data", relative, "--name", "m", "--store", store,
+                         "--dask", elsewhere.scheduler_address)
+    assert (code, err) == (0, ""), err
+    with ModelStore(store) as opened:
+        served = opened.load("m").model
+    alone = fit("tan", load_streamed(str(tmp_path / relative), None, Preprocessing(), None, 100))
+    assert_same_model(served, alone)
+
+
+def test_a_file_a_worker_cannot_see_or_sees_otherwise_is_refused(cluster, tmp_path):
+    """Each part carries the size and time of the file the trainer planned: a worker that
+    finds no such file, or another one, says so, naming it, and counts nothing."""
+    path = write(tmp_path, "a,class\nx,1\n")
+    planned = streaming._planned(path)
+    assert planned.source == path and planned.stamp is not None
+    with distributed.Client(cluster.scheduler_address, set_as_default=False) as client:
+        client.submit(planned.check, pure=False).result()  # the same file: nothing to say
+        with open(path, "a") as f:
+            f.write("y,2\n")
+        with pytest.raises(InvalidInput, match=rf"^{path}: the file on .* is not the one the trainer read \("):
+            client.submit(planned.check, pure=False).result()
+        os.unlink(path)
+        with pytest.raises(InvalidInput, match=rf"^{path}: cannot open it on .*: No such file or directory$"):
+            client.submit(planned.check, pure=False).result()
+
+
+@contextlib.contextmanager
+def _silent_scheduler() -> Iterator[str]:
+    """A TCP listener on 127.0.0.1 that accepts every connection and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        for s in [*held, listener]:
+            s.close()
+
+
+def test_a_scheduler_that_never_answers_ends_the_fit_within_the_timeout(tmp_path):
+    """The real CLI, in its own process: a one-line error naming the scheduler and the timeout,
+    exit 1, soon after the timeout (here 2 s; Dask's own connect timeout would wait for ever)."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    env = {**os.environ, "BNSERVE_DASK_TIMEOUT": "2"}
+    with _silent_scheduler() as address:
+        command = [sys.executable, "-m", "bnserve.trainer.cli", "fit", "--algo", "nb", "--data", path,
+                   "--name", "m", "--store", f"sqlite:///{tmp_path / 'models.db'}", "--dask", address]
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        took = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"trainer: error: --dask {address}: the Dask scheduler did not answer the handshake "
+                           "within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n")
+    assert took < 30  # the timeout, Python's start and the import of the trainer
+    assert not (tmp_path / "models.db").exists()
+
+
+def test_tls_without_a_certificate_is_refused_in_one_line(capsys, store, tmp_path):
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                       "--dask", "tls://127.0.0.1:9")
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("trainer: error: --dask tls://127.0.0.1:9: tls:// needs the client's certificate")
+    assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in err
+
+
+def test_a_tls_configuration_naming_a_missing_file_is_refused_in_one_line(capsys, store, tmp_path):
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    missing = str(tmp_path / "nowhere.pem")
+    tls = {"distributed.comm.tls.ca-file": missing, "distributed.comm.tls.client.cert": missing,
+           "distributed.comm.tls.client.key": missing}
+    with dask.config.set(tls):
+        code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
+                           "--dask", "tls://127.0.0.1:9")
+    assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("trainer: error: --dask tls://127.0.0.1:9: Dask's TLS configuration: ")
+
+
+def _certificates(where) -> dict[str, str]:
+    """A CA and one certificate it signed (for the scheduler, the workers and the client),
+    made by openssl; Dask's TLS configuration naming them."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem",
+            "-days", "1", "-subj", "/CN=bnserve test CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.csr", "-subj", "/CN=localhost")
+    openssl("x509", "-req", "-in", "cert.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
+            "-out", "cert.pem", "-days", "1")
+    ca, cert, key = (str(where / f) for f in ("ca.pem", "cert.pem", "key.pem"))
+    return {"distributed.comm.tls.ca-file": ca, "distributed.comm.tls.client.cert": cert,
+            "distributed.comm.tls.client.key": key}
+
+
+def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path, monkeypatch):
+    """tls:// with the client's certificate in Dask's configuration (as the environment's
+    DASK_DISTRIBUTED__COMM__TLS__* set it): the model of the data, as in memory; with a
+    certificate of another CA, the handshake fails in one line, within the timeout."""
+    tls = _certificates(tmp_path)
+    (tmp_path / "other").mkdir()
+    untrusted = _certificates(tmp_path / "other")
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "3")
+    ca, cert, key = tls.values()
+    security = distributed.security.Security(
+        tls_ca_file=ca, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key,
+        tls_client_cert=cert, tls_client_key=key, require_encryption=True,
+    )
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(11)))
+    environ = dict(os.environ)
+    try:
+        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tls://",
+                                      security=security, dashboard_address=":0", silence_logs=50) as cluster:
+            assert cluster.scheduler_address.startswith("tls://")
+            with dask.config.set(tls):
+                code, out, err = run(capsys, "fit", "--algo", "tan", "--data", path, "--name", "m", "--store", store,
+                                     "--dask", cluster.scheduler_address)
+            with dask.config.set(untrusted):
+                refused = run(capsys, "fit", "--algo", "tan", "--data", path, "--name", "other", "--store", store,
+                              "--dask", cluster.scheduler_address.replace("127.0.0.1", "localhost"))  # not the client kept
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+    assert (code, err) == (0, ""), err
+    with ModelStore(store) as opened:
+        assert_same_model(opened.load("m").model, fit("tan", load_streamed(path, None, Preprocessing(), None, 100)))
+    assert refused[0] == 1 and refused[2].count("\n") == 1, refused[2]
+    assert refused[2].startswith("trainer: error: --dask tls://localhost:"), refused[2]
+    assert "cannot reach the Dask scheduler (the handshake): TLS certificate does not match" in refused[2]
+
+
+@contextlib.contextmanager
+def _processes(*commands: list[str]) -> Iterator[list[subprocess.Popen]]:
+    started = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for c in commands]
+    try:
+        yield started
+    finally:
+        for p in started:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait(timeout=30)
+
+
+def test_a_scheduler_that_stops_answering_mid_job_ends_the_fit_within_the_timeout(tmp_path):
+    """A scheduler and a worker of their own processes; the worker stopped (SIGSTOP), so the
+    part is never counted, and once the scheduler holds it, the scheduler stopped too: the
+    trainer's next question to it goes unanswered, and the fit ends in one line."""
+    file = str(tmp_path / "scheduler.json")
+    with _processes(
+        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--no-dashboard", "--scheduler-file", file],
+        [sys.executable, "-m", "distributed.cli.dask_worker", "--nthreads", "1", "--no-nanny", "--no-dashboard",
+         "--host", "127.0.0.1", "--scheduler-file", file],
+    ) as (scheduler, worker):
+        with distributed.Client(scheduler_file=file, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+            address = client.scheduler.address
+        worker.send_signal(signal.SIGSTOP)
+        path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+        command = [sys.executable, "-m", "bnserve.trainer.cli", "fit", "--algo", "nb", "--data", path, "--name", "m",
+                   "--store", f"sqlite:///{tmp_path / 'models.db'}", "--dask", address]
+        trainer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "BNSERVE_DASK_TIMEOUT": "2"})
+        with distributed.Client(address, timeout=60, set_as_default=False) as client:
+            while not any(client.processing().values()):  # the trainer's part, held for the stopped worker
+                assert trainer.poll() is None, trainer.communicate()
+                time.sleep(0.05)
+        scheduler.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            _, err = trainer.communicate(timeout=60)
+        finally:
+            trainer.kill()
+            trainer.wait()
+        took = time.monotonic() - stopped
+    assert trainer.returncode == 1, err
+    assert err == (f"trainer: error: --dask {address}: the Dask scheduler did not answer while the parts were "
+                   "counted within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n")
+    assert took < 20  # at most two timeouts and the grace: the wait for a part, then the question
+    assert not (tmp_path / "models.db").exists()
+
+
+@pytest.mark.parametrize(("address", "timeout", "said"), [
+    ("tcp://user:s3cret@127.0.0.1:9", "1", "--dask tcp://user:***@127.0.0.1:9: not a Dask address: invalid address"),
+    ("tcp://127.0.0.1", "1", "--dask tcp://127.0.0.1: not a Dask address: missing port number"),
+    ("tcp://127.0.0.1:9", "soon", "$BNSERVE_DASK_TIMEOUT: 'soon' is not a number of seconds above 0"),
+    ("tcp://127.0.0.1:9", "0", "$BNSERVE_DASK_TIMEOUT: '0' is not a number of seconds above 0"),
+])
+def test_a_bad_address_or_timeout_is_refused_in_one_line(capsys, store, tmp_path, monkeypatch, address, timeout, said):
+    """Refused before any connection, the password of an address hidden."""
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", timeout)
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--dask", address)
+    assert code == 1 and err.startswith(f"trainer: error: {said}") and err.count("\n") == 1
+    assert "s3cret" not in err

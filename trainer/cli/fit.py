@@ -54,7 +54,8 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
         default=os.environ.get(DASK_ENV) or None,
         help="count the data on the workers of this Dask scheduler (e.g. tcp://scheduler:8786; default "
         f"${DASK_ENV}): the parts of --data, read by the workers, which must reach it too; "
-        f"{', '.join(STREAMABLE)} only (pip install 'bnserve[dask]')",
+        f"{', '.join(STREAMABLE)} only (pip install 'bnserve[dask]'); each call to it is given "
+        "$BNSERVE_DASK_TIMEOUT seconds (default 30); tls:// takes Dask's TLS configuration (docs/scaling.md)",
     )
     p.add_argument(
         "--jobs",

@@ -7,21 +7,47 @@ caller sums them exactly as it would have counted the parts in turn. Dask reruns
 whose worker died (up to its ``distributed.scheduler.allowed-failures``); past that, or
 when the scheduler cannot be reached, the fit stops with a message saying so, before
 anything is published.
+
+Every call to the cluster is given at most ``timeout()`` seconds (``$BNSERVE_DASK_TIMEOUT``):
+Dask's own connect timeout does not bound the handshake, so a scheduler that accepts and
+never answers would hold the trainer for ever. While the parts are counted (for as long as
+that takes) the scheduler is asked each such interval whether it is still there, with workers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import multiprocessing
+import os
+import queue
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.progress import Bar, stage
 
 T = TypeVar("T")
 
-CONNECT_SECONDS = 30  # how long to wait for a Dask scheduler to answer
+TIMEOUT_ENV = "BNSERVE_DASK_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0  # seconds a Dask scheduler is given to answer each call
+GRACE = 2.0  # seconds more, for a call given the timeout itself (Dask's connect) to say why it failed
+
+
+def timeout() -> float:
+    """Seconds a call to the Dask scheduler may take: ``$BNSERVE_DASK_TIMEOUT``, else 30."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        raise InvalidInput(f"${TIMEOUT_ENV}: {text!r} is not a number of seconds above 0")
+    return seconds
 
 
 def map_parts(
@@ -55,7 +81,7 @@ def _counted(results: Iterable[T], bar: Bar) -> list[T]:
 
 def cluster_threads(dask: str) -> int:
     """The threads of the cluster's workers: how many parts it counts at once."""
-    return max(1, sum(_client(dask).nthreads().values()))
+    return _workers(dask, _client(dask), "asking for its workers")
 
 
 _POOLS: dict[int, ProcessPoolExecutor] = {}
@@ -74,6 +100,68 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 _CLIENTS: dict[str, Any] = {}
 
 
+def _shown(dask: str, message: str | None = None) -> str:
+    """The scheduler's address as printed (or ``message`` about it): any password in it hidden,
+    by the store's rule."""
+    from bnserve.store.db.url import redacted
+
+    return redacted(dask, message)
+
+
+class _Stalled(InvalidInput):
+    """The scheduler did not answer a call in time: it is asked nothing more."""
+
+
+def _bounded(dask: str, doing: str, call: Callable[[], T]) -> T:
+    """``call()``, a call to the scheduler at ``dask``, given at most ``timeout()`` seconds: run
+    in a daemon thread, left behind if it stalls (Dask's calls cannot all be cancelled), so
+    that the trainer can say so and exit."""
+    seconds = timeout()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=f"dask: {doing}", daemon=True)
+    thread.start()
+    thread.join(seconds + GRACE)
+    if not outcome:
+        raise _Stalled(
+            f"--dask {_shown(dask)}: the Dask scheduler did not answer {doing} within {seconds:g} s "
+            f"(${TIMEOUT_ENV}); nothing was published"
+        )
+    done, value = outcome[0]
+    if done:
+        return cast(T, value)
+    if isinstance(value, (OSError, TimeoutError)):
+        raise InvalidInput(
+            f"--dask {_shown(dask)}: cannot reach the Dask scheduler ({doing}): {_shown(dask, str(value))}"
+        ) from None
+    raise value
+
+
+def _security(dask: str) -> Any:
+    """Dask's security options from its configuration (``DASK_DISTRIBUTED__COMM__TLS__*``); for
+    a ``tls://`` scheduler, refused up front unless they hold the client's certificate."""
+    from distributed.security import Security
+
+    try:
+        security = Security()
+        context = security.get_connection_args("client").get("ssl_context")
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise InvalidInput(f"--dask {_shown(dask)}: Dask's TLS configuration: {exc}") from None
+    if dask.startswith("tls://") and context is None:
+        raise InvalidInput(
+            f"--dask {_shown(dask)}: tls:// needs the client's certificate, key and CA: set "
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT and "
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY (docs/scaling.md)"
+        )
+    return security
+
+
 def _client(dask: str) -> Any:
     """A client of the scheduler at ``dask``, kept for the next pass."""
     if dask not in _CLIENTS:
@@ -81,25 +169,58 @@ def _client(dask: str) -> Any:
             from distributed import Client
         except ImportError:
             raise InvalidInput("--dask needs Dask's distributed package: pip install 'bnserve[dask]'") from None
-        try:
-            _CLIENTS[dask] = Client(dask, timeout=CONNECT_SECONDS, set_as_default=False)
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise InvalidInput(f"--dask {dask}: cannot reach the Dask scheduler: {exc}") from None
+        from distributed.comm import get_address_host_port
+
+        try:  # before a Client is half made (whose clean-up at exit prints a traceback)
+            get_address_host_port(dask)
+        except ValueError as exc:
+            raise InvalidInput(f"--dask {_shown(dask)}: not a Dask address: {_shown(dask, str(exc))}") from None
+        except NotImplementedError:
+            pass  # a transport without host and port (inproc://)
+        security, seconds = _security(dask), timeout()
+        _CLIENTS[dask] = _bounded(
+            dask, "the handshake", lambda: Client(dask, timeout=seconds, security=security, set_as_default=False)
+        )
     return _CLIENTS[dask]
 
 
+def _workers(dask: str, client: Any, doing: str) -> int:
+    """The threads of the cluster's workers (asked of the scheduler); refused if it has none."""
+    threads = sum(_bounded(dask, doing, client.nthreads).values())
+    if not threads:
+        raise InvalidInput(f"--dask {_shown(dask)}: the Dask scheduler has no workers; nothing was published")
+    return int(threads)
+
+
 def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]], bar: Bar) -> list[T]:
-    from distributed import KilledWorker, as_completed
+    from distributed import KilledWorker
 
     client = _client(dask)
-    futures = client.map(work, *zip(*calls), pure=False)
+    futures = _bounded(dask, "taking the parts", lambda: client.map(work, *zip(*calls), pure=False))
+    stalled = False
     try:
-        for _ in as_completed(futures, loop=client.loop):  # in the order they finish
+        finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for future in futures:
+            future.add_done_callback(finished.put)
+        for _ in futures:  # in the order they finish
+            while True:
+                try:
+                    future = finished.get(timeout=timeout())
+                    break
+                except queue.Empty:  # counting still: is the scheduler still there, with workers?
+                    _workers(dask, client, "while the parts were counted")
+            if future.status == "error":
+                break  # gathering raises it
             bar.update()
-        return list(client.gather(futures))
+        return list(_bounded(dask, "sending the counts", lambda: client.gather(futures)))
+    except _Stalled:
+        stalled = True
+        raise
     except KilledWorker as exc:
         raise InvalidInput(
-            f"--dask {dask}: the workers counting a part died too often ({exc}); nothing was published"
+            f"--dask {_shown(dask)}: the workers counting a part died too often ({exc}); nothing was published"
         ) from None
     finally:
-        client.cancel(futures)
+        if not stalled:  # the parts left are dropped; a scheduler that stopped answering is not asked
+            with contextlib.suppress(InvalidInput):  # the error that ended the job is the one to report
+                _bounded(dask, "cancelling the parts", lambda: client.cancel(futures))

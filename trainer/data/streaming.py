@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -55,6 +57,7 @@ from bnserve.trainer.io import (
     iter_tables,
 )
 from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
+from bnserve.trainer.io.sources import BUILTIN_PREFIX, is_url
 from bnserve.trainer.io.table import trimmed_header
 from bnserve.trainer.progress import stage
 from bnserve.trainer.stats import PairStatistics, joint_counts
@@ -178,6 +181,35 @@ class Part:
 
     source: str
     byte_range: tuple[int, int] | None = None
+    stamp: tuple[int, int] | None = None  # a local file's (size, mtime in ns) when the trainer planned it
+
+    def check(self) -> None:
+        """Refuse to count a local file that is not the one the trainer planned: where the part
+        is read (a Dask worker: another machine) the path may name another file, or none, and
+        its counts would make a model of other data."""
+        if self.stamp is None:
+            return
+        try:
+            stat = os.stat(self.source)
+        except OSError as exc:
+            raise InvalidInput(f"{self.source}: cannot open it on {socket.gethostname()}: {exc.strerror}") from None
+        if (stat.st_size, stat.st_mtime_ns) != self.stamp:
+            raise InvalidInput(
+                f"{self.source}: the file on {socket.gethostname()} is not the one the trainer read "
+                f"({stat.st_size} bytes, modified at {stat.st_mtime_ns} ns, not {self.stamp[0]} bytes at {self.stamp[1]} ns)"
+            )
+
+
+def _planned(file: str) -> Part:
+    """The whole ``file`` as every process must read it: a local path made absolute (a worker's
+    working directory is not the trainer's) and stamped (``Part.check``); a URL as it is."""
+    if is_url(file) or file.startswith(BUILTIN_PREFIX):
+        return Part(file)
+    try:
+        stat = os.stat(file)
+    except OSError as exc:
+        raise InvalidInput(f"{file}: cannot open: {exc.strerror}") from None
+    return Part(os.path.abspath(file), None, (stat.st_size, stat.st_mtime_ns))
 
 
 @dataclass(frozen=True)
@@ -202,6 +234,7 @@ class _Reader:
         (None: unweighted; rows of weight 0 dropped); the rows read reported as the
         stage of the part (in this process: a worker's report to no one)."""
         for p in self.parts if part is None else (self.parts[part],):
+            p.check()
             if p.byte_range is not None:
                 delimiter = field_delimiter(self.fmt, self.preprocessing.delimiter)
                 tables = part_chunks(p.source, delimiter, self.header, p.byte_range, self.chunk_rows)
@@ -381,8 +414,8 @@ def _learn_variables(
     names = trimmed_header(files[0], header, preprocessing.trim)  # as the variables are named
     class_index, columns = check_columns(files[0], names, class_column, typing_rules(preprocessing))
     weight = None if preprocessing.weight is None else weight_index(files[0], names, preprocessing.weight, class_column)
-    whole_files = tuple(Part(f) for f in files)
-    parts = _parts(files, fmt, cluster_threads(dask) if dask else jobs) if fmt in DELIMITERS else whole_files
+    whole_files = tuple(_planned(f) for f in files)  # the files named here are those every process reads
+    parts = _parts(whole_files, fmt, cluster_threads(dask) if dask else jobs) if fmt in DELIMITERS else whole_files
     reader = _Reader(
         source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask, preprocessing, (), weight
     )
@@ -435,13 +468,13 @@ def _pass1(reader: _Reader, part: int) -> _Pass1:
 MIN_PART_BYTES = 8 << 20  # a smaller file is read in order: starting the processes costs more
 
 
-def _parts(files: list[str], fmt: str, workers: int) -> tuple[Part, ...]:
-    """The files, each cut into byte ranges where it can be: about ``workers`` parts in all."""
+def _parts(files: tuple[Part, ...], fmt: str, workers: int) -> tuple[Part, ...]:
+    """The whole files, each cut into byte ranges where it can be: about ``workers`` parts in all."""
     per_file = math.ceil(workers / len(files))
     parts: list[Part] = []
-    for f in files:
-        ranges = byte_parts(f, per_file, MIN_PART_BYTES) if per_file > 1 else None
-        parts.extend([Part(f, r) for r in ranges] if ranges else [Part(f)])
+    for whole in files:
+        ranges = byte_parts(whole.source, per_file, MIN_PART_BYTES) if per_file > 1 else None
+        parts.extend([replace(whole, byte_range=r) for r in ranges] if ranges else [whole])
     return tuple(parts)
 
 
