@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import grpc
@@ -45,6 +47,32 @@ def wait_serving(channel: grpc.Channel, timeout: float = 60.0) -> None:
             pass
         time.sleep(0.1)
     raise AssertionError("server did not report SERVING")
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running ``server serve``: its channel, its gRPC port and its metrics port."""
+
+    channel: grpc.Channel
+    port: int
+    metrics_port: int
+
+
+@contextmanager
+def serving(store: str) -> Iterator[Served]:
+    """A real ``server serve`` process on ``store``, on free loopback ports, SERVING; killed after."""
+    port, metrics_port = free_port(), free_port()
+    proc = subprocess.Popen([str(BIN / "server"), "serve", "--store", store, "--host", "127.0.0.1",
+                             "--port", str(port), "--metrics-port", str(metrics_port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        wait_serving(channel)
+        yield Served(channel, port, metrics_port)
+    finally:
+        channel.close()
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def scrape(port: int) -> str:

@@ -19,7 +19,6 @@ import io
 import subprocess
 import sys
 
-import grpc
 import numpy as np
 import pandas as pd
 import pytest
@@ -30,7 +29,7 @@ from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.db import ModelStore
 from bnserve.store.model import NUMERIC
 from bnserve.trainer.learners.registry import LEARNERS
-from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
+from tests.e2e.serving import run_cli, sample_value, scrape, serving
 from tests.user_files import credit_frame, write_r_csv
 
 GIB = 1 << 30
@@ -97,18 +96,8 @@ def served(exports):
     fit = run_cli("trainer", "fit", "--algo", "kdb", "--k", "2", "--data", str(exports / "r.csv"), "--name", "credit",
                   "--store", store)
     assert fit.returncode == 0, fit.stderr
-    port, metrics_port = free_port(), free_port()
-    proc = subprocess.Popen([str(BIN / "server"), "serve", "--store", store, "--host", "127.0.0.1",
-                             "--port", str(port), "--metrics-port", str(metrics_port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        wait_serving(channel)
-        yield store, predictor_pb2_grpc.PredictorStub(channel), metrics_port
-    finally:
-        channel.close()
-        proc.kill()
-        proc.wait(timeout=10)
+    with serving(store) as served:
+        yield store, predictor_pb2_grpc.PredictorStub(served.channel), served.metrics_port
 
 
 def _scored(stdout: str) -> np.ndarray:

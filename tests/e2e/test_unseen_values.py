@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
 
 import grpc
 import numpy as np
@@ -21,7 +20,7 @@ import pytest
 from bnserve.server.api import grpc_service_pb2 as infer_pb
 from bnserve.server.api import grpc_service_pb2_grpc, predictor_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
-from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
+from tests.e2e.serving import run_cli, sample_value, scrape, serving
 
 HEADER = ["Time", "Purpose", "Amount", "Status"]
 TIMES = [6, 12, 18, 24, 30, 36, 42, 48, 54, 60]
@@ -104,19 +103,9 @@ def test_trainer_predict_strict_refuses_naming_the_column_and_value_and_writes_n
 @pytest.fixture(scope="module")
 def server(files):
     store = files[0]
-    port, metrics_port = free_port(), free_port()
-    proc = subprocess.Popen([str(BIN / "server"), "serve", "--store", store, "--host", "127.0.0.1",
-                             "--port", str(port), "--metrics-port", str(metrics_port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        wait_serving(channel)
-        yield (predictor_pb2_grpc.PredictorStub(channel), grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel),
-               metrics_port, port)
-    finally:
-        channel.close()
-        proc.kill()
-        proc.wait(timeout=10)
+    with serving(store) as served:
+        yield (predictor_pb2_grpc.PredictorStub(served.channel),
+               grpc_service_pb2_grpc.GRPCInferenceServiceStub(served.channel), served.metrics_port, served.port)
 
 
 def _unseen_counts(metrics_port: int) -> dict[str, float]:
