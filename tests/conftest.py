@@ -16,11 +16,20 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import settings
 from sqlalchemy import make_url
 
 PG_SERVER_URL = os.environ.get("BNSERVE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REQUIRE_PG_ENV = "BNSERVE_REQUIRE_POSTGRES"
 BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql))
+
+# Hypothesis: "ci" draws the same examples on every run (derandomised, so a red CI is
+# reproduced by rerunning it), "dev" new ones each time; both print the blob that replays a
+# failure (@reproduce_failure). BNSERVE_HYPOTHESIS_PROFILE picks one; .ci/run sets "ci".
+HYPOTHESIS_PROFILE_ENV = "BNSERVE_HYPOTHESIS_PROFILE"
+settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "dev"))
 
 
 def pytest_configure(config: pytest.Config) -> None:

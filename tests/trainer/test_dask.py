@@ -198,7 +198,8 @@ def test_a_worker_killed_mid_job_is_survived(capsys, store, tmp_path):
     with _cluster() as cluster:
         code, out, err, killed = _fit_while_killing(capsys, store, pattern, cluster.scheduler_address)
     assert killed, "the job ended before a worker could be killed"
-    assert (code, err) == (0, ""), err and "published m version 1" in out
+    assert (code, err) == (0, ""), err
+    assert "published m version 1" in out
     with ModelStore(store) as opened:
         served = opened.load("m").model
     alone = fit("fkdb", load_streamed(pattern, None, Preprocessing(), None, 5000), k=2)

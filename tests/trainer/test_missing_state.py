@@ -102,9 +102,19 @@ def test_streaming_gives_the_same_model(tmp_path):
                           fit("kdb", load(path, preprocessing=prep), k=2))
 
 
-def test_cross_validation_learns_the_states_per_training_fold():
+def test_cross_validation_learns_the_states_per_training_fold(data):
+    """A fold's model has the state only where its own training rows miss values: a test
+    row's missing value is then read as missing, not as a state learned from the test fold."""
+    without = np.array([1, 0, 1, 1, 0, 1], bool)  # a's two missing values are both held out
+    train, test = data.split(without, ~without)
+    a = train.variables[0]
+    assert a.states == ("x", "y") and not a.missing_state
+    assert test.X[:, 0].tolist() == [MISSING, MISSING]
+    proba = compile_model(fit("nb", train)).predict_proba(test.X)
+    assert np.allclose(proba.sum(axis=1), 1.0)
+    train, test = data.split(~without, without)  # both in the training fold: the state is learned
+    assert train.variables[0].states == ("x", "y", MISSING_LABEL) and train.variables[0].missing_state
     hepatitis = load(str(dataset_path("hepatitis")), preprocessing=Preprocessing(missing=STATE))
-    assert any(v.missing_state for v in hepatitis.features)
     (result,) = cross_validate_many([("nb", {})], hepatitis, folds=5)
     assert 0.5 < result.accuracy <= 1.0 and np.isfinite(result.log_loss)
 
