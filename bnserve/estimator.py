@@ -187,8 +187,9 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(proba, axis=1)]
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+        """log P(class | row), computed in log space (finite where a probability underflows)."""
+        log = self._compiled_model().predict_log_proba(self._codes(X))
+        return log[:, self._class_order()]
 
     def _compiled_model(self) -> CompiledModel:
         check_is_fitted(self, "model_")

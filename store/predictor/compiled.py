@@ -301,6 +301,16 @@ class CompiledModel:
             return _normalise(self.network_log_joints(codes)).mean(axis=1)
         return _normalise(self.predict_log_joint(codes))
 
+    def predict_log_proba(self, codes: np.ndarray) -> np.ndarray:
+        """log ``predict_proba``, computed in log space: finite where a probability is too
+        small for a float64 (the log of ``predict_proba`` would be -inf there)."""
+        if codes.shape[0] == 0:
+            return np.empty((0, len(self.classes)))
+        if self.combination == MEAN_POSTERIOR:
+            per_network = _log_normalise(self.network_log_joints(codes))
+            return _logsumexp(per_network, axis=1) - math.log(per_network.shape[1])
+        return _log_normalise(self.predict_log_joint(codes))
+
 
 TABLE_PRECISION = "table_precision"  # the metadata key: {"dtype": ..., and the check behind it}
 TABLE_DTYPES: dict[str, np.dtype] = {"float64": np.dtype(np.float64), "float32": np.dtype(np.float32)}
@@ -366,6 +376,13 @@ def _logsumexp(log: np.ndarray, axis: int) -> np.ndarray:
     peak = np.where(np.isfinite(peak), peak, 0.0)
     with np.errstate(divide="ignore"):
         return np.log(np.exp(log - peak).sum(axis=axis)) + np.squeeze(peak, axis=axis)
+
+
+def _log_normalise(log: np.ndarray) -> np.ndarray:
+    """log of ``_normalise(log)`` without leaving log space: uniform where every entry is -inf."""
+    impossible = ~np.isfinite(log.max(axis=-1, keepdims=True))
+    log = np.where(impossible, 0.0, log)
+    return log - _logsumexp(log, axis=-1)[..., None]
 
 
 def _normalise(log: np.ndarray) -> np.ndarray:

@@ -165,3 +165,14 @@ def test_bad_parameters_are_value_errors_naming_them():
         BayesNetClassifier(handle_unknown="ignore").fit(X, y)
     with pytest.raises(ValueError, match="k"):
         BayesNetClassifier("kdb", k=-1).fit(X, y)
+
+
+def test_log_proba_is_computed_in_log_space():
+    """400 copies of a feature that names the class: P(wrong class) underflows to 0.0, its log
+    stays finite and exp(log) is predict_proba."""
+    y = np.array(["a", "b"] * 50)
+    X = np.repeat(np.where(y == "a", "x", "y")[:, None], 400, axis=1)
+    clf = BayesNetClassifier(algo="nb").fit(X, y)
+    proba, log = clf.predict_proba(X[:2]), clf.predict_log_proba(X[:2])
+    assert proba[0, 1] == 0.0 and np.isfinite(log).all() and log[0, 1] < -1000
+    np.testing.assert_allclose(np.exp(log), proba, rtol=1e-12, atol=0)

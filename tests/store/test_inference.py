@@ -24,11 +24,13 @@ SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[Healt
 
 
 def _assert_matches_reference(model: Model, codes: np.ndarray, atol: float = TOL) -> None:
-    got = compile_model(model).predict_proba(codes)
+    compiled = compile_model(model)
+    got = compiled.predict_proba(codes)
     want = reference_proba(model, codes)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=0, atol=atol)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.exp(compiled.predict_log_proba(codes)), want, rtol=0, atol=atol)
 
 
 @SETTINGS
@@ -145,6 +147,21 @@ def test_model_without_features_predicts_the_prior():
     prior = np.array([0.2, 0.8])
     model = Model((Variable("C", ("a", "b"), role=CLASS),), (Network((Node("C", (), prior),)),), "prior").validate()
     np.testing.assert_allclose(compile_model(model).predict_proba(np.zeros((3, 0), dtype=np.intp)), [prior] * 3)
+
+
+@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR])
+def test_log_proba_stays_finite_where_the_probability_underflows(combination):
+    """400 features, each 1e-3 as likely under class b: P(b | x) = 1e-1200 (0.0 in float64),
+    its log -2763 exactly, not -inf."""
+    n, ratio = 400, 1e-3
+    cpt = np.array([[0.5, ratio * 0.5], [0.5, 1 - ratio * 0.5]])  # P(f | c): rows f, columns c
+    variables = (Variable("C", ("a", "b"), role=CLASS), *(Variable(f"f{i}", ("x", "y")) for i in range(n)))
+    nodes = (Node("C", (), np.array([0.5, 0.5])), *(Node(f"f{i}", ("C",), cpt) for i in range(n)))
+    networks = (Network(nodes),) if combination == SINGLE else (Network(nodes), Network(nodes))
+    compiled = compile_model(Model(variables, networks, "nb", combination).validate())
+    log = compiled.predict_log_proba(np.zeros((1, n), dtype=np.intp))
+    assert compiled.predict_proba(np.zeros((1, n), dtype=np.intp))[0, 1] == 0.0
+    np.testing.assert_allclose(log[0], [0.0, n * np.log(ratio)], rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------ a fixed structure
