@@ -4,9 +4,11 @@ plan budget (issue 17, item 2: 150 such rows took the server from 114 MB to 1.35
 
 A real server process, the issue's model (KDB k = 3, 20 features x 12 states), 1,000
 single-row Predicts each with its own random 30 % of features missing, then one 1,000-row
-request of such rows: every answer is OK (or RESOURCE_EXHAUSTED naming a row too large to
-sum out, never INTERNAL), and the server's RSS grows by less than the plan budget plus a
-margin for the interpreter's own.
+request of such rows: every answer is OK (none of these rows is too large to sum out; a
+refusal would be RESOURCE_EXHAUSTED naming the row, never INTERNAL), and the server's RSS
+grows by less than the plan budget plus a small margin for the interpreter's own. Measured:
+34 MiB of growth with the 16 MiB budget, 76 MiB without one (--plan-cache-bytes 4 GiB), so
+the bound of 48 MiB tells the two apart.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from tests.model_factory import kdb_model
 from tests.reliability import record
 
 BUDGET_MIB = 16
-MARGIN_MIB = 100  # the interpreter's own growth: arenas, grpc buffers, metric series
+MARGIN_MIB = 32  # the interpreter's own growth: arenas, grpc buffers, metric series
 SINGLE_ROWS = 1_000
 MISSING_SHARE = 0.3
 
@@ -58,7 +60,7 @@ def test_a_thousand_missing_patterns_stay_within_the_plan_budget():
             outcomes[code] = outcomes.get(code, 0) + 1
         batch = predict(codes[SINGLE_ROWS:])
         after = rss_mib(server.pids()[0])
-    assert outcomes.get("OK", 0) > SINGLE_ROWS // 2
+    assert outcomes == {"OK": SINGLE_ROWS} and batch == "OK", (outcomes, batch)
     assert after - before < BUDGET_MIB + MARGIN_MIB, f"RSS {before:.0f} -> {after:.0f} MiB"
     record(
         f"hostile: {SINGLE_ROWS:,} distinct missing patterns (KDB k=3, 20 x 12 states)",
