@@ -48,6 +48,13 @@ class StoreUnavailable(BnServeError):
     code = "UNAVAILABLE"
 
 
+class ClusterUnavailable(BnServeError):
+    """The compute cluster (Dask) could not do the work: unreachable, silent past its timeout,
+    without workers, or its workers died. Not the caller's fault; a later try may succeed."""
+
+    code = "UNAVAILABLE"
+
+
 class StoreRefused(BnServeError):
     """The database refused the work for a reason retrying cannot mend: a constraint of its
     own (not a lost race), a schema that is not this code's, a corrupt file. An operator, or

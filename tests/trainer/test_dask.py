@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from bnserve.store.db import ModelStore
-from bnserve.store.errors import InvalidInput
-from bnserve.trainer.data import Preprocessing, load, streaming
+from bnserve.store.errors import ClusterUnavailable, InvalidInput
+from bnserve.trainer.data import Preprocessing, load, parallel, streaming
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
@@ -140,6 +140,36 @@ def test_an_unreachable_scheduler_is_named(capsys, store, tmp_path, monkeypatch)
                        "--dask", "tcp://127.0.0.1:9")
     assert code == 1 and "--dask tcp://127.0.0.1:9: cannot reach the Dask scheduler" in err
     assert "Traceback" not in err
+
+
+def test_a_cluster_that_cannot_work_is_an_infrastructure_failure_not_the_callers(tmp_path, monkeypatch):
+    """An unreachable scheduler is ClusterUnavailable (UNAVAILABLE: try later), not InvalidInput
+    (INVALID_ARGUMENT: the caller's mistake), though the CLI prints both the same way."""
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "1")
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    with pytest.raises(ClusterUnavailable, match="cannot reach the Dask scheduler") as caught:
+        load_streamed(path, None, Preprocessing(), None, 100, dask="tcp://127.0.0.1:9")
+    assert not isinstance(caught.value, InvalidInput) and caught.value.code == "UNAVAILABLE"
+
+
+def test_kept_pools_and_clients_are_closed(cluster, tmp_path):
+    """A fit keeps its process pool and its Dask client for the next pass (and the next fit);
+    ``parallel.close`` ends both: the processes exit, the client is closed."""
+    rng = np.random.default_rng(8)
+    for i in range(3):  # a part per file
+        write(tmp_path, _mixed_csv(rng), f"{i}.csv")
+    pattern = str(tmp_path / "*.csv")
+    load_streamed(pattern, None, Preprocessing(), None, 100, jobs=2)
+    load_streamed(pattern, None, Preprocessing(), None, 100, dask=cluster.scheduler_address)
+    pools, clients = list(parallel._POOLS.values()), list(parallel._CLIENTS.values())
+    processes = [p for pool in pools for p in pool._processes.values()]
+    assert pools and clients and processes
+    parallel.close()
+    assert not parallel._POOLS and not parallel._CLIENTS
+    for process in processes:
+        process.join(10)
+        assert not process.is_alive()
+    assert all(client.status == "closed" for client in clients)
 
 
 def test_bad_data_read_on_a_worker_is_named(cluster, tmp_path):

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar, cast
 
-from bnserve.store.errors import InvalidInput
+from bnserve.store.errors import BnServeError, ClusterUnavailable, InvalidInput
 from bnserve.trainer.progress import Bar, stage
 
 T = TypeVar("T")
@@ -100,6 +100,18 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
 _CLIENTS: dict[str, Any] = {}
 
 
+def close() -> None:
+    """Shut the kept process pools and Dask clients. They are kept between passes of one fit
+    and between fits of one session (a notebook, a harness), and end with the process; this
+    ends them sooner. (A client whose scheduler stopped answering was dropped already.)"""
+    while _POOLS:
+        _POOLS.popitem()[1].shutdown(cancel_futures=True)
+    while _CLIENTS:
+        address, client = _CLIENTS.popitem()
+        with contextlib.suppress(BnServeError):
+            _bounded(address, "closing the client", client.close)
+
+
 def _shown(dask: str, message: str | None = None) -> str:
     """The scheduler's address as printed (or ``message`` about it): any password in it hidden,
     by the store's rule."""
@@ -108,7 +120,7 @@ def _shown(dask: str, message: str | None = None) -> str:
     return redacted(dask, message)
 
 
-class _Stalled(InvalidInput):
+class _Stalled(ClusterUnavailable):
     """The scheduler did not answer a call in time: it is asked nothing more."""
 
 
@@ -129,6 +141,7 @@ def _bounded(dask: str, doing: str, call: Callable[[], T]) -> T:
     thread.start()
     thread.join(seconds + GRACE)
     if not outcome:
+        _CLIENTS.pop(dask, None)  # asked nothing more, not even to close
         raise _Stalled(
             f"--dask {_shown(dask)}: the Dask scheduler did not answer {doing} within {seconds:g} s "
             f"(${TIMEOUT_ENV}); nothing was published"
@@ -137,7 +150,7 @@ def _bounded(dask: str, doing: str, call: Callable[[], T]) -> T:
     if done:
         return cast(T, value)
     if isinstance(value, (OSError, TimeoutError)):
-        raise InvalidInput(
+        raise ClusterUnavailable(
             f"--dask {_shown(dask)}: cannot reach the Dask scheduler ({doing}): {_shown(dask, str(value))}"
         ) from None
     raise value
@@ -188,7 +201,7 @@ def _workers(dask: str, client: Any, doing: str) -> int:
     """The threads of the cluster's workers (asked of the scheduler); refused if it has none."""
     threads = sum(_bounded(dask, doing, client.nthreads).values())
     if not threads:
-        raise InvalidInput(f"--dask {_shown(dask)}: the Dask scheduler has no workers; nothing was published")
+        raise ClusterUnavailable(f"--dask {_shown(dask)}: the Dask scheduler has no workers; nothing was published")
     return int(threads)
 
 
@@ -217,10 +230,10 @@ def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]],
         stalled = True
         raise
     except KilledWorker as exc:
-        raise InvalidInput(
+        raise ClusterUnavailable(
             f"--dask {_shown(dask)}: the workers counting a part died too often ({exc}); nothing was published"
         ) from None
     finally:
         if not stalled:  # the parts left are dropped; a scheduler that stopped answering is not asked
-            with contextlib.suppress(InvalidInput):  # the error that ended the job is the one to report
+            with contextlib.suppress(BnServeError):  # the error that ended the job is the one to report
                 _bounded(dask, "cancelling the parts", lambda: client.cancel(futures))
