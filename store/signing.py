@@ -134,7 +134,9 @@ class KeyRing:
 
         data = _read(path, flag)
         if b"PRIVATE KEY-----" in data:
-            raise KeyFileError(f"{flag} {path}: holds a private key; give the public key (`trainer keygen` writes both)")
+            raise KeyFileError(
+                f"{flag} {path}: holds a private key; give the public key (`trainer keygen` writes both)"
+            )
         blocks = [_PEM_PUBLIC + block for block in data.split(_PEM_PUBLIC)[1:]]
         if not blocks:
             raise KeyFileError(f"{flag} {path}: no PEM public key ({_PEM_PUBLIC.decode()}) in it")

@@ -241,3 +241,11 @@ def test_key_files_that_cannot_be_used_are_refused_naming_the_file(tmp_path):
     p256.write_bytes(key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
     with pytest.raises(KeyFileError, match="public key 1 is not an Ed25519 key"):
         KeyRing.read(str(p256))
+
+
+def test_the_python_publish_signs_with_a_key_file(store_url, keys):
+    import bnserve
+
+    signer, ring, _ = keys
+    assert bnserve.publish(model(), "m", store=store_url, tags=TAGS, signing_key=signer.path) == 1
+    assert load(store_url, ring).signature.key_id == signer.key_id
