@@ -151,8 +151,15 @@ class KeyRing:
             keys[key_id(key)] = key
         return cls(keys, path)
 
-    def check(self, name: str, version: int, checksum: str, description: str | None,
-              tags: Mapping[str, str], signature: Signature | None) -> None:  # fmt: skip
+    def check(
+        self,
+        name: str,
+        version: int,
+        checksum: str,
+        description: str | None,
+        tags: Mapping[str, str],
+        signature: Signature | None,
+    ) -> None:
         """IntegrityError naming the version unless ``signature`` is one of our keys' over
         exactly these fields."""
         from cryptography.exceptions import InvalidSignature

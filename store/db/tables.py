@@ -104,7 +104,8 @@ class SqlModelAlias(Base):
 
 
 class SqlModelVersionTag(Base):
-    """key = value on one version, given at publish time (``--tag``); outside the model's checksum."""
+    """key = value on one version, given at publish time (``--tag``); outside the model's checksum,
+    inside the version's signature when it is signed."""
 
     __tablename__ = "model_version_tags"
 
