@@ -148,7 +148,7 @@ def test_a_server_with_the_key_refuses_forged_versions_and_serves_signed_ones(st
            refused=len(forgeries), served_without_key=served_without_key)
 
 
-def test_key_files_that_cannot_be_used_stop_the_commands_naming_them(tmp_path):
+def test_key_files_that_cannot_be_used_stop_the_commands_naming_them_and_import_signs(tmp_path):
     store = f"sqlite:///{tmp_path / 'store.db'}"
     made = run_cli("trainer", "keygen", "--out", str(tmp_path / "keys"))
     assert made.returncode == 0
@@ -167,6 +167,11 @@ def test_key_files_that_cannot_be_used_stop_the_commands_naming_them(tmp_path):
     env = {**os.environ, "BNSERVE_SIGNING_KEY": str(private)}
     done = run_cli("trainer", "fit", "--data", data, "--algo", "nb", "--name", "m", "--store", store, env=env)
     assert done.returncode == 0 and "signed by key" in done.stdout, done.stderr
+    bif = str(tmp_path / "m.bif")
+    assert run_cli("trainer", "export", "m:1", "--out", bif, "--store", store).returncode == 0
+    imported = run_cli("trainer", "import", bif, "--name", "m", "--store", store, "--signing-key", str(private))
+    assert imported.returncode == 0 and "published m version 2" in imported.stdout, imported.stderr
+    assert "signed by key" in imported.stdout
 
     served = run_cli("server", "serve", "--store", store, "--port", "0", "--metrics-port", "-1",
                      "--verify-key", str(private))
