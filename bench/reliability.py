@@ -44,6 +44,7 @@ FAULT_TESTS = (
     "tests/server/test_infer_shapes.py",
     "tests/e2e/test_isolated_refusals.py",
     "tests/e2e/test_loop_never_stops.py",
+    "tests/e2e/test_forged_versions.py",
 )
 HOSTILE = "hostile: "  # the prefix of the hostile section's records
 WHAT = {  # what each test injects and proves, by the name it records under
@@ -102,6 +103,14 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "hostile: dense Predict with 2,000,000 feature names": "a dense batch naming the model's 3 features over and "
     "over: INVALID_ARGUMENT before any name is looked up, 250 ms health checks in time, at most one late (before: every name "
     "looked up on the loop; 7M took 3 s). Parsing the message is still on the loop: about 80 ms per million names",
+    "hostile: versions forged by writing the store (a CPT with checksums recomputed, description, tags, replay, "
+    "unsigned, another key)": "`trainer keygen` and `trainer fit --signing-key` publish version 1; six versions are "
+    "written straight into the tables, production moved to each: a CPT changed with every checksum recomputed and "
+    "version 1's signature, a signed version with its description changed, one with a tag added, version 1 replayed "
+    "as a new number, one unsigned, one signed by another key. `server serve --verify-key` refuses all six (logged "
+    "naming the version and why, counted, FAILED_PRECONDITION), production keeps answering from version 1 to a "
+    "client calling by alias, a new signed version then serves; `trainer show --verify-key` fails in one line on a "
+    "forgery. Before (and still without --verify-key: served_without_key): a server serves all six",
     "hostile: calls with 6 KiB and 1 MiB of metadata against --max-metadata-bytes 4096": "RESOURCE_EXHAUSTED on "
     "the headers, every time; 1 KiB answered (before: no limit of bnserve's own; grpc's default 8 KiB soft limit "
     "refuses only some calls up to its 16 KiB hard limit)",

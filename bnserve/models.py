@@ -27,11 +27,13 @@ def publish(
     *,
     description: str | None = None,
     tags: Mapping[str, str] | None = None,
+    signing_key: str | None = None,
 ) -> int:
     """Publish a fitted classifier (or a ``Model``) as the next version of ``name``, with
     ``aliases`` (e.g. ``["production"]``) pointed at it in the same transaction, and the
-    version's ``description`` and ``tags`` (as ``trainer fit --description --tag``); returns
-    the version. Everything is checked before the store is opened."""
+    version's ``description`` and ``tags`` (as ``trainer fit --description --tag``), signed
+    with the Ed25519 private key in the file ``signing_key`` if given (``--signing-key``);
+    returns the version. Everything is checked before the store is opened."""
     model = classifier if isinstance(classifier, Model) else _fitted_model(classifier)
     aliases = [aliases] if isinstance(aliases, str) else list(aliases)
     check_model_name(name)
@@ -39,8 +41,13 @@ def publish(
         check_alias(alias)
     check_description(description)
     check_tags({} if tags is None else tags)
+    signer = None
+    if signing_key is not None:
+        from bnserve.store.signing import SigningKey
+
+        signer = SigningKey.read(signing_key, "signing_key")
     with _opened(store, create=True) as opened:
-        return opened.publish(name, model, aliases, description=description, tags=tags)
+        return opened.publish(name, model, aliases, description=description, tags=tags, signer=signer)
 
 
 def load(ref: str, store: str | ModelStore | None = None) -> BayesNetClassifier:

@@ -64,6 +64,7 @@ from bnserve.server.servicers.diagnostics import DiagnosticsServicer
 from bnserve.server.servicers.inference import InferenceServicer
 from bnserve.server.servicers.predictor import PredictorServicer
 from bnserve.store.db import ModelStore
+from bnserve.store.signing import KeyRing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -90,13 +91,18 @@ def load_security(config: ServeConfig) -> tuple[TlsMaterial | None, TokenFile | 
     return tls, tokens
 
 
+def verify_keys(config: ServeConfig) -> KeyRing | None:
+    """The public keys of ``--verify-key`` (KeyFileError naming the file), or None: versions load unsigned."""
+    return None if config.verify_key is None else KeyRing.read(config.verify_key)
+
+
 class App:
     """A running server; ``stop`` drains it. Ports are the bound ones (0 picks a free port)."""
 
     def __init__(self, config: ServeConfig):
         self.config = config
         self.tls, self.tokens = load_security(config)
-        self.store = ModelStore(config.store_url, timeouts=config.store_timeouts)
+        self.store = ModelStore(config.store_url, timeouts=config.store_timeouts, verify=verify_keys(config))
         self.repository = ModelRepository(self.store, config.plan_cache_bytes, lazy=config.compile == "lazy")
         self.serving = threading.Event()  # what health reports for our services
         self._pool = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")

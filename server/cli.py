@@ -196,6 +196,13 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         help="bearer tokens, one a line: every call but grpc.health.v1.Health must carry "
         "'authorization: Bearer <one of them>' (re-read when the file changes)",
     )
+    serve.add_argument(
+        "--verify-key",
+        type=argtypes.file_path,
+        metavar="FILE",
+        help="PEM Ed25519 public keys (one or more): load only versions signed by one of them (trainer "
+        "--signing-key); unsigned, forged or other-key versions are refused at load",
+    )
     serve.epilog = (
         "Every flag above but --store may also be set as BNSERVE_<FLAG> in the environment "
         "(e.g. BNSERVE_GRACE_SECONDS=25); the store URL is BNSERVE_STORE_URL. A flag wins."

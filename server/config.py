@@ -46,6 +46,7 @@ class ServeConfig:
     tls_key: str | None = None  # PEM private key (unencrypted) of tls_cert
     tls_client_ca: str | None = None  # PEM CA bundle: clients must present a certificate it signed
     auth_token_file: str | None = None  # bearer tokens, one a line: every call but health needs one
+    verify_key: str | None = None  # PEM Ed25519 public keys: only versions signed by one of them load
     workers: int = 1  # processes sharing the port (server.workers); 1: this process serves
     log_level: str = "INFO"
     store_connect_timeout: float = DEFAULT_TIMEOUTS.connect_seconds  # seconds; bnserve.store.timeouts
@@ -83,12 +84,13 @@ BOUNDS: dict[str, Bound] = {
     "tls_key": text,
     "tls_client_ca": text,
     "auth_token_file": text,
+    "verify_key": text,
     "workers": whole(1),
     "log_level": one_of(LOG_LEVELS, case=False),
     "store_connect_timeout": seconds(),
     "store_statement_timeout": seconds(zero=True),  # 0: no limit
 }
-OPTIONAL = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file"}  # None: not given
+OPTIONAL = {"tls_cert", "tls_key", "tls_client_ca", "auth_token_file", "verify_key"}  # None: not given
 
 
 def flag_of(name: str) -> str:

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bnserve.server.app import load_security
+from bnserve.server.app import load_security, verify_keys
 from bnserve.server.config import ServeConfig
 from bnserve.store.db import STORE_URL_ENV
 
@@ -92,6 +92,7 @@ class Supervisor:
         from bnserve.store.db import ModelStore
 
         load_security(config)  # a bad certificate, key or token file fails here, once
+        verify_keys(config)
         ModelStore(
             config.store_url, timeouts=config.store_timeouts
         ).dispose()  # fails here, once, on a bad URL or store
@@ -155,6 +156,7 @@ class Supervisor:
             ("--tls-key", c.tls_key),
             ("--tls-client-ca", c.tls_client_ca),
             ("--auth-token-file", c.auth_token_file),
+            ("--verify-key", c.verify_key),
         ):
             if path is not None:  # file paths only; a worker reads the files itself
                 command += [flag, os.path.abspath(path)]

@@ -28,7 +28,7 @@ BASE = {"bnserve.argtypes"}  # below the three packages: the argument types both
 # Rooms of each package, bottom first: a module may import from its own room and the ones before it.
 LAYERS = {
     "bnserve.store": [
-        ["errors", "version", "timeouts"],
+        ["errors", "version", "timeouts", "signing"],
         ["model"],
         ["predictor", "db"],
     ],

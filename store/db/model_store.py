@@ -57,6 +57,7 @@ from bnserve.store.model.names import (
     check_version,
     resolve_version,
 )
+from bnserve.store.signing import KeyRing, Signature, SigningKey, signed_message
 from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class ModelVersion:
     model: Model
     description: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)  # sorted by key
+    signature: Signature | None = None  # None: unsigned
 
 
 @dataclass(frozen=True)
@@ -145,11 +147,21 @@ class ModelStore:
     Opening checks the schema (``schema.check_schema``) and never migrates it, so a role
     that may only read can open a store; ``create`` sets up an empty database (a writer's
     first publish into a new store). ``timeouts`` bound every wait for the database.
+    With ``verify``, ``load`` refuses (IntegrityError) every version not signed by one of
+    its keys over exactly what is stored: a server's ``--verify-key``.
     """
 
-    def __init__(self, url: str, *, create: bool = False, timeouts: StoreTimeouts = DEFAULT_TIMEOUTS):
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = False,
+        timeouts: StoreTimeouts = DEFAULT_TIMEOUTS,
+        verify: KeyRing | None = None,
+    ):
         self._raw_url = url  # never shown: errors about it pass through redacted
         self._url = redacted(url)
+        self._verify = verify
         if not create:
             _check_sqlite_file(url)
         self._engine = create_store_engine(url, timeouts)
@@ -192,12 +204,15 @@ class ModelStore:
         *,
         description: str | None = None,
         tags: Mapping[str, str] | None = None,
+        signer: SigningKey | None = None,
     ) -> int:
         """Write ``model`` as the next version of ``name`` (created if new); returns that version.
 
         The number is one above the highest ever published, deleted ones included.
         ``aliases`` are pointed at the new version in the same transaction; ``description``
-        and ``tags`` are stored with it, outside the model and its checksum.
+        and ``tags`` are stored with it, outside the model and its checksum. ``signer`` signs
+        the name, number, checksum, description and tags (``signing.signed_message``), once
+        the number is taken.
         """
         check_model_name(name)
         description = check_description(description)
@@ -217,7 +232,11 @@ class ModelStore:
             model_id = _lock_model(session, name, create=True)
             version = _take_next_version(session, model_id)
             keyed = rows.keyed(model_id, version, _now_ms())
-            session.execute(insert(SqlModelVersion), [{**keyed.header, "description": description}])
+            signed = {}
+            if signer is not None:
+                signature = signer.sign(signed_message(name, version, rows.header["checksum"], description, tags))
+                signed = {"signature_key": signature.key_id, "signature": signature.value}
+            session.execute(insert(SqlModelVersion), [{**keyed.header, "description": description, **signed}])
             tag_rows = [{"model_id": model_id, "version": version, "key": k, "value": v} for k, v in tags.items()]
             for table, values in (
                 (SqlModelVersionTag, tag_rows),
@@ -233,11 +252,12 @@ class ModelStore:
 
         version = self._write(f"publishing model {name!r}", write)
         log.info(
-            "published %s version %d (%s)%s",
+            "published %s version %d (%s)%s%s",
             name,
             version,
             model.algorithm,
             f" as {', '.join(aliases)}" if aliases else "",
+            f", signed by key {signer.key_id}" if signer is not None else "",
         )
         return version
 
@@ -336,8 +356,9 @@ class ModelStore:
     def load(self, name: str, version: int | None = None, alias: str | None = None) -> ModelVersion:
         """Read one version (same selector rules as ``resolve``), verify its checksums, validate it.
 
-        Raises IntegrityError naming the node whose stored bytes changed, InvalidModel if
-        the stored model breaks the contract.
+        Raises IntegrityError naming the node whose stored bytes changed, or, with ``verify``,
+        the version whose signature is missing, of another key or not over what is stored;
+        InvalidModel if the stored model breaks the contract.
         """
         version, alias = check_selector(name, version, alias)
         with self._transaction(f"loading model {name!r}") as session:
@@ -361,7 +382,12 @@ class ModelStore:
                 .order_by(SqlModelVersionTag.key)
             ).all()
             assert header is not None, "the version was resolved in this transaction"
-            model = rows_to_model(name, header, variables, cpts, arcs)
+            model = rows_to_model(name, header, variables, cpts, arcs)  # checksum verified
+            signature = None
+            if header.signature_key is not None or header.signature is not None:
+                signature = Signature(header.signature_key or "", header.signature or "")
+            if self._verify is not None:
+                self._verify.check(name, number, header.checksum, header.description, dict(tags), signature)
             loaded = ModelVersion(
                 name,
                 number,
@@ -371,6 +397,7 @@ class ModelStore:
                 model,
                 header.description,
                 dict(tags),
+                signature,
             )
         loaded.model.validate()
         return loaded

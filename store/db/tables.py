@@ -25,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from bnserve.store.signing import KEY_ID_HEX, SIGNATURE_HEX
+
 MODEL_NAME_LENGTH = 128  # also the alias length
 SYMBOL_LENGTH = 256  # variable names, algorithm names (store.model.MAX_NAME_LENGTH)
 SHA256_HEX_LENGTH = 64
@@ -58,7 +60,8 @@ class SqlModel(Base):
 
 class SqlModelVersion(Base):
     """One immutable version: the scalar parts of the Model and the checksum over all of it,
-    and the publisher's ``description`` (outside the model and its checksum)."""
+    the publisher's ``description`` (outside the model and its checksum), and, when the
+    publisher signed it, the key id and the signature (``bnserve.store.signing``)."""
 
     __tablename__ = "model_versions"
 
@@ -72,6 +75,8 @@ class SqlModelVersion(Base):
     checksum: Mapped[str] = mapped_column(String(SHA256_HEX_LENGTH), nullable=False)
     created_at_ms: Mapped[int] = mapped_column(BigInteger, nullable=False)
     description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    signature_key: Mapped[str | None] = mapped_column(String(KEY_ID_HEX), nullable=True)
+    signature: Mapped[str | None] = mapped_column(String(SIGNATURE_HEX), nullable=True)
 
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", name="pk_model_versions"),
@@ -99,7 +104,8 @@ class SqlModelAlias(Base):
 
 
 class SqlModelVersionTag(Base):
-    """key = value on one version, given at publish time (``--tag``); outside the model's checksum."""
+    """key = value on one version, given at publish time (``--tag``); outside the model's checksum,
+    inside the version's signature when it is signed."""
 
     __tablename__ = "model_version_tags"
 

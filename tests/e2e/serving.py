@@ -20,7 +20,15 @@ import sqlalchemy as sa
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bnserve.store.db.rows import model_to_rows
-from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModel, SqlModelAlias, SqlModelVersion, SqlVariable
+from bnserve.store.db.tables import (
+    SqlArc,
+    SqlCpt,
+    SqlModel,
+    SqlModelAlias,
+    SqlModelVersion,
+    SqlModelVersionTag,
+    SqlVariable,
+)
 from bnserve.store.model import Model
 
 BIN = pathlib.Path(sys.executable).parent
@@ -188,11 +196,13 @@ def wait_until(predicate, what: str, timeout: float = 60.0) -> None:
 
 
 def write_version(url: str, name: str, version: int, model: Model, *, flip_a_cpt_byte: bool = False,
-                  alias: str | None = None, params_json: str | None = None) -> None:
+                  alias: str | None = None, params_json: str | None = None, columns: dict | None = None,
+                  tags: dict | None = None) -> None:
     """Insert ``model`` as ``version`` of ``name`` straight into the tables, in one transaction
     with moving ``alias`` to it, as a writer that does not count its writes (a trainer before
     schema 0005) would; with ``flip_a_cpt_byte`` one byte of its first CPT blob is changed after
-    its sha256 was taken; ``params_json`` replaces the stored parameters."""
+    its sha256 was taken; ``params_json`` replaces the stored parameters; ``columns`` are more
+    ``model_versions`` values (description, signature_key, signature) and ``tags`` its tags."""
     rows = model_to_rows(model)
     engine = sa.create_engine(url)
     try:
@@ -203,7 +213,10 @@ def write_version(url: str, name: str, version: int, model: Model, *, flip_a_cpt
             if flip_a_cpt_byte:
                 cpts[0]["data"] = bytes([cpts[0]["data"][0] ^ 0xFF]) + cpts[0]["data"][1:]
             header = keyed.header if params_json is None else {**keyed.header, "params_json": params_json}
-            conn.execute(sa.insert(SqlModelVersion), [header])
+            conn.execute(sa.insert(SqlModelVersion), [{**header, **(columns or {})}])
+            if tags:
+                conn.execute(sa.insert(SqlModelVersionTag), [
+                    {"model_id": model_id, "version": version, "key": k, "value": v} for k, v in tags.items()])
             conn.execute(sa.insert(SqlVariable), keyed.variables)
             conn.execute(sa.insert(SqlCpt), cpts)
             if keyed.arcs:

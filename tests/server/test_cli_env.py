@@ -47,6 +47,13 @@ def test_tls_and_token_files_from_the_environment():
     assert build_parser({}).parse_args(["predict", "--model", "m"]).token_file is None
 
 
+def test_the_verify_key_from_a_flag_or_the_environment():
+    assert build_parser({}).parse_args(["serve"]).verify_key is None
+    env = {"BNSERVE_VERIFY_KEY": "/keys/verify-key.pem"}
+    assert build_parser(env).parse_args(["serve"]).verify_key == "/keys/verify-key.pem"
+    assert build_parser(env).parse_args(["serve", "--verify-key", "ring.pem"]).verify_key == "ring.pem"
+
+
 def test_store_timeouts_come_from_flags_or_the_environment_and_reach_the_config():
     from bnserve.server.cli import SERVE_ENV_FLAGS
     from bnserve.server.config import ServeConfig

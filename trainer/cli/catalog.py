@@ -37,6 +37,12 @@ def add_show(sub: argparse._SubParsersAction) -> None:
     how = p.add_mutually_exclusive_group()
     how.add_argument("--json", action="store_true", help="print JSON")
     how.add_argument("--dot", action="store_true", help="print the DAG as Graphviz DOT")
+    p.add_argument(
+        "--verify-key",
+        metavar="FILE",
+        help="check the version's signature against these PEM public keys (server serve --verify-key): "
+        "an unsigned, forged or other-key version is an error",
+    )
     p.set_defaults(run=_show)
 
 
@@ -94,9 +100,15 @@ def _one_line(text: str | None, room: int) -> str:
 
 def _show(args: argparse.Namespace) -> int:
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args) as store:
+    ring = None
+    if args.verify_key is not None:
+        from bnserve.store.signing import KeyRing
+
+        ring = KeyRing.read(args.verify_key)
+    with _open_store(args, verify=ring) as store:
         mv = store.load(name, version=version, alias=alias)
     model = mv.model
+    signature = None if mv.signature is None else mv.signature.key_id
     if args.dot:
         print(shown(write_model(model, "dot", mv.name), keep="\n\t"), end="")
         return 0
@@ -112,6 +124,7 @@ def _show(args: argparse.Namespace) -> int:
             "aliases": aliases,
             "description": mv.description,
             "tags": dict(mv.tags),
+            "signature": None if signature is None else {"key_id": signature, "verified": ring is not None},
             **structure_dict(model),
             "arcs": [[[p, c] for p, c in net.arcs] for net in model.networks],
             **({"reproduce": reproduce} if reproduce is not None else {}),
@@ -127,6 +140,11 @@ def _show(args: argparse.Namespace) -> int:
         lines += ["description: " + first, *("  " + line for line in more)]
     if mv.tags:
         lines.append(f"tags: {', '.join(f'{k}={v}' for k, v in mv.tags.items())}")
+    if signature is None:
+        lines.append("signature: none (unsigned)")
+    else:
+        checked = f"verified with {args.verify_key}" if ring is not None else "not verified: give --verify-key"
+        lines.append(f"signature: key {signature} ({checked})")
     lines.append(f"algorithm: {model.algorithm}  combination: {model.combination}")
     lines.append(f"parameters: {json.dumps(dict(model.params), sort_keys=True)}")
     if reproduce is not None:

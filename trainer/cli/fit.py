@@ -16,6 +16,7 @@ from bnserve.trainer.cli.flags import (
     _annotation_flags,
     _check_store_url,
     _seconds_or_none,
+    _signing_flag,
     _store_flag,
 )
 from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
@@ -35,6 +36,7 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
     _store_flag(p)
     _alias_flag(p)
     _annotation_flags(p)
+    _signing_flag(p)
     p.add_argument(
         "--precision",
         choices=PRECISIONS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -26,6 +27,7 @@ PROG = "trainer"
 
 
 NO_LIMIT = "none"  # --max-decompressed none, told apart from not given (None)
+SIGNING_KEY_ENV = "BNSERVE_SIGNING_KEY"  # --signing-key of every command that publishes
 
 
 class UsageError(Exception):
@@ -127,6 +129,16 @@ def _annotation_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _signing_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--signing-key",
+        metavar="FILE",
+        default=os.environ.get(SIGNING_KEY_ENV) or None,
+        help="sign the new version with this Ed25519 private key (PEM, readable by its owner only; "
+        f"`trainer keygen` makes one; default ${SIGNING_KEY_ENV}): a server with --verify-key loads only signed versions",
+    )
+
+
 def _tag(text: str) -> tuple[str, str]:
     key, equals, value = text.partition("=")
     if not equals:
@@ -192,10 +204,10 @@ def _check_store_url(cli_value: str | None) -> None:
     create_store_engine(resolve_store_url(cli_value)).dispose()
 
 
-def _open_store(args: argparse.Namespace, create: bool = False):
+def _open_store(args: argparse.Namespace, create: bool = False, verify: Any = None):
     """The SQL store of --store, imported here so that ``evaluate`` needs no database driver.
     ``create``: a command that writes sets up a new, empty store (an existing one must be at
-    this code's schema)."""
+    this code's schema); ``verify``: a ``KeyRing`` whose signatures every load must carry."""
     from bnserve.store.db import ModelStore, resolve_store_url
 
-    return ModelStore(resolve_store_url(args.store), create=create, timeouts=timeouts_of(args))
+    return ModelStore(resolve_store_url(args.store), create=create, timeouts=timeouts_of(args), verify=verify)

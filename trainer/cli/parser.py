@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from bnserve.store.errors import BnServeError
 from bnserve.store.model.names import shown
 from bnserve.store.version import VersionAction
-from bnserve.trainer.cli import aliases, catalog, db, evaluate, fit, predict, transfer
+from bnserve.trainer.cli import aliases, catalog, db, evaluate, fit, keys, predict, transfer
 from bnserve.trainer.cli.flags import (
     PROG,
     UsageError,
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     transfer.add_import(sub)
     db.add_db(sub)
     transfer.add_export(sub)
+    keys.add_keygen(sub)
     return parser
 
 

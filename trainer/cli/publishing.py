@@ -1,4 +1,5 @@
-"""Publishing a model as a new version (``fit`` and ``import``), its flags checked before any work."""
+"""Publishing a model as a new version (``fit`` and ``import``), its flags and signing key
+checked before any work."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ def _check_publish_flags(args: argparse.Namespace) -> None:
     if twice:
         raise UsageError(f"--tag: the key {', '.join(map(repr, twice))} is given more than once")
     _check_flag(check_tags, dict(args.tags), "--tag")
+    args.signer = None
+    if args.signing_key is not None:
+        from bnserve.store.signing import SigningKey
+
+        args.signer = SigningKey.read(args.signing_key)  # KeyFileError naming the file: exit 1
 
 
 def _publish(args: argparse.Namespace, model: Model) -> int:
@@ -32,12 +38,18 @@ def _publish(args: argparse.Namespace, model: Model) -> int:
     store is opened only now: bad input never reaches it (a new store is created)."""
     with _open_store(args, create=True) as store:
         version = store.publish(
-            args.name, model, tuple(args.aliases), description=args.description, tags=dict(args.tags)
+            args.name,
+            model,
+            tuple(args.aliases),
+            description=args.description,
+            tags=dict(args.tags),
+            signer=args.signer,
         )
     aliases = ", ".join(args.aliases) if args.aliases else "none"
     estimator = model.metadata.get("estimator", "laplace")
     described = _describe(
         model.algorithm, {**model.params, **({"estimator": estimator} if estimator != "laplace" else {})}
     )
-    print(f"published {args.name} version {version} ({described}); aliases: {aliases}")
+    signed = f"; signed by key {args.signer.key_id}" if args.signer is not None else ""
+    print(f"published {args.name} version {version} ({described}); aliases: {aliases}{signed}")
     return 0

@@ -13,6 +13,7 @@ from bnserve.trainer.cli.flags import (
     _annotation_flags,
     _open_store,
     _parse_ref,
+    _signing_flag,
     _store_flag,
 )
 from bnserve.trainer.cli.publishing import _check_publish_flags, _publish
@@ -48,6 +49,7 @@ def add_import(sub: argparse._SubParsersAction) -> None:
     _store_flag(p)
     _alias_flag(p)
     _annotation_flags(p)
+    _signing_flag(p)
     p.set_defaults(run=_import)
 
 
