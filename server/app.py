@@ -97,7 +97,14 @@ class App:
         self.config = config
         self.tls, self.tokens = load_security(config)
         self.store = ModelStore(config.store_url, timeouts=config.store_timeouts)
-        self.repository = ModelRepository(self.store, config.plan_cache_bytes, lazy=config.compile == "lazy")
+        self.repository = ModelRepository(
+            self.store,
+            config.plan_cache_bytes,
+            lazy=config.compile == "lazy",
+            version_cache_bytes=config.version_cache_bytes,
+            store_threads=config.store_threads,
+            max_load_waiters=config.max_load_waiters,
+        )
         self.serving = threading.Event()  # what health reports for our services
         self._pool = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
         self._loop = asyncio.new_event_loop()
@@ -274,6 +281,7 @@ class App:
         self._run(self._drain())
         self._pool.shutdown(wait=False, cancel_futures=True)  # idle pool threads end now
         self.poller.stop()
+        self.repository.close()
         if hasattr(self, "_http_server"):
             self._http_server.shutdown()
         self._close_loop()
