@@ -150,6 +150,9 @@ def test_waiters_beyond_the_cap_and_loads_beyond_the_bound_are_refused_at_once(s
         proxy.restore()
         versions = [f.result(timeout=60).version for f in waiting]
         text = scrape(server.metrics_port)
+    record("hostile: calls beyond --max-load-waiters 2 and beyond 4 pending loads (--store-threads 1), store hung",
+           "postgresql", faults=1, requests=len(waiting) + len(refused), errors=0, lost=0,
+           refused_at_once=[code.name for code, _ in refused], answered_after_the_restore=len(versions))
     assert refused[0] == (grpc.StatusCode.UNAVAILABLE,
                           "model 'm' version 1 has 2 calls waiting for its load from the store "
                           "(--max-load-waiters): retry later")
