@@ -1,8 +1,9 @@
 """Wiring: store -> repository -> gRPC server with health, reflection and metrics.
 
 The gRPC server is ``grpc.aio``: one asyncio event loop, on a thread of its own, receives
-every call and answers the small ones itself; a large request and any store read go to the
-work pool (``--threads``; see ``bnserve.server.dataplane``). A call waiting for its body or a
+every call and answers the small ones itself; a large request goes to the work pool
+(``--threads``; see ``bnserve.server.dataplane``), a load from the store to threads of its
+own (``--store-threads``; ``bnserve.server.on_demand``). A call waiting for its body or a
 held stream (Health.Watch) costs a coroutine, not a thread, so no number of idle or slow
 clients can take the threads the work needs. ``App``'s own methods are synchronous, called
 from any thread; they run what the server needs on its loop.
