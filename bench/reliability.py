@@ -88,7 +88,8 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "on the event loop holding no thread (before: the waiting calls took all 4 threads, and the production "
     "calls took 3.0 and 5.6 s, 2 answered in the 6 s; issue 27 measured 9 to 10 s with the defaults)",
     "hostile: calls beyond --max-load-waiters 2 and beyond 4 pending loads (--store-threads 1), store hung": "with "
-    "the proxy stalled, 2 calls wait for version 1 and one each for versions 2, 3 and 4; a third call for "
+    "the proxy stalled, a call for version 1 whose 0.5 s deadline passes while it waits frees its place "
+    "(bnserve_version_load_waiters); 2 calls wait for version 1 and one each for versions 2, 3 and 4; a third call for "
     "version 1 and a call for version 5 are refused UNAVAILABLE, naming the flag, while those 5 still wait "
     "(counted in bnserve_version_calls_shed_total); after the restore the 5 are answered from 4 loads (before: "
     "no bound, each waiting call held a --threads thread)",

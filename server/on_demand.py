@@ -124,7 +124,8 @@ class OnDemand(Generic[T]):
     def forget(self, keep: Callable[[Key], bool]) -> None:
         """Drop every kept version for which ``keep(key)`` is false."""
         with self._lock:
-            for key in [k for k in self._kept if not keep(k)]:
+            # list() copies the keys in one step: ``peek`` may reorder them meanwhile
+            for key in [k for k in list(self._kept) if not keep(k)]:
                 self.nbytes -= self._kept.pop(key)[1]
             metrics.VERSION_CACHE_BYTES.set(self.nbytes)
 

@@ -129,8 +129,9 @@ def _answers(stub, version: int) -> bool:
 @pytest.mark.postgresql
 def test_waiters_beyond_the_cap_and_loads_beyond_the_bound_are_refused_at_once(stallable):
     """--max-load-waiters 2, --store-threads 1 (so at most 4 versions loading or queued): with the
-    store hung, a third call for one version, and a call for a fifth version, are refused with
-    UNAVAILABLE while the calls admitted still wait; once the store is back, those load."""
+    store hung, a call whose deadline passes while it waits frees its place; a third call for
+    one version, and a call for a fifth version, are refused with UNAVAILABLE while the calls
+    admitted still wait; once the store is back, those load."""
     proxy, url = stallable
     flags = ("--max-load-waiters", "2", "--store-threads", "1", "--store-connect-timeout", "10",
              "--store-statement-timeout", "10")
@@ -138,7 +139,12 @@ def test_waiters_beyond_the_cap_and_loads_beyond_the_bound_are_refused_at_once(s
         stub = predictor_pb2_grpc.PredictorStub(channel)
         proxy.stall()
         request = {v: pb.PredictRequest(model="m", version=v, dense=dense(2)) for v in range(1, 6)}
-        waiting = [stub.Predict.future(request[1], timeout=60) for _ in range(2)]
+        waiting = [stub.Predict.future(request[1], timeout=60)]
+        with pytest.raises(grpc.RpcError) as expired:  # it waits, then its deadline passes: its place is freed
+            stub.Predict(request[1], timeout=0.5)
+        assert expired.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        wait_until(lambda: _gauge(server, "bnserve_version_load_waiters") == 1, "the expired call gone", timeout=10)
+        waiting.append(stub.Predict.future(request[1], timeout=60))
         waiting += [stub.Predict.future(request[v], timeout=60) for v in (2, 3, 4)]
         wait_until(lambda: _gauge(server, "bnserve_version_load_waiters") == 5, "5 calls waiting", timeout=10)
         refused = []
@@ -151,7 +157,7 @@ def test_waiters_beyond_the_cap_and_loads_beyond_the_bound_are_refused_at_once(s
         versions = [f.result(timeout=60).version for f in waiting]
         text = scrape(server.metrics_port)
     record("hostile: calls beyond --max-load-waiters 2 and beyond 4 pending loads (--store-threads 1), store hung",
-           "postgresql", faults=1, requests=len(waiting) + len(refused), errors=0, lost=0,
+           "postgresql", faults=1, requests=len(waiting) + len(refused) + 1, errors=0, lost=0,
            refused_at_once=[code.name for code, _ in refused], answered_after_the_restore=len(versions))
     assert refused[0] == (grpc.StatusCode.UNAVAILABLE,
                           "model 'm' version 1 has 2 calls waiting for its load from the store "
