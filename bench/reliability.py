@@ -45,6 +45,7 @@ FAULT_TESTS = (
     "tests/e2e/test_isolated_refusals.py",
     "tests/e2e/test_loop_never_stops.py",
     "tests/e2e/test_forged_versions.py",
+    "tests/e2e/test_store_loads_isolated.py",
 )
 HOSTILE = "hostile: "  # the prefix of the hostile section's records
 WHAT = {  # what each test injects and proves, by the name it records under
@@ -79,6 +80,25 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "versions (one held on demand) and health answer, the poll that hangs is warned about and counted "
     "(bnserve_store_poll_stalls_total); after the restore the version and a new one are served (before: every "
     "call and health waited behind the load's lock for as long as the store hung)",
+    "hostile: store hangs while 8 clients ask for 4 versions not in memory (--threads 4)": "the proxy to "
+    "PostgreSQL forwards nothing (--store-connect-timeout 3, --store-statement-timeout 3) while 8 client threads "
+    "call for 4 versions not in memory, over and over, and one client calls for the resident production version "
+    "with 64 rows (more than the loop answers itself: the --threads pool's work) for 6 s: each of those answers "
+    "within 1 s (one late forgiven, at least 5 answered) and health says SERVING; the old versions end "
+    "UNAVAILABLE at the timeouts and load after the restore. Loads run on --store-threads, their callers wait "
+    "on the event loop holding no thread (before: the waiting calls took all 4 threads, and the production "
+    "calls took 3.0 and 5.6 s, 2 answered in the 6 s; issue 27 measured 9 to 10 s with the defaults)",
+    "hostile: calls beyond --max-load-waiters 2 and beyond 4 pending loads (--store-threads 1), store hung": "with "
+    "the proxy stalled, a call for version 1 whose 0.5 s deadline passes while it waits frees its place "
+    "(bnserve_version_load_waiters); 2 calls wait for version 1 and one each for versions 2, 3 and 4; a third call for "
+    "version 1 and a call for version 5 are refused UNAVAILABLE, naming the flag, while those 5 still wait "
+    "(counted in bnserve_version_calls_shed_total); after the restore the 5 are answered from 4 loads (before: "
+    "no bound, each waiting call held a --threads thread)",
+    "hostile: round-robin over 20 versions not in memory (10 rounds, one client)": "21 versions of one model "
+    "on SQLite, versions 1 to 20 asked for in turn, 10 rounds: each read from the store once "
+    '(bnserve_model_load_seconds_count and bnserve_version_loads_total{result="loaded"}), kept within the '
+    "default --version-cache-bytes (before: the cache held 16 versions, so every call read the store: 200 "
+    "reads for 200 calls, 257 calls/s against 415 now; issue 27 measured 907 to 239 calls/s)",
     "hostile: one bad version among good ones (JSON nested 200,000 deep; passes validation, fails to compile)": "a "
     "running server follows a store where model a gains a version whose params_json is nested 200,000 deep "
     "(production moved to it) and one that fails to compile, while model b gains a good version: both refused "
@@ -230,7 +250,10 @@ def render(
         "nothing (a network partition). While the store hangs, only the calls that need it (a version not in "
         "memory) wait, and the store timeouts (`--store-connect-timeout`, `--store-statement-timeout`) end "
         "that wait with UNAVAILABLE; no lock is held across a store call, so the others and health answer, "
-        "and a poll running longer than `--poll-stall-seconds` is logged and counted.",
+        "and a poll running longer than `--poll-stall-seconds` is logged and counted. Loads run on threads "
+        "of their own (`--store-threads`) and their callers wait holding no thread, so a hung store never "
+        "takes the `--threads` pool from calls for versions in memory; the calls that may wait are bounded "
+        "(`--max-load-waiters` per version, 4 loads per store thread), beyond them UNAVAILABLE at once.",
         "- A refused version is never served; an alias moved to it stays at the version it named before "
         "while the server holds that one. A server started after the bad publish has nothing to fall back "
         "on for that alias and answers FAILED_PRECONDITION for it.",

@@ -1,6 +1,6 @@
 """Serving the store's models over gRPC: bnserve.v1.Predictor, the Open Inference Protocol,
-health, reflection and Prometheus metrics. ``repository`` holds the compiled models,
-``dataplane`` answers a prediction request once for both APIs, ``servicers`` translate,
+health, reflection and Prometheus metrics. ``repository`` holds the compiled models
+(``on_demand`` the versions loaded when asked for), ``dataplane`` answers a prediction request once for both APIs, ``servicers`` translate,
 ``interceptors`` check tokens, count and map errors, ``app`` wires it and ``cli`` runs it."""
 
 if __name__ != "bnserve.server":  # the folder run as a top-level package: two copies of every class

@@ -1,8 +1,9 @@
 """Wiring: store -> repository -> gRPC server with health, reflection and metrics.
 
 The gRPC server is ``grpc.aio``: one asyncio event loop, on a thread of its own, receives
-every call and answers the small ones itself; a large request and any store read go to the
-work pool (``--threads``; see ``bnserve.server.dataplane``). A call waiting for its body or a
+every call and answers the small ones itself; a large request goes to the work pool
+(``--threads``; see ``bnserve.server.dataplane``), a load from the store to threads of its
+own (``--store-threads``; ``bnserve.server.on_demand``). A call waiting for its body or a
 held stream (Health.Watch) costs a coroutine, not a thread, so no number of idle or slow
 clients can take the threads the work needs. ``App``'s own methods are synchronous, called
 from any thread; they run what the server needs on its loop.
@@ -103,7 +104,14 @@ class App:
         self.config = config
         self.tls, self.tokens = load_security(config)
         self.store = ModelStore(config.store_url, timeouts=config.store_timeouts, verify=verify_keys(config))
-        self.repository = ModelRepository(self.store, config.plan_cache_bytes, lazy=config.compile == "lazy")
+        self.repository = ModelRepository(
+            self.store,
+            config.plan_cache_bytes,
+            lazy=config.compile == "lazy",
+            version_cache_bytes=config.version_cache_bytes,
+            store_threads=config.store_threads,
+            max_load_waiters=config.max_load_waiters,
+        )
         self.serving = threading.Event()  # what health reports for our services
         self._pool = futures.ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="rpc")
         self._loop = asyncio.new_event_loop()
@@ -280,6 +288,7 @@ class App:
         self._run(self._drain())
         self._pool.shutdown(wait=False, cancel_futures=True)  # idle pool threads end now
         self.poller.stop()
+        self.repository.close()
         if hasattr(self, "_http_server"):
             self._http_server.shutdown()
         self._close_loop()

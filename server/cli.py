@@ -122,7 +122,7 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         type=_whole,
         default=DEFAULTS["threads"],
         help="work-pool threads, for requests too large for the event loop (over 32 rows, 4,096 values "
-        "or 64 KiB) and store reads (default %(default)s; per worker process)",
+        "or 64 KiB); store reads have their own, --store-threads (default %(default)s; per worker process)",
     )
     serve.add_argument(
         "--workers",
@@ -173,6 +173,28 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         default=DEFAULTS["plan_cache_bytes"],
         help=f"bytes of missing-value plans kept for reuse, all models together; a plan that does not fit "
         f"is built for its call alone (default {DEFAULTS['plan_cache_bytes']:,}, 64 MiB; per worker process)",
+    )
+    serve.add_argument(
+        "--store-threads",
+        type=_whole,
+        default=DEFAULTS["store_threads"],
+        help="threads that load versions not in memory from the store, apart from --threads: a store that "
+        "hangs holds these only (default %(default)s; per worker process)",
+    )
+    serve.add_argument(
+        "--max-load-waiters",
+        type=_whole,
+        default=DEFAULTS["max_load_waiters"],
+        help="calls that may wait for one version's load from the store; more are refused at once with "
+        "UNAVAILABLE (default %(default)s)",
+    )
+    serve.add_argument(
+        "--version-cache-bytes",
+        type=_bytes,
+        default=DEFAULTS["version_cache_bytes"],
+        help=f"bytes of compiled tables of the versions loaded on demand (neither latest nor aliased) kept "
+        f"in memory, least recently used out first (default {DEFAULTS['version_cache_bytes']:,}, 64 MiB; "
+        f"per worker process)",
     )
     serve.add_argument(
         "--tls-cert",

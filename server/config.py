@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 
 from bnserve.argtypes import Bound, one_of, seconds, text, whole
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_METADATA_BYTES, DEFAULT_MAX_ROWS
+from bnserve.server.on_demand import DEFAULT_MAX_LOAD_WAITERS, DEFAULT_STORE_THREADS, DEFAULT_VERSION_CACHE_BYTES
 from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
 from bnserve.store.timeouts import DEFAULT_TIMEOUTS, StoreTimeouts
@@ -41,6 +42,9 @@ class ServeConfig:
     max_streams_per_connection: int = 100  # calls one client connection may have open at once
     idle_seconds: float = 300.0  # a connection with no call open for this long is closed
     plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES  # missing-value plans kept, all models together
+    store_threads: int = DEFAULT_STORE_THREADS  # threads loading versions not in memory, apart from `threads`
+    max_load_waiters: int = DEFAULT_MAX_LOAD_WAITERS  # calls one version's load may have waiting
+    version_cache_bytes: int = DEFAULT_VERSION_CACHE_BYTES  # compiled tables of versions loaded on demand, kept
     worker: bool = False  # one of several processes on the port, started by a parent (bnserve.server.app)
     tls_cert: str | None = None  # PEM certificate chain; with tls_key, the port speaks TLS only
     tls_key: str | None = None  # PEM private key (unencrypted) of tls_cert
@@ -80,6 +84,9 @@ BOUNDS: dict[str, Bound] = {
     "max_streams_per_connection": whole(1),
     "idle_seconds": seconds(),
     "plan_cache_bytes": whole(0),  # 0: no plan is kept
+    "store_threads": whole(1),
+    "max_load_waiters": whole(1),
+    "version_cache_bytes": whole(0),  # 0: a version loaded on demand serves the calls that waited, and is let go
     "tls_cert": text,
     "tls_key": text,
     "tls_client_ca": text,

@@ -7,12 +7,14 @@ Where the work runs: the server is one asyncio event loop (``bnserve.server.app`
 receives every call, so a call waiting for its body or a client holding a stream costs no
 thread. Before any decoding, a request is checked against the model and its work counted
 from its wire form (``measure``: O(inputs), whatever they hold). A request small by that
-measure (``limits.Work.inline``: rows, elements and bytes) for a model in memory is answered
-on the loop itself: its work (tens of microseconds) costs less than handing it to a thread.
-A larger request, any that needs the store (a version loaded on demand), and any whose
-missing values need a plan not yet built (``cached_plans_only``: building one may take
-seconds) runs on the work pool (``--threads``), so the loop keeps answering other calls,
-health among them, while it runs or waits.
+measure (``limits.Work.inline``: rows, elements and bytes) is answered on the loop itself:
+its work (tens of microseconds) costs less than handing it to a thread. A larger request,
+one whose missing values need a plan not yet built (``cached_plans_only``: building one may
+take seconds), and a lazy version's first compile run on the work pool (``--threads``), so
+the loop keeps answering other calls, health among them, while they run. A call for a
+version not in memory awaits its load from the store, which runs on threads of its own
+(``bnserve.server.on_demand``): however long the store hangs, the waiting call holds no
+thread of the work pool, and calls for versions in memory never queue behind it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class DataPlane:
 
     def __init__(self, repository: ModelRepository, max_rows: int, ready: Callable[[], bool], pool: Executor):
         """``max_rows``: the most rows a request may hold; ``ready``: what health reports;
-        ``pool``: the threads for work too long for the event loop, and for store reads."""
+        ``pool``: the threads for work too long for the event loop (never a store read)."""
         self.repository = repository
         self.max_rows = max_rows
         self.ready = ready
@@ -51,12 +53,18 @@ class DataPlane:
     async def model(
         self, name: str, version: int | None = None, alias: str | None = None
     ) -> tuple[ServedModel, ModelEntry]:
-        """The compiled version a selector names (the repository's ``get``; on the pool when
-        it must read the store)."""
+        """The compiled version a selector names: from memory on the loop; else its load from
+        the store awaited, and a lazy compile on the work pool."""
         found = self.repository.get_resident(name, version, alias)
-        if found is None:
-            found = await self.offload(self.repository.get, name, version, alias)
-        return found
+        if found is not None:
+            return found
+        future, entry = self.repository.locate(name, version, alias)
+        # this call's own future: a call cancelled meanwhile (its deadline, its client gone)
+        # cancels it alone, and the load goes on for the others
+        served = await asyncio.wrap_future(future)
+        if not served.is_compiled:
+            served = await self.offload(self.repository.compiled, served)
+        return served, entry
 
     async def predict(
         self,
@@ -77,23 +85,14 @@ class DataPlane:
         each row's most probable class. The request is counted once answered.
         """
         started = time.perf_counter()
-        found = self.repository.get_resident(name, version, alias)
-        if found is not None and self._admit(measure, found[0]).inline:
+        served, _ = await self.model(name, version, alias)
+        if self._admit(measure, served).inline:
             try:
                 with cached_plans_only():
-                    return _answer(found[0], decode, encode, context, started)
+                    return _answer(served, decode, encode, context, started)
             except PlanNotReady:
                 pass  # answered on the pool below, where the plan is built
-
-        def on_pool() -> Response:
-            if found is not None:
-                served = found[0]
-            else:
-                served = self.repository.get(name, version, alias)[0]
-                self._admit(measure, served)
-            return _answer(served, decode, encode, context, started)
-
-        return await self.offload(on_pool)
+        return await self.offload(_answer, served, decode, encode, context, started)
 
     def _admit(self, measure: Callable[[ServedModel], Work], served: ServedModel) -> Work:
         work = measure(served)

@@ -16,8 +16,9 @@ single process):
   which also counts the files of dead workers, so a version a dead worker held would
   read 1 for ever. A multiprocess gauge cannot drop a series, so a version no longer
   held reads 0 there instead of disappearing.
-- ``bnserve_plan_cache_bytes``: ``livesum``, the bytes every live worker's cache holds
-  together, what the pod's memory sees.
+- ``bnserve_plan_cache_bytes`` and ``bnserve_version_cache_bytes``: ``livesum``, the bytes
+  every live worker's cache holds together, what the pod's memory sees;
+  ``bnserve_version_load_waiters``: ``livesum`` too, the calls waiting in every live worker.
 - ``bnserve_store_last_success_timestamp_seconds``: ``livemin``, the stalest live
   worker's last successful poll (every worker polls the store itself), which is what a
   staleness alert must see.
@@ -109,6 +110,32 @@ PLAN_CACHE_BYTES = Gauge(
     "Bytes held by the cache of missing-value plans (at most --plan-cache-bytes per process).",
     multiprocess_mode="livesum",
 )
+VERSION_LOADS = Counter(
+    "bnserve_version_loads_total",
+    "Loads from the store of versions not in memory, asked for by a call, by result: loaded, refused (the "
+    "version is refused at load) or failed (the store failed or timed out, or the version was deleted).",
+    ("result",),
+)
+VERSION_CALLS_SHED = Counter(
+    "bnserve_version_calls_shed_total",
+    "Calls for a version not in memory refused at once (UNAVAILABLE), by reason: waiters (--max-load-waiters "
+    "calls already wait for that version) or pending (every load slot of --store-threads is taken).",
+    ("reason",),
+)
+VERSION_LOAD_WAITERS = Gauge(
+    "bnserve_version_load_waiters",
+    "Calls waiting for a version to load from the store (each holds no thread).",
+    multiprocess_mode="livesum",
+)
+VERSION_CACHE_BYTES = Gauge(
+    "bnserve_version_cache_bytes",
+    "Bytes of compiled tables of the versions kept after a load on demand (at most --version-cache-bytes per process).",
+    multiprocess_mode="livesum",
+)
+for _result in ("loaded", "refused", "failed"):  # every known series from 0, so rate() sees the first
+    VERSION_LOADS.labels(_result)
+for _reason in ("waiters", "pending"):
+    VERSION_CALLS_SHED.labels(_reason)
 STORE_POLL_ERRORS = Counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
 STORE_POLL_STALLS = Counter(
     "bnserve_store_poll_stalls_total",

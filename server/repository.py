@@ -3,7 +3,7 @@
 The served state is one immutable ``Snapshot``; a refresh builds a new one and swaps
 the reference, so a request always sees a consistent set of versions and aliases and
 never waits for a load. Per model the snapshot holds its latest version and every
-aliased version; other versions are loaded on demand into a small LRU. A version or model
+aliased version; other versions are loaded on demand and kept within a budget of bytes. A version or model
 deleted from the store is dropped from all of it on the next refresh.
 
 A poll reads only the models written since the last one (``ModelStore.catalogue_changes``)
@@ -13,7 +13,8 @@ before schema 0005 in a rolling upgrade). A version that fails to load or compil
 whatever reason, is refused alone: every other model keeps updating. Versions with the
 same checksum share one compiled model; with ``lazy`` a version is compiled on its first
 request instead of at load, until its model has answered one (its later versions are then
-compiled at load, off the request path).
+compiled at load, off the request path). Versions loaded on demand are read on threads of
+their own, within bounds, and kept within a budget of bytes (``bnserve.server.on_demand``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import logging
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -31,6 +31,12 @@ from typing import Any
 import numpy as np
 
 from bnserve.server import metrics
+from bnserve.server.on_demand import (
+    DEFAULT_MAX_LOAD_WAITERS,
+    DEFAULT_STORE_THREADS,
+    DEFAULT_VERSION_CACHE_BYTES,
+    OnDemand,
+)
 from bnserve.store.db import CatalogueMark, ModelStore, ModelSummary
 from bnserve.store.errors import BnServeError, InvalidModel, NotFound, PermissionDenied, StoreRefused, StoreUnavailable
 from bnserve.store.model import Model
@@ -39,7 +45,6 @@ from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES, CompiledModel, Pla
 
 log = logging.getLogger(__name__)
 
-ON_DEMAND_CAPACITY = 16
 FULL_READ_EVERY = 10  # polls: one in this many reads the whole catalogue
 # the store's failure, not a version's: the poll fails, a load on demand fails its call, and
 # nothing is remembered as refused (the version loads once the store is mended)
@@ -115,6 +120,12 @@ class ServedModel:
         assert compiled is not None, "the repository hands out compiled versions only"
         return compiled
 
+    @property
+    def nbytes(self) -> int:
+        """What it costs to keep it loaded on demand: its compiled tables (shared with the
+        versions of its checksum, so counted once per version)."""
+        return self.compiled.nbytes
+
     def record_unseen(self, unseen: Mapping[int, int]) -> None:
         """Count values unseen in training read as missing: feature column -> how many.
         The series are this model's features only, made at their first count, so what a
@@ -160,13 +171,24 @@ class ModelRepository:
     """Name/version/alias -> compiled model, refreshed from a ``ModelStore``.
 
     ``plan_cache_bytes``: the budget of the missing-value plans of every version together;
-    ``lazy``: compile each version on its first request rather than when it is loaded.
-    No lock is held across a store call on the request path: ``_lock`` guards the shared
-    dicts for a few steps at a time, and an on-demand load keeps its own in-flight entry, so
-    a slow load delays only the requests for that version.
+    ``lazy``: compile each version on its first request rather than when it is loaded;
+    ``version_cache_bytes``, ``store_threads``, ``max_load_waiters``: the versions loaded on
+    demand (``OnDemand``). No lock is held across a store call on the request path: ``_lock``
+    guards the shared dicts for a few steps at a time, and an on-demand load runs on a thread
+    of its own, so a slow load delays only the requests for that version. ``close`` stops
+    those threads.
     """
 
-    def __init__(self, store: ModelStore, plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES, *, lazy: bool = False):
+    def __init__(
+        self,
+        store: ModelStore,
+        plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES,
+        *,
+        lazy: bool = False,
+        version_cache_bytes: int = DEFAULT_VERSION_CACHE_BYTES,
+        store_threads: int = DEFAULT_STORE_THREADS,
+        max_load_waiters: int = DEFAULT_MAX_LOAD_WAITERS,
+    ):
         self._store = store
         self._lazy = lazy
         self.plans = PlanCache(plan_cache_bytes, on_change=metrics.PLAN_CACHE_BYTES.set)  # shared by every version
@@ -174,8 +196,9 @@ class ModelRepository:
         self._ready = threading.Event()
         self._refresh_lock = threading.Lock()
         self._lock = threading.Lock()  # guards the state below; never held across a store call or a compile
-        self._on_demand: OrderedDict[tuple[str, int], ServedModel] = OrderedDict()
-        self._loading: dict[tuple[str, int], Future[ServedModel]] = {}  # on-demand loads in flight
+        self._on_demand: OnDemand[ServedModel] = OnDemand(
+            self._load_on_demand, budget=version_cache_bytes, threads=store_threads, max_waiters=max_load_waiters
+        )
         self._refused: dict[tuple[str, int], str] = {}
         self._dirty: set[str] = set()  # models with a version refused since their entry was built
         self._shared: weakref.WeakValueDictionary[str, SharedModel] = weakref.WeakValueDictionary()
@@ -183,6 +206,9 @@ class ModelRepository:
         self._summaries: dict[str, ModelSummary] = {}  # the catalogue as last read
         self._mark: CatalogueMark | None = None
         self._polls_since_full = 0
+
+    def close(self) -> None:
+        self._on_demand.close()
 
     @property
     def ready(self) -> bool:
@@ -249,9 +275,8 @@ class ModelRepository:
         def listed(name: str, version: int) -> bool:
             return name in models and version in models[name].versions
 
+        self._on_demand.forget(lambda key: listed(*key))
         with self._lock:
-            for loaded in [k for k in self._on_demand if not listed(*k)]:
-                del self._on_demand[loaded]
             for refused in [k for k in self._refused if not listed(*k)]:
                 del self._refused[refused]
         for held in [k for k, v in self._held.items() if not listed(k[0], v)]:
@@ -390,10 +415,10 @@ class ModelRepository:
         return entry, version
 
     def get(self, name: str, version: int | None = None, alias: str | None = None) -> tuple[ServedModel, ModelEntry]:
-        """The compiled model for a selector: version, alias, or neither for the default."""
-        entry, version = self._resolve(name, version, alias)
-        served = entry.loaded.get(version) or self._get_on_demand(name, version)
-        return self._compiled(served), entry
+        """The compiled model for a selector: version, alias, or neither for the default.
+        Blocks for a load or a compile: for a thread, never the event loop (``locate``)."""
+        future, entry = self.locate(name, version, alias)
+        return self.compiled(future.result()), entry
 
     def get_resident(
         self, name: str, version: int | None = None, alias: str | None = None
@@ -402,10 +427,28 @@ class ModelRepository:
         loaded yet) or a compile (lazy). It never calls the store nor waits for a lock, so the
         event loop may call it."""
         entry, version = self._resolve(name, version, alias)
-        served = entry.loaded.get(version) or self._on_demand.get((name, version))
+        served = entry.loaded.get(version) or self._on_demand.peek((name, version))
         return None if served is None or not served.is_compiled else (served, entry)
 
-    def _compiled(self, served: ServedModel) -> ServedModel:
+    def locate(
+        self, name: str, version: int | None = None, alias: str | None = None
+    ) -> tuple[Future[ServedModel], ModelEntry]:
+        """The version a selector names, as a future for this caller alone (it may cancel it
+        to stop waiting): done at once when the version is in memory, else when its load from
+        the store ends, on the load threads. Not compiled yet under lazy (``compiled``). Busy
+        (UNAVAILABLE) at once when too many calls wait for loads. Never blocks."""
+        entry, version = self._resolve(name, version, alias)
+        served = entry.loaded.get(version)
+        if served is not None:
+            done: Future[ServedModel] = Future()
+            done.set_result(served)
+            return done, entry
+        why = self._refused.get((name, version))
+        if why is not None:
+            raise self._refusal(name, version, why)
+        return self._on_demand.request((name, version)), entry
+
+    def compiled(self, served: ServedModel) -> ServedModel:
         """``served`` compiled: at once when it is (or a version with its checksum is); else
         compiled now (lazy), once, and refused if that fails."""
         if served.is_compiled:
@@ -421,41 +464,19 @@ class ModelRepository:
                 why = self._refused[key]
         raise self._refusal(*key, why)
 
-    def _get_on_demand(self, name: str, version: int) -> ServedModel:
-        """A version outside the snapshot (neither latest nor aliased): load once, keep a few.
-        Callers asking for a version being loaded wait for that load, and only for it."""
-        key = (name, version)
-        with self._lock:
-            served = self._on_demand.get(key)
-            if served is not None:
-                self._on_demand.move_to_end(key)
-                return served
-            if key in self._refused:
-                raise self._refusal(name, version, self._refused[key])
-            loading = self._loading.get(key)
-            if loading is None:
-                loading = self._loading[key] = Future()
-                mine = True
-            else:
-                mine = False
-        if not mine:
-            return loading.result()
+    def _load_on_demand(self, name: str, version: int) -> ServedModel:
+        """A version outside the snapshot (neither latest nor aliased), read and compiled on
+        a load thread, and counted; NotFound if deleted since the last refresh."""
         try:
-            served = self._load(name, version, compile=True)  # NotFound if deleted since the last refresh
-            if served is None:
-                raise self._refusal(name, version, self._refused[key])
-            with self._lock:
-                self._on_demand[key] = served
-                while len(self._on_demand) > ON_DEMAND_CAPACITY:
-                    self._on_demand.popitem(last=False)
-            loading.set_result(served)
-            return served
-        except BaseException as exc:
-            loading.set_exception(exc)
+            served = self._load(name, version, compile=True)
+        except BaseException:
+            metrics.VERSION_LOADS.labels("failed").inc()
             raise
-        finally:
-            with self._lock:
-                del self._loading[key]
+        if served is None:
+            metrics.VERSION_LOADS.labels("refused").inc()
+            raise self._refusal(name, version, self._refused[(name, version)])
+        metrics.VERSION_LOADS.labels("loaded").inc()
+        return served
 
 
 def _log_changes(old: Mapping[str, ModelEntry], new: Mapping[str, ModelEntry]) -> None:

@@ -45,7 +45,7 @@ LAYERS = {
     ],
     "bnserve.server": [
         ["api", "limits", "metrics", "security"],
-        ["config", "requests", "responses"],
+        ["config", "requests", "responses", "on_demand"],
         ["tensors", "repository"],
         ["dataplane"],
         ["servicers", "interceptors"],

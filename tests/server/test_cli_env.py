@@ -75,3 +75,28 @@ def test_a_bad_store_timeout_is_a_usage_error_naming_the_variable(capsys, name, 
     with pytest.raises(SystemExit) as exit_:
         build_parser({name: value})
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_store_load_settings_from_flags_or_the_environment_reach_every_worker(tmp_path):
+    import itertools
+
+    from bnserve.server.config import ServeConfig
+    from bnserve.server.workers import Supervisor
+    from bnserve.store.db import upgrade_store
+
+    plain = build_parser({}).parse_args(["serve"])
+    assert (plain.store_threads, plain.max_load_waiters, plain.version_cache_bytes) == (2, 64, 64 * 1024 * 1024)
+    env = {"BNSERVE_STORE_THREADS": "3", "BNSERVE_MAX_LOAD_WAITERS": "5", "BNSERVE_VERSION_CACHE_BYTES": "1000"}
+    args = build_parser(env).parse_args(["serve", "--store-threads", "4"])
+    assert (args.store_threads, args.max_load_waiters, args.version_cache_bytes) == (4, 5, 1000)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade_store(url)
+    config = ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, store_threads=4,
+                         max_load_waiters=5, version_cache_bytes=1000)
+    supervisor = Supervisor(config, 2)
+    try:
+        flags = dict(itertools.pairwise(supervisor._command()))
+    finally:
+        supervisor._close()
+    assert (flags["--store-threads"], flags["--max-load-waiters"], flags["--version-cache-bytes"]) == (
+        "4", "5", "1000")

@@ -13,12 +13,13 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
+from bnserve.server.on_demand import Busy
 from bnserve.server.repository import FULL_READ_EVERY, ModelRepository, Poller
 from bnserve.store.db import ModelStore
 from bnserve.store.errors import InvalidModel, NotFound
 from bnserve.store.model import Model
 from bnserve.store.predictor.compiled import TABLE_PRECISION
-from tests.model_factory import random_model
+from tests.model_factory import kdb_model, random_model
 
 
 def _corrupt_one_blob(url: str, version: int) -> None:
@@ -119,7 +120,7 @@ def test_a_deleted_version_or_model_is_dropped_on_the_next_poll(model_store, rng
         repo.get("m", alias="staging")
     assert repo.get("m")[0].version == 3
     assert sorted(repo.entry("m").loaded) == [3]
-    assert not [key for key in repo._on_demand if key[:2] == ("m", 2)]  # its compiled tables are let go
+    assert ("m", 2) not in repo._on_demand.keys()  # its compiled tables are let go
 
     model_store.delete("m")
     repo.refresh()
@@ -370,7 +371,7 @@ def test_a_hanging_on_demand_load_delays_only_the_requests_for_that_version(mode
     repo = ModelRepository(model_store)
     repo.refresh()
     repo.get("m", version=1)  # held on demand now
-    with hanging(model_store, "load-v2", "cpts") as (entered, release, calls):
+    with hanging(model_store, "store-load", "cpts") as (entered, release, calls):
         first, got_first = _in_thread("load-v2-a", lambda: repo.get("m", version=2))
         assert entered.wait(30)
         second, got_second = _in_thread("load-v2-b", lambda: repo.get("m", version=2))
@@ -409,3 +410,89 @@ def test_a_poll_that_hangs_is_warned_about_and_counted_once(model_store, rng, ca
     assert any("store poll still running after 0 s" in m and "the store may be hanging" in m for m in messages)
     assert any(m.startswith("the stalled store poll ended after ") for m in messages)
     poller.stop()
+
+
+# ------------------------------------------------------------------ versions loaded on demand (issue 27 item 3)
+
+
+def _loads(result: str) -> float:
+    return REGISTRY.get_sample_value("bnserve_version_loads_total", {"result": result}) or 0.0
+
+
+def _kept(repo: ModelRepository) -> list[int]:
+    return sorted(version for _, version in repo._on_demand.keys())
+
+
+def test_versions_loaded_on_demand_are_kept_within_a_budget_of_bytes(model_store, rng):
+    """Versions 1..4 of one shape (so of one size) with the latest, 5, resident: a budget of
+    two versions' compiled tables keeps the two used last; a budget smaller than one version
+    serves it to its call and keeps nothing."""
+    for _ in range(5):
+        model_store.publish("m", kdb_model(rng, n_features=4, states=3, k=0))
+    probe = ModelRepository(model_store)
+    probe.refresh()
+    size = probe.get("m", version=1)[0].nbytes
+    probe.close()
+    repo = ModelRepository(model_store, version_cache_bytes=2 * size)
+    repo.refresh()
+    loaded = _loads("loaded")
+    for version in (1, 2):
+        repo.get("m", version=version)
+    assert repo.get_resident("m", version=1) is not None  # 1 used last: 2 goes first
+    repo.get("m", version=3)
+    assert _kept(repo) == [1, 3] and repo._on_demand.nbytes == 2 * size
+    assert REGISTRY.get_sample_value("bnserve_version_cache_bytes") == 2 * size
+    for version in (1, 3, 1, 3):
+        assert repo.get("m", version=version)[0].version == version
+    assert _loads("loaded") == loaded + 3  # each read once
+    repo.close()
+
+    tight = ModelRepository(model_store, version_cache_bytes=size - 1)
+    tight.refresh()
+    loaded = _loads("loaded")
+    for _ in range(2):
+        assert tight.get("m", version=1)[0].version == 1
+    assert _kept(tight) == [] and _loads("loaded") == loaded + 2
+    tight.close()
+
+
+def test_a_caller_that_stops_waiting_frees_its_place_and_the_load_goes_on(model_store, rng):
+    """--max-load-waiters 1: a second caller is refused (UNAVAILABLE) while the first waits;
+    once the first cancels its wait, another caller takes its place, and the one load serves it."""
+    for _ in range(3):
+        model_store.publish("m", random_model(rng))
+    repo = ModelRepository(model_store, max_load_waiters=1)
+    repo.refresh()
+    with hanging(model_store, "store-load", "cpts") as (entered, release, calls):
+        first, _ = repo.locate("m", version=1)
+        assert entered.wait(30)
+        with pytest.raises(Busy, match="model 'm' version 1 has 1 calls waiting for its load") as error:
+            repo.locate("m", version=1)
+        assert error.value.code == "UNAVAILABLE"
+        assert first.cancel()
+        second, _ = repo.locate("m", version=1)
+        assert not second.done()
+        release.set()
+        assert second.result(30).version == 1
+    assert len(calls) == 1
+    repo.close()
+
+
+def test_loads_beyond_the_bound_are_refused_and_a_queued_one_ends_at_close(model_store, rng):
+    """--store-threads 1: 4 versions may be loading or queued; a fifth is refused at once. At
+    close, the loads still queued end their callers' waits (UNAVAILABLE), not hang them."""
+    for _ in range(6):
+        model_store.publish("m", random_model(rng))
+    repo = ModelRepository(model_store, store_threads=1)
+    repo.refresh()
+    with hanging(model_store, "store-load", "cpts") as (entered, release, _):
+        waiting = [repo.locate("m", version=v)[0] for v in (1, 2, 3, 4)]
+        assert entered.wait(30)
+        with pytest.raises(Busy, match="model 'm' version 5 needs a load from the store, and 4 loads are pending"):
+            repo.locate("m", version=5)
+        repo.close()
+        for queued in waiting[1:]:
+            with pytest.raises(Busy, match="the server is stopping"):
+                queued.result(30)
+        release.set()
+        assert waiting[0].result(30).version == 1  # the load running when it closed ends as it would have
