@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from bnserve import argtypes
 from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
@@ -17,6 +18,9 @@ from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.model.names import shown
 from bnserve.store.timeouts import add_timeout_flags
 from bnserve.store.version import VersionAction
+
+if TYPE_CHECKING:
+    from bnserve.server.client import Client
 
 PROG = "server"  # errors are printed as "server: error: ...", as argparse prints usage errors
 
@@ -254,6 +258,12 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         metavar="FILE",
         help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})",
     )
+    predict.add_argument(
+        "--insecure-token",
+        action="store_true",
+        help="send the token even in plaintext to an address beyond loopback (without --tls-ca), where "
+        "anyone on the path could read it: only where the path is protected otherwise (a service mesh, a VPN)",
+    )
     token_file = environ.get(TOKEN_FILE_ENV)
     if token_file:
         predict.set_defaults(token_file=token_file)
@@ -283,78 +293,107 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
     return args
 
 
-def _channel(args: argparse.Namespace):
-    """The channel ``server predict`` calls on: TLS with --tls-ca (client certificate with
-    --tls-cert/--tls-key), else plaintext. SecurityConfigError for a file it cannot use."""
-    import grpc
+PREDICT_TIMEOUT = 10.0  # seconds `server predict` gives its Predict call
 
-    from bnserve.server.security import check_certificates, check_private_key, read_file
 
-    if args.tls_ca is None:
-        return grpc.insecure_channel(args.target)
-    ca = check_certificates(read_file(args.tls_ca, "--tls-ca"), args.tls_ca, "--tls-ca")
-    cert = key = None
+def _client(args: argparse.Namespace) -> Client:
+    """The bnserve Client ``server predict`` calls with: TLS with --tls-ca (a client certificate
+    with --tls-cert/--tls-key), the first token of --token-file; one attempt per call (--wait
+    is the way to wait for a server). SecurityConfigError for a file it cannot use;
+    PlaintextToken for a token that would go in plaintext beyond loopback."""
+    from bnserve.server.client import Client
+    from bnserve.server.security import check_certificates, check_private_key, parse_tokens, read_file
+
+    ca = cert = key = token = None
+    if args.tls_ca is not None:
+        ca = check_certificates(read_file(args.tls_ca, "--tls-ca"), args.tls_ca, "--tls-ca")
     if args.tls_cert is not None:
         cert = check_certificates(read_file(args.tls_cert, "--tls-cert"), args.tls_cert, "--tls-cert")
         key = check_private_key(read_file(args.tls_key, "--tls-key"), args.tls_key, "--tls-key")
-    credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-    options = [("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else []
-    return grpc.secure_channel(args.target, credentials, options=options)
+    if args.token_file is not None:
+        token = parse_tokens(read_file(args.token_file, "--token-file"), args.token_file, "--token-file")[0]
+    return Client(
+        args.target,
+        root_certificates=ca,
+        certificate_chain=cert,
+        private_key=key,
+        token=None if token is None else token.decode("ascii"),
+        insecure_token=args.insecure_token,
+        timeout=PREDICT_TIMEOUT,
+        retries=0,
+        options=[("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else [],
+    )
 
 
-def _call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    if args.token_file is None:
-        return ()
-    from bnserve.server.security import parse_tokens, read_file
+def _wait_serving(client: Client, seconds: float) -> bool:
+    """Whether the server reports SERVING within ``seconds`` (asked every 0.2 s)."""
+    import grpc
 
-    token = parse_tokens(read_file(args.token_file, "--token-file"), args.token_file, "--token-file")[0]
-    return (("authorization", f"Bearer {token.decode('ascii')}"),)
+    from bnserve.server.client import InvalidReply
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if client.health(timeout=1.0) == "SERVING":
+                return True
+        except (grpc.RpcError, InvalidReply):
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
 
 
-def _predict(args: argparse.Namespace) -> int:
+def _predict(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
+    """One Predict through bnserve's Client, printed as the PredictResponse's JSON (a row per
+    instance, its label and probabilities); the reply is bounded and checked by the Client."""
     import grpc
     from google.protobuf import json_format
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     from bnserve.server.api import predictor_pb2 as pb
-    from bnserve.server.api import predictor_pb2_grpc
+    from bnserve.server.client import InvalidReply, PlaintextToken
     from bnserve.server.security import SecurityConfigError
 
     try:
-        metadata = _call_metadata(args)
-        channel = _channel(args)
+        client = _client(args)
     except SecurityConfigError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return 1
-    with channel:
-        if args.wait > 0:
-            deadline = time.monotonic() + args.wait
-            health_stub = health_pb2_grpc.HealthStub(channel)
-            while True:
-                try:
-                    status = health_stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0).status
-                    if status == health_pb2.HealthCheckResponse.SERVING:
-                        break
-                except grpc.RpcError:
-                    pass
-                if time.monotonic() > deadline:
-                    print(f"{PROG}: error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
-                    return 1
-                time.sleep(0.2)
-        request = pb.PredictRequest(
-            model=args.model,
-            instances=[pb.Instance(values=i) for i in args.instance or [{}]],
-            unknown=args.unknown,
+    except PlaintextToken:
+        command.error(
+            f"--token-file: refusing to send the token in plaintext to {args.target}, where anyone on the path "
+            "could read it: connect with TLS (--tls-ca), or pass --insecure-token if the path is protected "
+            "otherwise (a service mesh, a VPN)"
         )
-        if args.version is not None:
-            request.version = args.version
-        elif args.alias:
-            request.alias = args.alias
-        try:
-            reply = predictor_pb2_grpc.PredictorStub(channel).Predict(request, timeout=10.0, metadata=metadata)
-        except grpc.RpcError as exc:
-            print(f"{PROG}: error: {exc.code().name}: {shown(exc.details() or '')}", file=sys.stderr)
+    with client:
+        if args.wait > 0 and not _wait_serving(client, args.wait):
+            print(f"{PROG}: error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
             return 1
+        try:
+            answer = client.predict(
+                args.model,
+                args.instance or [{}],
+                version=args.version,
+                alias=args.alias,
+                unknown=args.unknown,
+                extra_columns="error",  # a feature the model does not know is the server's to refuse
+            )
+        except grpc.RpcError as exc:
+            code = exc.code().name if isinstance(exc, grpc.Call) else "UNKNOWN"
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            print(f"{PROG}: error: {code}: {shown(details or '')}", file=sys.stderr)
+            return 1
+        except InvalidReply as exc:
+            print(f"{PROG}: error: {shown(exc.message)}", file=sys.stderr)
+            return 1
+    reply = pb.PredictResponse(
+        model=answer.model,
+        version=answer.version,
+        classes=answer.classes,
+        predictions=[
+            pb.Prediction(label=str(label), probabilities=row.tolist())
+            for label, row in zip(answer.labels, answer.probabilities, strict=True)
+        ],
+    )
     print(json_format.MessageToJson(reply, indent=2, ensure_ascii=True))  # labels escaped: no raw control
     return 0
 
@@ -362,7 +401,7 @@ def _predict(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command == "predict":
-        return _predict(args)
+        return _predict(args, build_parser().subcommands["predict"])
     worker = args.worker_of is not None
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper(), logging.INFO),

@@ -45,7 +45,7 @@ LAYERS = {
     ],
     "bnserve.server": [
         ["api", "limits", "metrics", "security"],
-        ["config", "requests", "responses"],
+        ["config", "requests", "responses", "client"],
         ["tensors", "repository"],
         ["dataplane"],
         ["servicers", "interceptors"],
