@@ -1,4 +1,5 @@
-"""`server` command: `server serve` runs the service, `server predict` is a small client."""
+"""`server` command: `server serve` runs the service; `server predict` and `server health` call
+one through bnserve's Client."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from bnserve import argtypes
 from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
-from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.model.names import shown
@@ -20,6 +20,8 @@ from bnserve.store.timeouts import add_timeout_flags
 from bnserve.store.version import VersionAction
 
 if TYPE_CHECKING:
+    import grpc
+
     from bnserve.server.client import Client
 
 PROG = "server"  # errors are printed as "server: error: ...", as argparse prints usage errors
@@ -68,6 +70,45 @@ def _env_defaults(serve: argparse.ArgumentParser, environ: dict[str, str]) -> No
         except (argparse.ArgumentTypeError, ValueError) as exc:
             serve.error(f"environment variable {name}={environ[name]!r}: {exc}")
         serve.set_defaults(**{dest: value})
+
+
+def _add_client_flags(command: argparse.ArgumentParser, environ: dict[str, str]) -> None:
+    """The flags of the subcommands that call a server (predict, health): where, and how securely."""
+    command.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
+    command.add_argument(
+        "--tls-ca",
+        type=argtypes.file_path,
+        metavar="FILE",
+        help="PEM CA bundle to trust for the server's certificate: connect with TLS",
+    )
+    command.add_argument(
+        "--tls-cert",
+        type=argtypes.file_path,
+        metavar="FILE",
+        help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)",
+    )
+    command.add_argument("--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key of --tls-cert")
+    command.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="name to check the server's certificate against, when --target is not one of its "
+        "names (e.g. through a port-forward; needs --tls-ca)",
+    )
+    command.add_argument(
+        "--token-file",
+        type=argtypes.file_path,
+        metavar="FILE",
+        help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})",
+    )
+    command.add_argument(
+        "--insecure-token",
+        action="store_true",
+        help="send the token even in plaintext to an address beyond loopback (without --tls-ca), where "
+        "anyone on the path could read it: only where the path is protected otherwise (a service mesh, a VPN)",
+    )
+    token_file = environ.get(TOKEN_FILE_ENV)
+    if token_file:
+        command.set_defaults(token_file=token_file)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -208,7 +249,6 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     _env_defaults(serve, environ)
 
     predict = sub.add_parser("predict", help="send one Predict call and print the answer as JSON")
-    predict.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
     predict.add_argument("--model", required=True, help="model name")
     which = predict.add_mutually_exclusive_group()
     which.add_argument("--version", type=int, help="model version (default: alias production, else latest)")
@@ -233,41 +273,21 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     predict.add_argument(
         "--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first"
     )
-    predict.add_argument(
-        "--tls-ca",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="PEM CA bundle to trust for the server's certificate: connect with TLS",
+    health = sub.add_parser(
+        "health", help="print the server's grpc.health.v1 status; exit 0 when SERVING (a probe that speaks TLS)"
     )
-    predict.add_argument(
-        "--tls-cert",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)",
+    health.add_argument(
+        "--service",
+        default="",
+        help="the service to ask about (default: the server as a whole, SERVING while it runs; "
+        "bnserve.v1.Predictor is SERVING once the store is read, and not while draining)",
     )
-    predict.add_argument("--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key of --tls-cert")
-    predict.add_argument(
-        "--tls-server-name",
-        metavar="NAME",
-        help="name to check the server's certificate against, when --target is not one of its "
-        "names (e.g. through a port-forward; needs --tls-ca)",
+    health.add_argument(
+        "--timeout", type=_seconds, default=2.0, help="seconds the call may take (default %(default)s)"
     )
-    predict.add_argument(
-        "--token-file",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})",
-    )
-    predict.add_argument(
-        "--insecure-token",
-        action="store_true",
-        help="send the token even in plaintext to an address beyond loopback (without --tls-ca), where "
-        "anyone on the path could read it: only where the path is protected otherwise (a service mesh, a VPN)",
-    )
-    token_file = environ.get(TOKEN_FILE_ENV)
-    if token_file:
-        predict.set_defaults(token_file=token_file)
-    parser.subcommands = {"serve": serve, "predict": predict}
+    for command in (predict, health):
+        _add_client_flags(command, environ)
+    parser.subcommands = {"serve": serve, "predict": predict, "health": health}
     return parser
 
 
@@ -343,6 +363,56 @@ def _wait_serving(client: Client, seconds: float) -> bool:
         time.sleep(0.2)
 
 
+def _open_client(args: argparse.Namespace, command: argparse.ArgumentParser) -> Client | None:
+    """``_client(args)``, or None once a file it cannot use is reported; a token that would go
+    in plaintext is a usage error naming the flags."""
+    from bnserve.server.client import PlaintextToken
+    from bnserve.server.security import SecurityConfigError
+
+    try:
+        return _client(args)
+    except SecurityConfigError as exc:
+        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+        return None
+    except PlaintextToken:
+        command.error(
+            f"--token-file: refusing to send the token in plaintext to {args.target}, where anyone on the path "
+            "could read it: connect with TLS (--tls-ca), or pass --insecure-token if the path is protected "
+            "otherwise (a service mesh, a VPN)"
+        )
+
+
+def _rpc_error(exc: grpc.RpcError) -> int:
+    import grpc
+
+    code = exc.code().name if isinstance(exc, grpc.Call) else "UNKNOWN"
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    print(f"{PROG}: error: {code}: {shown(details or '')}", file=sys.stderr)
+    return 1
+
+
+def _health(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
+    """The status, printed; 0 when SERVING. For a probe where Kubernetes' own gRPC probe cannot
+    go: it speaks no TLS (deploy/k8s/deployment.yaml)."""
+    import grpc
+
+    from bnserve.server.client import InvalidReply
+
+    client = _open_client(args, command)
+    if client is None:
+        return 1
+    with client:
+        try:
+            status = client.health(args.service, timeout=args.timeout)
+        except grpc.RpcError as exc:
+            return _rpc_error(exc)
+        except InvalidReply as exc:
+            print(f"{PROG}: error: {shown(exc.message)}", file=sys.stderr)
+            return 1
+    print(status)
+    return 0 if status == "SERVING" else 1
+
+
 def _predict(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
     """One Predict through bnserve's Client, printed as the PredictResponse's JSON (a row per
     instance, its label and probabilities); the reply is bounded and checked by the Client."""
@@ -350,20 +420,11 @@ def _predict(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
     from google.protobuf import json_format
 
     from bnserve.server.api import predictor_pb2 as pb
-    from bnserve.server.client import InvalidReply, PlaintextToken
-    from bnserve.server.security import SecurityConfigError
+    from bnserve.server.client import InvalidReply
 
-    try:
-        client = _client(args)
-    except SecurityConfigError as exc:
-        print(f"{PROG}: error: {exc.message}", file=sys.stderr)
+    client = _open_client(args, command)
+    if client is None:
         return 1
-    except PlaintextToken:
-        command.error(
-            f"--token-file: refusing to send the token in plaintext to {args.target}, where anyone on the path "
-            "could read it: connect with TLS (--tls-ca), or pass --insecure-token if the path is protected "
-            "otherwise (a service mesh, a VPN)"
-        )
     with client:
         if args.wait > 0 and not _wait_serving(client, args.wait):
             print(f"{PROG}: error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
@@ -378,10 +439,7 @@ def _predict(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
                 extra_columns="error",  # a feature the model does not know is the server's to refuse
             )
         except grpc.RpcError as exc:
-            code = exc.code().name if isinstance(exc, grpc.Call) else "UNKNOWN"
-            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
-            print(f"{PROG}: error: {code}: {shown(details or '')}", file=sys.stderr)
-            return 1
+            return _rpc_error(exc)
         except InvalidReply as exc:
             print(f"{PROG}: error: {shown(exc.message)}", file=sys.stderr)
             return 1
@@ -400,8 +458,9 @@ def _predict(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.command == "predict":
-        return _predict(args, build_parser().subcommands["predict"])
+    if args.command in ("predict", "health"):
+        command = build_parser().subcommands[args.command]
+        return (_predict if args.command == "predict" else _health)(args, command)
     worker = args.worker_of is not None
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper(), logging.INFO),
@@ -409,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from bnserve.server.app import serve
+    from bnserve.store.db import resolve_store_url
 
     try:
         store_url = resolve_store_url(args.store)
