@@ -204,7 +204,9 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         "--max-streams-per-connection",
         type=_whole,
         default=DEFAULTS["max_streams_per_connection"],
-        help="calls one client connection may have open at once; more wait for one to end (default %(default)s)",
+        help="calls one client connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS); a call past it "
+        "is refused with REFUSED_STREAM, which clients see as UNAVAILABLE: retry it, or open another connection "
+        "(grpc's own clients hold it back until a call ends, where its deadline may pass) (default %(default)s)",
     )
     serve.add_argument(
         "--idle-seconds",
