@@ -281,12 +281,10 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     health.add_argument(
         "--service",
         default="",
-        help="the service to ask about (default: the server as a whole, SERVING while it runs; "
-        "bnserve.v1.Predictor is SERVING once the store is read, and not while draining)",
+        help="the service to ask about, e.g. bnserve.v1.Predictor (default: the server as a whole); each is "
+        "SERVING once the store has been read, and NOT_SERVING from SIGTERM on",
     )
-    health.add_argument(
-        "--timeout", type=_seconds, default=2.0, help="seconds the call may take (default %(default)s)"
-    )
+    health.add_argument("--timeout", type=_seconds, default=2.0, help="seconds the call may take (default %(default)s)")
     for command in (predict, health):
         _add_client_flags(command, environ)
     parser.subcommands = {"serve": serve, "predict": predict, "health": health}

@@ -101,3 +101,24 @@ def test_a_reply_past_the_receive_bound_is_refused():
                          "--instance", "a=y")
     assert result.returncode == 1 and result.stdout == ""
     assert "server: error: the Predict reply is larger than max_receive_bytes" in result.stderr, result.stderr
+
+
+def test_health_exits_0_only_when_serving(tmp_path):
+    """`server health` over TLS: SERVING (exit 0) for the server and the Predictor; a service
+    the server does not know, a plaintext call to the TLS port, no server: exit 1, one line."""
+    from tests.certificates import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    model = random_model(np.random.default_rng(4), n_features=2)
+    with running_app(tmp_path, {"m": model}, tls_cert=str(pki.server.cert), tls_key=str(pki.server.key)) as app:
+        tls = ["--target", f"localhost:{app.port}", "--tls-ca", str(pki.ca.cert)]
+        for service in ([], ["--service", "bnserve.v1.Predictor"]):
+            ok = run_cli("server", "health", *tls, *service)
+            assert ok.returncode == 0 and ok.stdout == "SERVING\n", ok.stderr
+        unknown = run_cli("server", "health", *tls, "--service", "no.such.Service")
+        assert unknown.returncode == 1 and unknown.stderr.startswith("server: error: NOT_FOUND"), unknown.stderr
+        plaintext = run_cli("server", "health", "--target", f"localhost:{app.port}", "--timeout", "2")
+        assert plaintext.returncode == 1 and "UNAVAILABLE" in plaintext.stderr, plaintext.stderr
+        port = app.port
+    gone = run_cli("server", "health", "--target", f"127.0.0.1:{port}")
+    assert gone.returncode == 1 and gone.stderr.count("\n") == 1 and "UNAVAILABLE" in gone.stderr
