@@ -124,15 +124,16 @@ def test_the_server_as_configured_wants_tls_and_a_token_and_its_probes_pass(tmp_
             text = text.replace(path + "/", folder + "/")
         return text
 
-    args = serve_args({k: localise(v) for k, v in container_env(container).items()})
+    environ = {k: localise(v) for k, v in container_env(container).items()}
+    args = serve_args(environ)
     model = random_model(np.random.default_rng(8), n_features=2)
     with running_app(tmp_path, {"m": model}, tls_cert=args.tls_cert, tls_key=args.tls_key,
                      auth_token_file=args.auth_token_file) as app:
         target = f"127.0.0.1:{app.port}"
-        for probe in PROBES:
+        for probe in PROBES:  # in the container's environment, as the kubelet runs it
             command = [localise(a).replace("127.0.0.1:50051", target) for a in container[probe]["exec"]["command"]]
             done = subprocess.run([str(Path(sys.executable).parent / command[0]), *command[1:]],
-                                  capture_output=True, text=True, timeout=60)
+                                  env={**os.environ, **environ}, capture_output=True, text=True, timeout=60)
             assert done.returncode == 0 and done.stdout.strip() == "SERVING", f"{probe}: {done.stderr}"
         token = (files[AUTH_SECRET] / "tokens").read_text().strip()
         ca = (files[TLS_SECRET] / "ca.crt").read_bytes()
