@@ -1,4 +1,5 @@
-"""`server` command: `server serve` runs the service, `server predict` is a small client."""
+"""`server` command: `server serve` runs the service; `server predict` and `server health` call
+one through bnserve's Client."""
 
 from __future__ import annotations
 
@@ -8,15 +9,20 @@ import logging
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from bnserve import argtypes
 from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
-from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.model.names import shown
 from bnserve.store.timeouts import add_timeout_flags
 from bnserve.store.version import VersionAction
+
+if TYPE_CHECKING:
+    import grpc
+
+    from bnserve.server.client import Client
 
 PROG = "server"  # errors are printed as "server: error: ...", as argparse prints usage errors
 
@@ -64,6 +70,45 @@ def _env_defaults(serve: argparse.ArgumentParser, environ: dict[str, str]) -> No
         except (argparse.ArgumentTypeError, ValueError) as exc:
             serve.error(f"environment variable {name}={environ[name]!r}: {exc}")
         serve.set_defaults(**{dest: value})
+
+
+def _add_client_flags(command: argparse.ArgumentParser, environ: dict[str, str]) -> None:
+    """The flags of the subcommands that call a server (predict, health): where, and how securely."""
+    command.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
+    command.add_argument(
+        "--tls-ca",
+        type=argtypes.file_path,
+        metavar="FILE",
+        help="PEM CA bundle to trust for the server's certificate: connect with TLS",
+    )
+    command.add_argument(
+        "--tls-cert",
+        type=argtypes.file_path,
+        metavar="FILE",
+        help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)",
+    )
+    command.add_argument("--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key of --tls-cert")
+    command.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="name to check the server's certificate against, when --target is not one of its "
+        "names (e.g. through a port-forward; needs --tls-ca)",
+    )
+    command.add_argument(
+        "--token-file",
+        type=argtypes.file_path,
+        metavar="FILE",
+        help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})",
+    )
+    command.add_argument(
+        "--insecure-token",
+        action="store_true",
+        help="send the token even in plaintext to an address beyond loopback (without --tls-ca), where "
+        "anyone on the path could read it: only where the path is protected otherwise (a service mesh, a VPN)",
+    )
+    token_file = environ.get(TOKEN_FILE_ENV)
+    if token_file:
+        command.set_defaults(token_file=token_file)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -159,7 +204,9 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         "--max-streams-per-connection",
         type=_whole,
         default=DEFAULTS["max_streams_per_connection"],
-        help="calls one client connection may have open at once; more wait for one to end (default %(default)s)",
+        help="calls one client connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS); a call past it "
+        "is refused with REFUSED_STREAM, which clients see as UNAVAILABLE: retry it, or open another connection "
+        "(grpc's own clients hold it back until a call ends, where its deadline may pass) (default %(default)s)",
     )
     serve.add_argument(
         "--idle-seconds",
@@ -233,7 +280,6 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     _env_defaults(serve, environ)
 
     predict = sub.add_parser("predict", help="send one Predict call and print the answer as JSON")
-    predict.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
     predict.add_argument("--model", required=True, help="model name")
     which = predict.add_mutually_exclusive_group()
     which.add_argument("--version", type=int, help="model version (default: alias production, else latest)")
@@ -258,35 +304,19 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
     predict.add_argument(
         "--wait", type=float, default=0.0, help="seconds to wait for the server to report SERVING first"
     )
-    predict.add_argument(
-        "--tls-ca",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="PEM CA bundle to trust for the server's certificate: connect with TLS",
+    health = sub.add_parser(
+        "health", help="print the server's grpc.health.v1 status; exit 0 when SERVING (a probe that speaks TLS)"
     )
-    predict.add_argument(
-        "--tls-cert",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="PEM client certificate for mutual TLS (needs --tls-key and --tls-ca)",
+    health.add_argument(
+        "--service",
+        default="",
+        help="the service to ask about, e.g. bnserve.v1.Predictor (default: the server as a whole); each is "
+        "SERVING once the store has been read, and NOT_SERVING from SIGTERM on",
     )
-    predict.add_argument("--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key of --tls-cert")
-    predict.add_argument(
-        "--tls-server-name",
-        metavar="NAME",
-        help="name to check the server's certificate against, when --target is not one of its "
-        "names (e.g. through a port-forward; needs --tls-ca)",
-    )
-    predict.add_argument(
-        "--token-file",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help=f"send 'authorization: Bearer <the first token in FILE>' (default: ${TOKEN_FILE_ENV})",
-    )
-    token_file = environ.get(TOKEN_FILE_ENV)
-    if token_file:
-        predict.set_defaults(token_file=token_file)
-    parser.subcommands = {"serve": serve, "predict": predict}
+    health.add_argument("--timeout", type=_seconds, default=2.0, help="seconds the call may take (default %(default)s)")
+    for command in (predict, health):
+        _add_client_flags(command, environ)
+    parser.subcommands = {"serve": serve, "predict": predict, "health": health}
     return parser
 
 
@@ -312,86 +342,154 @@ def parse_args(argv: list[str] | None = None, environ: dict[str, str] | None = N
     return args
 
 
-def _channel(args: argparse.Namespace):
-    """The channel ``server predict`` calls on: TLS with --tls-ca (client certificate with
-    --tls-cert/--tls-key), else plaintext. SecurityConfigError for a file it cannot use."""
-    import grpc
+PREDICT_TIMEOUT = 10.0  # seconds `server predict` gives its Predict call
 
-    from bnserve.server.security import check_certificates, check_private_key, read_file
 
-    if args.tls_ca is None:
-        return grpc.insecure_channel(args.target)
-    ca = check_certificates(read_file(args.tls_ca, "--tls-ca"), args.tls_ca, "--tls-ca")
-    cert = key = None
+def _client(args: argparse.Namespace) -> Client:
+    """The bnserve Client ``server predict`` calls with: TLS with --tls-ca (a client certificate
+    with --tls-cert/--tls-key), the first token of --token-file; one attempt per call (--wait
+    is the way to wait for a server). SecurityConfigError for a file it cannot use;
+    PlaintextToken for a token that would go in plaintext beyond loopback."""
+    from bnserve.server.client import Client
+    from bnserve.server.security import check_certificates, check_private_key, parse_tokens, read_file
+
+    ca = cert = key = token = None
+    if args.tls_ca is not None:
+        ca = check_certificates(read_file(args.tls_ca, "--tls-ca"), args.tls_ca, "--tls-ca")
     if args.tls_cert is not None:
         cert = check_certificates(read_file(args.tls_cert, "--tls-cert"), args.tls_cert, "--tls-cert")
         key = check_private_key(read_file(args.tls_key, "--tls-key"), args.tls_key, "--tls-key")
-    credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-    options = [("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else []
-    return grpc.secure_channel(args.target, credentials, options=options)
+    if args.token_file is not None:
+        token = parse_tokens(read_file(args.token_file, "--token-file"), args.token_file, "--token-file")[0]
+    return Client(
+        args.target,
+        root_certificates=ca,
+        certificate_chain=cert,
+        private_key=key,
+        token=None if token is None else token.decode("ascii"),
+        insecure_token=args.insecure_token,
+        timeout=PREDICT_TIMEOUT,
+        retries=0,
+        options=[("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else [],
+    )
 
 
-def _call_metadata(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
-    if args.token_file is None:
-        return ()
-    from bnserve.server.security import parse_tokens, read_file
-
-    token = parse_tokens(read_file(args.token_file, "--token-file"), args.token_file, "--token-file")[0]
-    return (("authorization", f"Bearer {token.decode('ascii')}"),)
-
-
-def _predict(args: argparse.Namespace) -> int:
+def _wait_serving(client: Client, seconds: float) -> bool:
+    """Whether the server reports SERVING within ``seconds`` (asked every 0.2 s)."""
     import grpc
-    from google.protobuf import json_format
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from bnserve.server.api import predictor_pb2 as pb
-    from bnserve.server.api import predictor_pb2_grpc
+    from bnserve.server.client import InvalidReply
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if client.health(timeout=1.0) == "SERVING":
+                return True
+        except (grpc.RpcError, InvalidReply):
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+
+
+def _open_client(args: argparse.Namespace, command: argparse.ArgumentParser) -> Client | None:
+    """``_client(args)``, or None once a file it cannot use is reported; a token that would go
+    in plaintext is a usage error naming the flags."""
+    from bnserve.server.client import PlaintextToken
     from bnserve.server.security import SecurityConfigError
 
     try:
-        metadata = _call_metadata(args)
-        channel = _channel(args)
+        return _client(args)
     except SecurityConfigError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
-        return 1
-    with channel:
-        if args.wait > 0:
-            deadline = time.monotonic() + args.wait
-            health_stub = health_pb2_grpc.HealthStub(channel)
-            while True:
-                try:
-                    status = health_stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0).status
-                    if status == health_pb2.HealthCheckResponse.SERVING:
-                        break
-                except grpc.RpcError:
-                    pass
-                if time.monotonic() > deadline:
-                    print(f"{PROG}: error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
-                    return 1
-                time.sleep(0.2)
-        request = pb.PredictRequest(
-            model=args.model,
-            instances=[pb.Instance(values=i) for i in args.instance or [{}]],
-            unknown=args.unknown,
+        return None
+    except PlaintextToken:
+        command.error(
+            f"--token-file: refusing to send the token in plaintext to {args.target}, where anyone on the path "
+            "could read it: connect with TLS (--tls-ca), or pass --insecure-token if the path is protected "
+            "otherwise (a service mesh, a VPN)"
         )
-        if args.version is not None:
-            request.version = args.version
-        elif args.alias:
-            request.alias = args.alias
+
+
+def _rpc_error(exc: grpc.RpcError) -> int:
+    import grpc
+
+    code = exc.code().name if isinstance(exc, grpc.Call) else "UNKNOWN"
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    print(f"{PROG}: error: {code}: {shown(details or '')}", file=sys.stderr)
+    return 1
+
+
+def _health(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
+    """The status, printed; 0 when SERVING. For a probe where Kubernetes' own gRPC probe cannot
+    go: it speaks no TLS (deploy/k8s/deployment.yaml)."""
+    import grpc
+
+    from bnserve.server.client import InvalidReply
+
+    client = _open_client(args, command)
+    if client is None:
+        return 1
+    with client:
         try:
-            reply = predictor_pb2_grpc.PredictorStub(channel).Predict(request, timeout=10.0, metadata=metadata)
+            status = client.health(args.service, timeout=args.timeout)
         except grpc.RpcError as exc:
-            print(f"{PROG}: error: {exc.code().name}: {shown(exc.details() or '')}", file=sys.stderr)
+            return _rpc_error(exc)
+        except InvalidReply as exc:
+            print(f"{PROG}: error: {shown(exc.message)}", file=sys.stderr)
             return 1
+    print(status)
+    return 0 if status == "SERVING" else 1
+
+
+def _predict(args: argparse.Namespace, command: argparse.ArgumentParser) -> int:
+    """One Predict through bnserve's Client, printed as the PredictResponse's JSON (a row per
+    instance, its label and probabilities); the reply is bounded and checked by the Client."""
+    import grpc
+    from google.protobuf import json_format
+
+    from bnserve.server.api import predictor_pb2 as pb
+    from bnserve.server.client import InvalidReply
+
+    client = _open_client(args, command)
+    if client is None:
+        return 1
+    with client:
+        if args.wait > 0 and not _wait_serving(client, args.wait):
+            print(f"{PROG}: error: {args.target} was not SERVING within {args.wait} s", file=sys.stderr)
+            return 1
+        try:
+            answer = client.predict(
+                args.model,
+                args.instance or [{}],
+                version=args.version,
+                alias=args.alias,
+                unknown=args.unknown,
+                extra_columns="error",  # a feature the model does not know is the server's to refuse
+            )
+        except grpc.RpcError as exc:
+            return _rpc_error(exc)
+        except InvalidReply as exc:
+            print(f"{PROG}: error: {shown(exc.message)}", file=sys.stderr)
+            return 1
+    reply = pb.PredictResponse(
+        model=answer.model,
+        version=answer.version,
+        classes=answer.classes,
+        predictions=[
+            pb.Prediction(label=str(label), probabilities=row.tolist())
+            for label, row in zip(answer.labels, answer.probabilities, strict=True)
+        ],
+    )
     print(json_format.MessageToJson(reply, indent=2, ensure_ascii=True))  # labels escaped: no raw control
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.command == "predict":
-        return _predict(args)
+    if args.command in ("predict", "health"):
+        command = build_parser().subcommands[args.command]
+        return (_predict if args.command == "predict" else _health)(args, command)
     worker = args.worker_of is not None
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper(), logging.INFO),
@@ -399,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from bnserve.server.app import serve
+    from bnserve.store.db import resolve_store_url
 
     try:
         store_url = resolve_store_url(args.store)

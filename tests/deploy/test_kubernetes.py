@@ -37,12 +37,14 @@ NAMESPACE = "bnserve"
 NAME_LABEL = "app.kubernetes.io/name"
 STORE_SECRET, STORE_SECRET_KEY = "bnserve-store", "url"  # what the servers read: a role that may only read
 WRITER_SECRET = "bnserve-store-writer"  # the migration and the training: a role that may alter and write
+DASK_SCHEDULER = "tls://bnserve-dask-scheduler:8786"  # TLS only: every Dask connection is mutual TLS
+DASK_VOLUMES = {"dask-config": "/etc/dask", "dask-tls": "/etc/dask-tls"}  # Dask's configuration, its certificate
 # The kinds `kubectl apply -k` creates, by kustomization folder.
 EXPECTED_KINDS = {
     K8S: Counter({"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 1, "Deployment": 1, "Service": 2,
                   "HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 1, "NetworkPolicy": 2,
                   "PersistentVolumeClaim": 1, "CronJob": 1, "ServiceMonitor": 1}),
-    POSTGRES: Counter({"Secret": 1, "Service": 1, "StatefulSet": 1}),
+    POSTGRES: Counter({"Secret": 1, "ConfigMap": 1, "Service": 1, "StatefulSet": 1}),
     DASK: Counter({"ConfigMap": 1, "Deployment": 2, "Service": 1, "NetworkPolicy": 1}),
 }
 CLUSTER_SCOPED = {"Namespace"}
@@ -212,7 +214,7 @@ def test_kustomize_renders_valid_documents_in_the_namespace(folder):
         assert matches(one("PodDisruptionBudget", docs=rendered)["spec"]["selector"]["matchLabels"], pods)
         policy = one("NetworkPolicy", "bnserve-server", rendered)["spec"]
         assert matches(policy["podSelector"]["matchLabels"], pods)
-        assert policy["ingress"][0]["from"][0] == {"podSelector": {}}, "same-namespace rule must stay open"
+        assert policy == one("NetworkPolicy", "bnserve-server")["spec"], "the client peers must stay as written"
 
 
 def test_secrets_and_one_off_job_are_not_applied_by_kustomize():
@@ -259,16 +261,36 @@ def test_server_settings_parse_with_the_servers_parser_and_match_the_ports():
     assert annotations["prometheus.io/path"] == "/metrics"
 
 
-def test_probes_ask_grpc_health_on_the_grpc_port():
+PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
+
+
+def probe_args(probe: str) -> Any:
+    """The probe's exec command, parsed by the server's own parser (the kubelet runs it in the
+    container, whose image's `server` it is)."""
+    from bnserve.server.cli import parse_args
+
+    command = server_container()[probe]["exec"]["command"]
+    assert command[:2] == ["server", "health"], f"{probe}: {command}"
+    return parse_args(command[1:], environ={})
+
+
+def test_probes_ask_grpc_health_over_tls_on_the_grpc_port():
+    """The gRPC port speaks TLS only, which the kubelet's own gRPC probe cannot: each probe is
+    `server health` over TLS on the gRPC port; readiness and start-up ask for the Predictor
+    (SERVING once the store is read), liveness for the server as a whole."""
     from bnserve.server.app import PREDICTOR
 
     container = server_container()
     grpc_port = {p["name"]: p["containerPort"] for p in container["ports"]}["grpc"]
-    assert container["readinessProbe"]["grpc"] == {"port": grpc_port, "service": PREDICTOR.full_name}
-    assert container["livenessProbe"]["grpc"]["port"] == grpc_port
-    assert container["livenessProbe"]["grpc"].get("service", "") in ("", PREDICTOR.full_name)
-    if "startupProbe" in container:
-        assert container["startupProbe"]["grpc"]["port"] == grpc_port
+    for probe in PROBES:
+        assert "grpc" not in container[probe] and "tcpSocket" not in container[probe]
+        args = probe_args(probe)
+        assert args.target == f"127.0.0.1:{grpc_port}"
+        assert args.tls_ca is not None and args.token_file is None
+        assert args.service == ("" if probe == "livenessProbe" else PREDICTOR.full_name)
+        assert args.timeout < container[probe]["timeoutSeconds"], "the call ends before the kubelet gives up"
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300, "5 minutes to read the store"
 
 
 def test_termination_grace_covers_prestop_and_drain():
@@ -345,16 +367,53 @@ def test_hpa_and_pdb_keep_the_deployment_available():
     assert matches(pdb["spec"]["selector"]["matchLabels"], one("Deployment")["spec"]["template"]["metadata"]["labels"])
 
 
-def test_network_policy_lets_in_clients_and_prometheus_and_out_postgres_and_dns():
+OWN_NAMESPACE = {"kubernetes.io/metadata.name": NAMESPACE}
+MONITORING = {"kubernetes.io/metadata.name": "monitoring"}
+CLIENT = {"bnserve-client": "true"}
+PROMETHEUS = {"app.kubernetes.io/name": "prometheus"}
+
+
+def admitted(policy: dict[str, Any], port: str, pod: dict[str, str], namespace: dict[str, str]) -> bool:
+    """Whether ``policy`` lets a pod labelled ``pod``, in a namespace labelled ``namespace``,
+    in on the container port named ``port``, as Kubernetes reads ingress peers: a podSelector
+    alone picks pods of the policy's own namespace, a namespaceSelector alone every pod of the
+    namespaces it picks, both together the pods it picks in those namespaces."""
+    for rule in policy["ingress"]:
+        if "ports" in rule and port not in {p["port"] for p in rule["ports"]}:
+            continue
+        for peer in rule.get("from", [{}]):
+            assert peer.keys() <= {"podSelector", "namespaceSelector"}, peer
+            assert all(s.keys() <= {"matchLabels"} for s in peer.values()), "only matchLabels is read here"
+            pods = matches(peer.get("podSelector", {}).get("matchLabels", {}), pod)
+            if "namespaceSelector" in peer:
+                where = matches(peer["namespaceSelector"].get("matchLabels", {}), namespace)
+            else:
+                where = namespace == OWN_NAMESPACE
+            if pods and where:
+                return True
+    return False
+
+
+def test_network_policy_lets_in_labelled_clients_and_prometheus_and_out_postgres_and_dns():
     pods = one("Deployment")["spec"]["template"]["metadata"]["labels"]
     policy = one("NetworkPolicy", "bnserve-server")["spec"]
     assert matches(policy["podSelector"]["matchLabels"], pods)
     assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
-    names = {p["name"]: p["containerPort"] for p in server_container()["ports"]}
-    ingress = {names.get(p["port"], p["port"]): rule["from"] for rule in policy["ingress"] for p in rule["ports"]}
-    assert ingress.keys() == {50051, 9464}
-    assert {"podSelector": {}} in ingress[50051] and any("namespaceSelector" in peer for peer in ingress[50051])
-    assert all("namespaceSelector" in peer for peer in ingress[9464])
+    assert {p["port"] for rule in policy["ingress"] for p in rule["ports"]} == {"grpc", "metrics"}
+    assert {p["name"] for p in server_container()["ports"]} == {"grpc", "metrics"}
+    shop, labelled_shop = {"kubernetes.io/metadata.name": "shop"}, {"kubernetes.io/metadata.name": "shop", **CLIENT}
+    # gRPC: a pod labelled bnserve-client=true, here or in a namespace labelled so; no other
+    assert admitted(policy, "grpc", CLIENT, OWN_NAMESPACE)
+    assert admitted(policy, "grpc", {**CLIENT, "app": "shop"}, labelled_shop)
+    assert not admitted(policy, "grpc", {"app": "anything"}, OWN_NAMESPACE), "an unlabelled pod of the namespace"
+    assert not admitted(policy, "grpc", {"app": "anything"}, labelled_shop), "an unlabelled pod of a client namespace"
+    assert not admitted(policy, "grpc", CLIENT, shop), "a labelled pod of a namespace not labelled"
+    assert not admitted(policy, "grpc", PROMETHEUS, MONITORING)
+    # /metrics: Prometheus in monitoring; not the clients, not another pod of monitoring
+    assert admitted(policy, "metrics", PROMETHEUS, MONITORING)
+    assert not admitted(policy, "metrics", {"app.kubernetes.io/name": "grafana"}, MONITORING)
+    assert not admitted(policy, "metrics", CLIENT, OWN_NAMESPACE)
+    assert not admitted(policy, "metrics", PROMETHEUS, OWN_NAMESPACE)
     egress = {(p["port"], p.get("protocol", "TCP")) for rule in policy["egress"] for p in rule["ports"]}
     assert egress == {(5432, "TCP"), (53, "UDP"), (53, "TCP")}
     train = one("NetworkPolicy", "bnserve-train")["spec"]
@@ -479,9 +538,21 @@ def test_the_dask_job_is_the_training_job_with_dask_in_place_of_jobs():
     dask_job = one("Job", docs=documents(DASK / "job-train-dask.yaml"))
     argv, dask_argv = training_argv("Job"), training_argv("Dask Job")
     at = argv.index("--jobs")
-    assert dask_argv == [*argv[:at], "--dask", "tcp://bnserve-dask-scheduler:8786", *argv[at + 2 :]]
-    strip = lambda spec: {**spec, "containers": [{**c, "args": None} for c in spec["containers"]]}  # noqa: E731
+    assert dask_argv == [*argv[:at], "--dask", DASK_SCHEDULER, *argv[at + 2 :]]
+
+    def strip(spec: dict[str, Any]) -> dict[str, Any]:
+        """The pod spec without the arguments and the Dask volumes (the workers' own)."""
+        containers = [{**c, "args": None, "volumeMounts": [m for m in c["volumeMounts"] if m["name"] not in DASK_VOLUMES]}
+                      for c in spec["containers"]]
+        return {**spec, "containers": containers, "volumes": [v for v in spec["volumes"] if v["name"] not in DASK_VOLUMES]}
+
     assert strip(dask_job["spec"]["template"]["spec"]) == strip(job["spec"]["template"]["spec"])
+    worker = dict(pod_specs())["bnserve-dask-worker"]
+    for name, path in DASK_VOLUMES.items():
+        mounts = {m["name"]: m for m in dask_container("Dask Job")["volumeMounts"]}
+        assert mounts[name] == {"name": name, "mountPath": path, "readOnly": True}
+        volume = lambda spec: next(v for v in spec["volumes"] if v["name"] == name)  # noqa: E731
+        assert volume(dask_job["spec"]["template"]["spec"]) == volume(worker), "the workers' configuration"
     assert dask_job["spec"]["template"]["metadata"] == job["spec"]["template"]["metadata"]
 
 
@@ -494,7 +565,8 @@ def test_the_trainer_and_the_workers_reach_the_scheduler_service():
     port = {p["name"]: p for p in service["spec"]["ports"]}["dask"]
     container_ports = {p["name"]: p["containerPort"] for p in dask_container("bnserve-dask-scheduler")["ports"]}
     assert port["targetPort"] == "dask" and container_ports["dask"] == port["port"] == 8786
-    address = f"tcp://{service['metadata']['name']}:{port['port']}"
+    address = f"tls://{service['metadata']['name']}:{port['port']}"
+    assert address == DASK_SCHEDULER
     assert build_parser().parse_args(training_argv("Dask Job")[1:]).dask == address
     assert dask_container("bnserve-dask-worker")["args"][0] == address
     images = {dask_container(n)["image"] for n in ("bnserve-dask-scheduler", "bnserve-dask-worker", "Dask Job")}
@@ -514,7 +586,8 @@ def test_the_dask_commands_parse_with_dasks_own_parsers_and_fit_their_limits():
 
     scheduler = dask_container("bnserve-dask-scheduler")
     assert scheduler["command"] == ["dask", "scheduler"]
-    assert int(_click_args(scheduler_main, scheduler["args"])["port"]) == 8786
+    scheduler_params = _click_args(scheduler_main, scheduler["args"])
+    assert int(scheduler_params["port"]) == 8786 and scheduler_params["protocol"] == "tls"
     worker = dask_container("bnserve-dask-worker")
     assert worker["command"] == ["dask", "worker"]
     params = _click_args(worker_main, worker["args"])
@@ -541,13 +614,45 @@ def test_the_network_policies_open_the_scheduler_to_the_trainer_and_nothing_else
     assert to_scheduler[0]["ports"] == [{"port": 8786, "protocol": "TCP"}]
 
 
+def dask_secret(directory: Path) -> Path:
+    """The Secret bnserve-dask-tls as the pods see it: ca.crt, and tls.crt with tls.key, a
+    certificate that CA signed for both ends of a connection (Dask's roles share it)."""
+    from tests.certificates import _ca, _signed
+
+    directory.mkdir()
+    ca = _ca(directory, "ca")
+    pair = _signed(directory, ca, "dask", "/CN=bnserve-dask", "basicConstraints=CA:FALSE\n"
+                   "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n")
+    secret = directory / "secret"
+    secret.mkdir()
+    for name, path in (("ca.crt", ca.cert), ("tls.crt", pair.cert), ("tls.key", pair.key)):
+        (secret / name).write_bytes(path.read_bytes())
+    return secret
+
+
+def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} as {"a.b": 1}: dask.config.set's keys (a nested dict would replace whole sections)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch):
     """The scheduler's and the worker's commands as the manifests give them (the Service's
-    host name made 127.0.0.1, a free port), started as processes; the Dask Job's `trainer
-    fit` then trains on them and publishes the production version."""
+    host name made 127.0.0.1, a free port), started as processes with the mounted Dask
+    configuration and certificate (the Secret's files in a folder of their own); the Dask
+    Job's `trainer fit`, with the same configuration, then trains on them over TLS and
+    publishes the production version."""
     import os
     import socket
     import sys
+
+    import dask
+    from distributed.security import Security
 
     from bnserve.store.db import ModelStore
     from bnserve.trainer.cli import main
@@ -559,28 +664,35 @@ def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch)
     scheduler, worker = dask_container("bnserve-dask-scheduler"), dask_container("bnserve-dask-worker")
     scheduler_args = [a if a != "8786" else str(port) for a in scheduler["args"]]
     scheduler_args[scheduler_args.index("--dashboard-address") + 1] = "127.0.0.1:0"
-    dask = str(Path(sys.executable).parent / "dask")
+    dask_cli = str(Path(sys.executable).parent / "dask")
     (mount,) = [m for m in worker["volumeMounts"] if m["mountPath"] == "/etc/dask"]
     (volume,) = [v for v in dict(pod_specs())["bnserve-dask-worker"]["volumes"] if v["name"] == mount["name"]]
     dask_config = one("ConfigMap", volume["configMap"]["name"], applied(DASK))["data"]
+    secret = dask_secret(tmp_path / "pki")
+    (tmp_path / "dask").mkdir()
     for file, text in dask_config.items():
-        (tmp_path / file).write_text(text)
-    env = {**os.environ, **{e["name"]: e["value"] for e in worker["env"]}, "DASK_CONFIG": str(tmp_path)}
+        (tmp_path / "dask" / file).write_text(text.replace(DASK_VOLUMES["dask-tls"], str(secret)))
+    settings = flat(yaml.safe_load((tmp_path / "dask" / "dask.yaml").read_text()))
+    assert settings["distributed.comm.require-encryption"] is True
+    env = {**os.environ, **{e["name"]: e["value"] for e in worker["env"]}, "DASK_CONFIG": str(tmp_path / "dask")}
     env.pop("MALLOC_TRIM_THRESHOLD_", None)  # a pod starts without it (a LocalCluster may have set it here)
-    procs = [subprocess.Popen([dask, *scheduler["command"][1:], *scheduler_args], env=env,
+    procs = [subprocess.Popen([dask_cli, *scheduler["command"][1:], *scheduler_args], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        procs.append(subprocess.Popen([dask, *worker["command"][1:], *local(worker["args"])], env=env,
+        procs.append(subprocess.Popen([dask_cli, *worker["command"][1:], *local(worker["args"])], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         from distributed import Client
 
-        with Client(f"tcp://127.0.0.1:{port}", timeout=60) as client:
-            client.wait_for_workers(1, timeout=60)
-            trim = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
-            assert list(trim.values()) == [None], "the mounted Dask config keeps the nanny's malloc trim off"
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-        monkeypatch.setenv("BNSERVE_STORE_URL", url)
-        assert main(local(training_argv("Dask Job"))[1:]) == 0
+        with dask.config.set(settings):  # the Dask Job's mounted configuration
+            with Client(f"tls://127.0.0.1:{port}", timeout=60, security=Security()) as client:
+                client.wait_for_workers(1, timeout=60)
+                trim = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+                assert list(trim.values()) == [None], "the mounted Dask config keeps the nanny's malloc trim off"
+                workers = client.scheduler_info()["workers"]
+                assert workers and all(address.startswith("tls://") for address in workers), workers
+            url = f"sqlite:///{tmp_path / 'store.db'}"
+            monkeypatch.setenv("BNSERVE_STORE_URL", url)
+            assert main(local(training_argv("Dask Job"))[1:]) == 0
         store = ModelStore(url)
         try:
             assert store.load(config()["TRAIN_MODEL_NAME"], alias="production").version == 1
@@ -594,18 +706,27 @@ def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch)
 
 # --- the example PostgreSQL ----------------------------------------------------------
 
-@pytest.mark.parametrize("name", [STORE_SECRET, WRITER_SECRET])
-def test_example_store_url_matches_the_example_postgres(name):
+def example_store_url(name: str) -> Any:
     from sqlalchemy import make_url
 
     (secret,) = [d for d in documents(K8S / "examples" / "secret.example.yaml") if d["metadata"]["name"] == name]
     assert secret["metadata"]["namespace"] == NAMESPACE
-    url = make_url(secret["stringData"][STORE_SECRET_KEY])
+    return make_url(secret["stringData"][STORE_SECRET_KEY])
+
+
+# Each example Secret's role, as examples/postgres makes it: the owner, and the servers' reader.
+EXAMPLE_ROLES = {WRITER_SECRET: "POSTGRES", STORE_SECRET: "BNSERVE_READER"}
+
+
+@pytest.mark.parametrize("name", [STORE_SECRET, WRITER_SECRET])
+def test_example_store_url_matches_the_example_postgres(name):
+    url = example_store_url(name)
     postgres = {d["kind"]: d for d in applied(POSTGRES)}
     credentials = postgres["Secret"]["stringData"]
+    role = EXAMPLE_ROLES[name]
     assert url.drivername == "postgresql+psycopg"
     assert (url.username, url.password, url.database) == (
-        credentials["POSTGRES_USER"], credentials["POSTGRES_PASSWORD"], credentials["POSTGRES_DB"])
+        credentials[f"{role}_USER"], credentials[f"{role}_PASSWORD"], credentials["POSTGRES_DB"])
     assert url.host == postgres["Service"]["metadata"]["name"] and url.port == 5432
     assert postgres["StatefulSet"]["spec"]["serviceName"] == postgres["Service"]["metadata"]["name"]
     pods = postgres["StatefulSet"]["spec"]["template"]["metadata"]["labels"]

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import bnserve.client
+import bnserve.server.client
 from bnserve import BayesNetClassifier, Client, load, load_model, publish
 from bnserve.server.app import App
 from bnserve.server.config import ServeConfig
@@ -201,7 +201,7 @@ def test_unavailable_is_tried_again_until_the_server_is_up(fitted, tmp_path, mon
             started.set()
             time.sleep(seconds)
 
-    monkeypatch.setattr(bnserve.client, "time", Clock)
+    monkeypatch.setattr(bnserve.server.client, "time", Clock)
     thread = threading.Thread(target=start_later)
     thread.start()
     try:
