@@ -19,6 +19,14 @@ from bnserve.store.errors import BnServeError
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_METADATA_BYTES = 16 * 1024  # a call's headers; a bearer token needs well under 1 KiB
+# What calls in flight may hold (bnserve.server.admission), sized for the Deployment's 1 GiB:
+# docs/operations.md, "Memory: sizing the budget".
+MiB = 1024 * 1024
+PARSE_FACTOR = 24  # bytes a request may take once parsed, per byte on the wire (upb, measured: at most 22)
+DEFAULT_MAX_INFLIGHT_BYTES = 384 * MiB
+DEFAULT_MAX_CONNECTION_INFLIGHT_BYTES = 192 * MiB
+DEFAULT_MAX_CONNECTIONS = 128
+DEFAULT_BODY_SECONDS = 30.0
 
 # What the event loop answers itself: decoding this much costs well under a millisecond,
 # less than handing it to a thread; anything larger runs on the work pool (--threads).

@@ -109,6 +109,11 @@ PLAN_CACHE_BYTES = Gauge(
     "Bytes held by the cache of missing-value plans (at most --plan-cache-bytes per process).",
     multiprocess_mode="livesum",
 )
+INFLIGHT_BYTES = Gauge(
+    "bnserve_inflight_request_bytes",
+    "Bytes charged to calls in flight (a request's wire size times the parse factor), at most --max-inflight-bytes.",
+    multiprocess_mode="livesum",
+)
 STORE_POLL_ERRORS = Counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
 STORE_POLL_STALLS = Counter(
     "bnserve_store_poll_stalls_total",
