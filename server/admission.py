@@ -3,7 +3,8 @@
 A call is admitted in three steps, all on the event loop, before its request is parsed:
 
 1. its connection (the peer address) is counted: calls from more than ``--max-connections``
-   connections at once are refused at their headers (``TooManyConnections``);
+   connections at once are refused at their headers (``TooManyConnections``); health calls
+   are neither counted nor refused, so probes answer whoever holds the connections;
 2. its request message is awaited for at most ``--body-seconds``: a call whose body never
    comes, or trickles, ends (``NoBody``) instead of being held for as long as the client likes;
 3. its bytes are charged against ``--max-inflight-bytes`` (all calls) and
@@ -25,8 +26,6 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -103,13 +102,15 @@ class Admission:
         self._trim = _malloc_trim()
         self._trim_due = False
 
-    @asynccontextmanager
-    async def call(self, context: grpc.aio.ServicerContext) -> AsyncIterator[_Call]:
-        """One call, open from its headers until it ends: its connection counted, its
-        charge released on the way out."""
+    def open(self, context: grpc.aio.ServicerContext, capped: bool = True) -> _Call:
+        """A call, at its headers: its connection counted (TooManyConnections past the cap),
+        unless it is not ``capped`` (health: probes must answer whoever holds the connections).
+        Every call opened is closed (``close``), however it ends."""
         peer = context.peer()
         connection = self._connections.get(peer)
-        if connection is None:
+        if connection is None and not capped:
+            connection = _Connection()  # not counted among the connections
+        elif connection is None:
             if len(self._connections) >= self.max_connections:
                 raise TooManyConnections(
                     f"this server takes calls from at most {self.max_connections} connections at once "
@@ -117,18 +118,20 @@ class Admission:
                 )
             connection = self._connections[peer] = _Connection()
         connection.calls += 1
-        call = _Call(self, connection, context)
-        try:
-            yield call
-        finally:
-            connection.calls -= 1
+        return _Call(self, peer, connection, context)
+
+    def close(self, call: _Call) -> None:
+        """The call has ended: its charge released, its connection uncounted once it has no call open."""
+        connection = call.connection
+        connection.calls -= 1
+        if call.charged:
             connection.charged -= call.charged
             self.charged -= call.charged
             metrics.INFLIGHT_BYTES.set(self.charged)
-            if connection.calls == 0:
-                del self._connections[peer]
             if call.charged >= TRIM_BYTES:
                 self._trim_soon()
+        if connection.calls == 0 and self._connections.get(call.peer) is connection:
+            del self._connections[call.peer]
 
     def _charge(self, call: _Call, size: int) -> None:
         cost = size * PARSE_FACTOR
@@ -167,12 +170,14 @@ class Admission:
 
 
 class _Call:
-    """A call admitted by ``Admission.call``: ``receive`` awaits its request message."""
+    """A call opened by ``Admission.open``: ``receive`` awaits its request message."""
 
-    __slots__ = ("admission", "charged", "connection", "context")
+    __slots__ = ("admission", "charged", "connection", "context", "peer")
 
-    def __init__(self, admission: Admission, connection: _Connection, context: grpc.aio.ServicerContext) -> None:
-        self.admission, self.connection, self.context = admission, connection, context
+    def __init__(
+        self, admission: Admission, peer: str, connection: _Connection, context: grpc.aio.ServicerContext
+    ) -> None:
+        self.admission, self.peer, self.connection, self.context = admission, peer, connection, context
         self.charged = 0
 
     async def receive(self) -> bytes:
@@ -180,7 +185,8 @@ class _Call:
         has not arrived within ``--body-seconds``."""
         admission = self.admission
         try:
-            raw = await asyncio.wait_for(self.context.read(), admission.body_seconds)
+            async with asyncio.timeout(admission.body_seconds):
+                raw = await self.context.read()
         except TimeoutError:
             raise NoBody(
                 f"no request message within {admission.body_seconds:g} s of the call's headers "

@@ -123,25 +123,34 @@ def _parser(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any
     return parse
 
 
-def _admitted(admission: Admission, deserialize: Callable | None, behavior: Callable, streaming: bool) -> Callable:
+def _admitted(
+    admission: Admission, deserialize: Callable | None, behavior: Callable, streaming: bool, capped: bool
+) -> Callable:
     """A unary-request ``behavior`` as one that grpc calls at the call's headers, with the
     request stream: it awaits the request itself, within the admission's limits, and parses
-    it only once its bytes are charged (``bnserve.server.admission``)."""
+    it only once its bytes are charged (``bnserve.server.admission``); ``capped``: its
+    connection counts toward ``--max-connections``."""
     parse = _parser(deserialize)
 
     async def unary_reply(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        async with admission.call(context) as call:
+        call = admission.open(context, capped)
+        try:
             result = behavior(parse(await call.receive()), context)
             return await result if inspect.isawaitable(result) else result
+        finally:
+            admission.close(call)
 
     async def streamed_reply(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        async with admission.call(context) as call:
+        call = admission.open(context, capped)
+        try:
             result = behavior(parse(await call.receive()), context)
             if inspect.isasyncgen(result):
                 async for message in result:
                     yield message
             else:
                 await result
+        finally:
+            admission.close(call)
 
     return streamed_reply if streaming else unary_reply
 
@@ -150,13 +159,16 @@ def _held(admission: Admission, behavior: Callable) -> Callable:
     """A request-streaming ``behavior`` (reflection) counted as a call of its connection."""
 
     async def counted(requests: Any, context: grpc.aio.ServicerContext) -> Any:
-        async with admission.call(context):
+        call = admission.open(context)
+        try:
             result = behavior(requests, context)
             if inspect.isasyncgen(result):
                 async for message in result:
                     yield message
             else:
                 await result
+        finally:
+            admission.close(call)
 
     return counted
 
@@ -211,7 +223,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             behavior = _deny
             if not deny:
                 original = handler.unary_stream if streaming else handler.unary_unary
-                behavior = _admitted(self._admission, handler.request_deserializer, original, streaming)
+                capped = is_protected(service)
+                behavior = _admitted(self._admission, handler.request_deserializer, original, streaming, capped)
             as_stream = handler._replace(request_streaming=True, request_deserializer=None, unary_unary=None)
             if streaming:
                 return as_stream._replace(unary_stream=None, stream_stream=self._wrap_stream(behavior, labels))

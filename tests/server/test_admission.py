@@ -1,7 +1,7 @@
 """Calls that hold the server without sending their body, on the real server in this process
 (issue 27 item 2): a call without a token is refused at its headers, a body that never
 comes ends the call within ``--body-seconds``, and calls from more connections than
-``--max-connections`` are refused at their headers. Before, each was held for as long as
+``--max-connections`` are refused at their headers (health still answers). Before, each was held for as long as
 the client liked, its metadata with it."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import time
 import grpc
 import numpy as np
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from bench.serving import OWN_CONNECTION
 from bnserve.server.api import predictor_pb2 as pb
@@ -25,6 +26,7 @@ TOKEN = "admission-test-token"
 BODILESS = 32
 PREDICT = "/bnserve.v1.Predictor/Predict"
 REQUEST = pb.PredictRequest(model="m", instances=[pb.Instance()])
+SERVING = health_pb2.HealthCheckResponse.SERVING
 
 
 @pytest.fixture
@@ -118,6 +120,8 @@ def test_calls_from_more_connections_than_the_cap_are_refused_at_their_headers(t
                 assert "--max-connections" in error.value.details()
                 refused += 1
             seconds = (time.perf_counter() - t0) / refused
+            health = health_pb2_grpc.HealthStub(late)  # probes answer whoever holds the connections
+            assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == SERVING
             release.set()  # the held calls send no message and end: their connections are free
             for call in held:
                 call.exception(timeout=5)

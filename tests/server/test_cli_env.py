@@ -68,3 +68,14 @@ def test_a_bad_store_timeout_is_a_usage_error_naming_the_variable(capsys, name, 
     with pytest.raises(SystemExit) as exit_:
         build_parser({name: value})
     assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_request_budget_and_its_limits_from_flags_or_the_environment():
+    plain = build_parser({}).parse_args(["serve"])
+    assert (plain.max_inflight_bytes, plain.max_connection_inflight_bytes) == (384 * 2**20, 192 * 2**20)
+    assert (plain.max_connections, plain.body_seconds) == (128, 30.0)
+    env = {"BNSERVE_MAX_INFLIGHT_BYTES": "1000000", "BNSERVE_MAX_CONNECTION_INFLIGHT_BYTES": "500000",
+           "BNSERVE_MAX_CONNECTIONS": "16", "BNSERVE_BODY_SECONDS": "2.5"}
+    args = build_parser(env).parse_args(["serve", "--max-connections", "32"])
+    assert (args.max_inflight_bytes, args.max_connection_inflight_bytes, args.max_connections, args.body_seconds) == (
+        1_000_000, 500_000, 32, 2.5)
