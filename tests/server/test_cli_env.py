@@ -73,7 +73,7 @@ def test_a_bad_store_timeout_is_a_usage_error_naming_the_variable(capsys, name, 
 def test_the_request_budget_and_its_limits_from_flags_or_the_environment():
     plain = build_parser({}).parse_args(["serve"])
     assert (plain.max_inflight_bytes, plain.max_connection_inflight_bytes) == (384 * 2**20, 192 * 2**20)
-    assert (plain.max_connections, plain.body_seconds) == (128, 30.0)
+    assert (plain.max_connections, plain.body_seconds) == (64, 30.0)
     env = {"BNSERVE_MAX_INFLIGHT_BYTES": "1000000", "BNSERVE_MAX_CONNECTION_INFLIGHT_BYTES": "500000",
            "BNSERVE_MAX_CONNECTIONS": "16", "BNSERVE_BODY_SECONDS": "2.5"}
     args = build_parser(env).parse_args(["serve", "--max-connections", "32"])
