@@ -21,6 +21,7 @@ import pytest
 from bench.serving import OWN_CONNECTION, Server
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
+from bnserve.server.limits import HELD_CALL_BYTES
 from bnserve.store.db import ModelStore, upgrade_store
 from tests.model_factory import random_model
 from tests.reliability import record
@@ -124,4 +125,58 @@ def test_concurrent_large_requests_stay_within_the_budget_and_the_memory_comes_b
         rss_before_mib=round(before / MiB),
         peak_growth_mib=round(grown / MiB),
         held_after_mib=round((after - before) / MiB),
+    )
+
+
+HOLDERS = 32  # connections, each holding as many bodiless calls as it may open
+STREAMS = 100  # --max-streams-per-connection's default
+CAP = 4
+HEADERS = [("x-pad", "a" * 14 * 1024)]  # within --max-metadata-bytes
+
+
+def test_held_bodiless_calls_are_bounded_by_the_connection_cap(server):
+    """32 connections each open 100 calls with 14 KiB of headers and never a body, against
+    --max-connections 4: the server holds the calls of 4 connections at most (refusing the
+    others at their headers), its RSS grows by less than 4 x 100 held calls + 32 MiB, and
+    every held call ends at --body-seconds."""
+    release = threading.Event()
+
+    def never_a_body():
+        release.wait()
+        yield from ()
+
+    extra = ("--max-connections", str(CAP), "--body-seconds", "5")
+    with Server(server.store_url, extra=extra) as capped:
+        pid = capped.pids()[0]
+        time.sleep(0.5)
+        before = status(pid, "VmRSS")
+        channels = [grpc.insecure_channel(capped.target, options=OWN_CONNECTION) for _ in range(HOLDERS)]
+        try:
+            calls = [
+                channel.stream_unary("/bnserve.v1.Predictor/Predict").future(never_a_body(), metadata=HEADERS)
+                for channel in channels
+                for _ in range(STREAMS)
+            ]
+            time.sleep(2)  # every call has reached the server
+            held = status(pid, "VmRSS") - before
+            codes = [call.exception(timeout=15).code() for call in calls]  # all end: refused, or at --body-seconds
+        finally:
+            release.set()
+            for channel in channels:
+                channel.close()
+    bound = CAP * STREAMS * HELD_CALL_BYTES + 32 * MiB  # grpc's and the allocator's own
+    assert held <= bound, f"RSS grew {held / MiB:.0f} MiB holding bodiless calls, over {bound / MiB:.0f} MiB"
+    assert set(codes) == {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}, set(codes)
+    assert codes.count(grpc.StatusCode.DEADLINE_EXCEEDED) <= CAP * STREAMS
+    record(
+        f"hostile: {HOLDERS} connections x {STREAMS} bodiless calls with 14 KiB of headers against "
+        f"--max-connections {CAP}",
+        "sqlite",
+        requests=HOLDERS * STREAMS,
+        errors=0,
+        faults=HOLDERS * STREAMS,
+        lost=0,
+        held_calls=codes.count(grpc.StatusCode.DEADLINE_EXCEEDED),
+        refused_at_headers=codes.count(grpc.StatusCode.RESOURCE_EXHAUSTED),
+        rss_growth_mib=round(held / MiB, 1),
     )
