@@ -13,6 +13,7 @@ import grpc
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client import REGISTRY
 
 from bench.serving import OWN_CONNECTION
 from bnserve.server.api import predictor_pb2 as pb
@@ -138,3 +139,33 @@ def test_calls_from_more_connections_than_the_cap_are_refused_at_their_headers(t
         lost=0,
         refused_in_ms=round(seconds * 1e3, 2),
     )
+
+
+def test_a_request_past_a_budget_is_refused_before_parsing_and_every_charge_is_released(tmp_path):
+    """Each request is charged 24 times its size: one past --max-connection-inflight-bytes
+    or --max-inflight-bytes alone is refused naming that flag; after calls answered,
+    refused and failed, nothing stays charged (bnserve_inflight_request_bytes is 0)."""
+    names = [v.name for v in MODEL.features]
+
+    def dense(rows: int) -> pb.PredictRequest:
+        return pb.PredictRequest(model="m", dense=pb.DenseBatch(features=names, codes=[0] * (rows * len(names))))
+
+    limits = dict(max_connection_inflight_bytes=2**20, max_inflight_bytes=3 * 2**20)
+    with running_app(tmp_path, {"m": MODEL}, **limits) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}", options=OWN_CONNECTION) as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            assert len(stub.Predict(dense(10_000), timeout=10).predictions) == 10_000  # 30 KB: 720 KB charged
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Predict(dense(20_000), timeout=10)  # 60 KB: 1.4 MB charged
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "--max-connection-inflight-bytes of 1,048,576" in refused.value.details()
+            with pytest.raises(grpc.RpcError) as failed:
+                stub.Predict(pb.PredictRequest(model="nope", instances=[pb.Instance()]), timeout=10)
+            assert failed.value.code() == grpc.StatusCode.NOT_FOUND
+    (tmp_path / "total").mkdir()
+    with running_app(tmp_path / "total", {"m": MODEL}, max_inflight_bytes=2**20) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}", options=OWN_CONNECTION) as channel:
+            with pytest.raises(grpc.RpcError) as refused:
+                predictor_pb2_grpc.PredictorStub(channel).Predict(dense(20_000), timeout=10)
+            assert "--max-inflight-bytes of 1,048,576" in refused.value.details()
+    assert REGISTRY.get_sample_value("bnserve_inflight_request_bytes") == 0
