@@ -132,7 +132,8 @@ class Admission:
         if connection.calls == 0 and self._connections.get(call.peer) is connection:
             del self._connections[call.peer]
 
-    def _charge(self, call: _Call, size: int) -> None:
+    def charge(self, call: _Call, size: int) -> None:
+        """Charge ``call`` for a request of ``size`` bytes, or refuse it (OverBudget) and charge nothing."""
         cost = size * PARSE_FACTOR
         for limit, held, flag in (
             (self.max_bytes, self.charged, "--max-inflight-bytes"),
@@ -193,5 +194,5 @@ class _Call:
             ) from None
         if raw is grpc.aio.EOF:
             raise InvalidInput("the call carries no request message")
-        admission._charge(self, len(raw))
+        admission.charge(self, len(raw))
         return raw

@@ -18,7 +18,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -123,6 +123,16 @@ def _parser(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any
     return parse
 
 
+async def _relayed(result: Any) -> AsyncIterator[Any]:
+    """The messages of a streaming behaviour's ``result``: an async generator's, or none
+    from a coroutine (which writes its own with ``context.write``) once it is done."""
+    if inspect.isasyncgen(result):
+        async for message in result:
+            yield message
+    else:
+        await result
+
+
 def _admitted(
     admission: Admission, deserialize: Callable | None, behavior: Callable, streaming: bool, capped: bool
 ) -> Callable:
@@ -143,12 +153,8 @@ def _admitted(
     async def streamed_reply(requests: Any, context: grpc.aio.ServicerContext) -> Any:
         call = admission.open(context, capped)
         try:
-            result = behavior(parse(await call.receive()), context)
-            if inspect.isasyncgen(result):
-                async for message in result:
-                    yield message
-            else:
-                await result
+            async for message in _relayed(behavior(parse(await call.receive()), context)):
+                yield message
         finally:
             admission.close(call)
 
@@ -161,12 +167,8 @@ def _held(admission: Admission, behavior: Callable) -> Callable:
     async def counted(requests: Any, context: grpc.aio.ServicerContext) -> Any:
         call = admission.open(context)
         try:
-            result = behavior(requests, context)
-            if inspect.isasyncgen(result):
-                async for message in result:
-                    yield message
-            else:
-                await result
+            async for message in _relayed(behavior(requests, context)):
+                yield message
         finally:
             admission.close(call)
 
