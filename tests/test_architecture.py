@@ -45,7 +45,7 @@ LAYERS = {
     ],
     "bnserve.server": [
         ["api", "limits", "metrics", "security"],
-        ["config", "requests", "responses"],
+        ["admission", "config", "requests", "responses"],
         ["tensors", "repository"],
         ["dataplane"],
         ["servicers", "interceptors"],
