@@ -46,6 +46,8 @@ FAULT_TESTS = (
     "tests/e2e/test_loop_never_stops.py",
     "tests/e2e/test_forged_versions.py",
     "tests/e2e/test_store_loads_isolated.py",
+    "tests/server/test_admission.py",
+    "tests/e2e/test_memory_budget.py",
 )
 HOSTILE = "hostile: "  # the prefix of the hostile section's records
 WHAT = {  # what each test injects and proves, by the name it records under
@@ -71,9 +73,10 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "SIGTERM under load, grace 0.1 s run out (--workers 2, 8 threads of 100,000-row batches)": "the same with 2 worker processes",
     "load, CI size (8 streams x 10 s)": "the CI-sized load test: no error, RSS growth under the bound",
     "hostile: 64 Health.Watch streams and 64 bodiless calls without a token": "a server with a token file and "
-    "--threads 2; 4 connections hold 64 open Health.Watch streams and 64 Predict calls that sent headers and "
-    "never a body; meanwhile 200 authorised Predicts and 200 Health Checks are each answered within a 5 s "
-    "deadline (the thread-pool server before grpc.aio froze at --threads held calls)",
+    "--threads 2; 4 connections hold 64 open Health.Watch streams and send 64 Predict calls with headers and "
+    "never a body (refused UNAUTHENTICATED at their headers); meanwhile 200 authorised Predicts and 200 Health "
+    "Checks are each answered within a 5 s deadline (the thread-pool server before grpc.aio froze at --threads "
+    "held calls)",
     "hostile: store hangs while serving (PostgreSQL behind a stalled TCP proxy)": "the proxy forwards nothing "
     "(a network partition) while a call waits for a version not in memory, with --store-connect-timeout 2 and "
     "--store-statement-timeout 2: that call ends UNAVAILABLE within the timeouts; meanwhile calls for loaded "
@@ -134,6 +137,27 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "hostile: calls with 6 KiB and 1 MiB of metadata against --max-metadata-bytes 4096": "RESOURCE_EXHAUSTED on "
     "the headers, every time; 1 KiB answered (before: no limit of bnserve's own; grpc's default 8 KiB soft limit "
     "refuses only some calls up to its 16 KiB hard limit)",
+    "hostile: 8 concurrent 3.8 MiB packed-integer Predicts against --max-inflight-bytes 200 MiB": "8 connections "
+    "send at once a valid 100,000-row dense Predict of 4 million one-byte codes (about 40 MB once parsed), while "
+    "another calls single-row Predicts: the server's peak RSS (VmHWM) grows by less than the budget + 96 MiB, the "
+    "calls past the budget are RESOURCE_EXHAUSTED before they are parsed, every small call is answered, and RSS "
+    "is back within 64 MiB of its level before the burst within 10 s (before: 498 MiB growth, every call parsed "
+    "at once; 152 MiB still held after the burst without malloc_trim)",
+    "hostile: 32 bodiless calls without a token": "a server with a token file; 32 Predict calls send headers "
+    "without a token and never a body: all UNAUTHENTICATED at their headers, an authorised call answered (before: "
+    "each held until its body came, for as long as the client liked, its headers with it)",
+    "hostile: 32 bodiless calls against --body-seconds 1": "32 Predict calls send headers and never a body: all "
+    "end DEADLINE_EXCEEDED, naming --body-seconds, between 1 and 5 s after they began; a Predict on the same "
+    "connection is answered (before: held for as long as the client liked)",
+    "hostile: 4 connections holding 32 bodiless calls against --max-connections 4": "4 connections hold 8 "
+    "bodiless calls each; 20 Predicts from a fifth connection are RESOURCE_EXHAUSTED at their headers, naming "
+    "--max-connections, while a Health.Check from it answers SERVING; once the held calls end, the fifth is "
+    "answered (before: no cap on connections)",
+    "hostile: 32 connections x 100 bodiless calls with 14 KiB of headers against --max-connections 4": "a "
+    "`server serve --max-connections 4 --body-seconds 5`; 3,200 calls send 14 KiB of headers and never a body: "
+    "the calls of 4 connections are held and end DEADLINE_EXCEEDED at 5 s, the rest RESOURCE_EXHAUSTED at their "
+    "headers; RSS grows by less than 4 x 100 x 39 KiB + 32 MiB (before: 121 MiB, every call held, ~39 KiB each, "
+    "for as long as the client liked)",
 }
 
 
@@ -214,7 +238,7 @@ def render(
         "",
         "## Hostile clients, models and files",
         "",
-        "Each attack of issue 17, bounded and on loopback, from the same run: the row names it and its figure.",
+        "Each attack of issues 17 and 27, bounded and on loopback, from the same run: the row names it and its figure.",
         "",
         "| test | backend | what is injected and asserted | faults | requests | errors | versions | lost | other figures |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -48,6 +48,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from bnserve.server import metrics
+from bnserve.server.admission import Admission
 from bnserve.server.api import (
     diagnostics_pb2,
     diagnostics_pb2_grpc,
@@ -138,8 +139,11 @@ class App:
         which grpc.aio binds the server to."""
         config = self.config
         self.health = HealthServicer()
+        admission = Admission(
+            config.max_inflight_bytes, config.max_connection_inflight_bytes, config.max_connections, config.body_seconds
+        )
         self.grpc_server = grpc.aio.server(
-            interceptors=[ServerInterceptor(self.tokens, config.max_message_bytes)],
+            interceptors=[ServerInterceptor(self.tokens, config.max_message_bytes, admission)],
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", config.max_message_bytes),

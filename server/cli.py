@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from bnserve import argtypes
 from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
+from bnserve.server.limits import PARSE_FACTOR
 from bnserve.store.errors import BnServeError
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.model.names import shown
@@ -213,6 +214,35 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         type=_seconds,
         default=DEFAULTS["idle_seconds"],
         help="close a client connection that has had no call open this long (default %(default)s)",
+    )
+    serve.add_argument(
+        "--max-inflight-bytes",
+        type=_bytes,
+        default=DEFAULTS["max_inflight_bytes"],
+        help=f"bytes the calls in flight may hold, each charged {PARSE_FACTOR} times its request's size (what "
+        f"parsing may take); a call past it is RESOURCE_EXHAUSTED at once "
+        f"(default {DEFAULTS['max_inflight_bytes']:,}, 384 MiB; per worker process)",
+    )
+    serve.add_argument(
+        "--max-connection-inflight-bytes",
+        type=_bytes,
+        default=DEFAULTS["max_connection_inflight_bytes"],
+        help=f"the same, for the calls of one client connection "
+        f"(default {DEFAULTS['max_connection_inflight_bytes']:,}, 192 MiB)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=_whole,
+        default=DEFAULTS["max_connections"],
+        help="client connections that may have calls open at once; a call on another is RESOURCE_EXHAUSTED "
+        "at its headers (default %(default)s; per worker process)",
+    )
+    serve.add_argument(
+        "--body-seconds",
+        type=_seconds,
+        default=DEFAULTS["body_seconds"],
+        help="a call's request message must arrive within this long of its headers, else the call ends "
+        "DEADLINE_EXCEEDED (default %(default)s)",
     )
     serve.add_argument(
         "--plan-cache-bytes",

@@ -7,7 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from bnserve.argtypes import Bound, one_of, seconds, text, whole
-from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_METADATA_BYTES, DEFAULT_MAX_ROWS
+from bnserve.server.limits import (
+    DEFAULT_BODY_SECONDS,
+    DEFAULT_MAX_CONNECTION_INFLIGHT_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_INFLIGHT_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_METADATA_BYTES,
+    DEFAULT_MAX_ROWS,
+)
 from bnserve.server.on_demand import DEFAULT_MAX_LOAD_WAITERS, DEFAULT_STORE_THREADS, DEFAULT_VERSION_CACHE_BYTES
 from bnserve.store.errors import InvalidInput
 from bnserve.store.predictor import DEFAULT_PLAN_CACHE_BYTES
@@ -41,6 +49,10 @@ class ServeConfig:
     max_rows: int = DEFAULT_MAX_ROWS
     max_streams_per_connection: int = 100  # calls one client connection may have open at once
     idle_seconds: float = 300.0  # a connection with no call open for this long is closed
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES  # charged to calls in flight; more is refused
+    max_connection_inflight_bytes: int = DEFAULT_MAX_CONNECTION_INFLIGHT_BYTES  # the same, per connection
+    max_connections: int = DEFAULT_MAX_CONNECTIONS  # connections with calls open; others' calls are refused
+    body_seconds: float = DEFAULT_BODY_SECONDS  # a call's request message must arrive within this
     plan_cache_bytes: int = DEFAULT_PLAN_CACHE_BYTES  # missing-value plans kept, all models together
     store_threads: int = DEFAULT_STORE_THREADS  # threads loading versions not in memory, apart from `threads`
     max_load_waiters: int = DEFAULT_MAX_LOAD_WAITERS  # calls one version's load may have waiting
@@ -83,6 +95,10 @@ BOUNDS: dict[str, Bound] = {
     "max_rows": whole(1),
     "max_streams_per_connection": whole(1),
     "idle_seconds": seconds(),
+    "max_inflight_bytes": whole(1),
+    "max_connection_inflight_bytes": whole(1),
+    "max_connections": whole(1),
+    "body_seconds": seconds(),
     "plan_cache_bytes": whole(0),  # 0: no plan is kept
     "store_threads": whole(1),
     "max_load_waiters": whole(1),

@@ -1,5 +1,5 @@
-"""One interceptor for every RPC of the asyncio server: check its bearer token, parse it,
-count it, time it, and map our errors to status codes.
+"""One interceptor for every RPC of the asyncio server: check its bearer token, admit it
+(``bnserve.server.admission``), parse it, count it, time it, and map our errors to status codes.
 
 Servicers raise ``bnserve.store.errors.BnServeError`` subclasses; this is the one place that
 turns them into gRPC status codes. Anything else becomes INTERNAL with a fixed
@@ -8,8 +8,8 @@ message, and its traceback is logged.
 With a token file (``server serve --auth-token-file``), a call to a protected method
 (every service but grpc.health.v1.Health) without ``authorization: Bearer <token>``
 gets that method's denying handler instead, built once like the others: it fails the
-call with UNAUTHENTICATED and a fixed message, counted as any call is, without
-decoding the request.
+call with UNAUTHENTICATED and a fixed message, counted as any call is, at the call's
+headers: its body is never waited for, read or decoded.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from bnserve.server import metrics
+from bnserve.server.admission import Admission
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, check_reply_size
 from bnserve.server.security import UNAUTHENTICATED_MESSAGE, TokenFile, is_protected
 from bnserve.store.errors import BnServeError, InvalidInput
@@ -85,27 +86,6 @@ async def _deny(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> 
     raise Unauthenticated(UNAUTHENTICATED_MESSAGE)
 
 
-_UNDECODED = object()
-
-
-def _skip(_: bytes) -> object:
-    return _UNDECODED  # not None: grpc takes None for a request that failed to decode
-
-
-def _denying(handler: Any) -> Any:
-    """A handler of the same kind as ``handler`` that fails every call with
-    UNAUTHENTICATED, and leaves the request undecoded."""
-    if handler.unary_unary:
-        return handler._replace(unary_unary=_deny, request_deserializer=_skip)
-    if handler.unary_stream:
-        return handler._replace(unary_stream=_deny, request_deserializer=_skip)
-    if handler.stream_unary:
-        return handler._replace(stream_unary=_deny, request_deserializer=_skip)
-    return handler._replace(stream_stream=_deny, request_deserializer=_skip)
-
-
-_MALFORMED = object()  # what a request that is not a valid message is parsed to
-_OUT_OF_MEMORY = object()  # what a request the server had no memory to parse is parsed to
 ARENA_FAILED = "Arena alloc failed"  # upb's text for a parse that ran out of memory
 OUT_OF_MEMORY_MESSAGE = "the server is out of memory for this request now; retry later or send less"
 
@@ -122,36 +102,77 @@ class OutOfMemory(BnServeError):
     code = "RESOURCE_EXHAUSTED"
 
 
-def _parsing(deserialize: Callable | None, behavior: Callable) -> tuple[Callable | None, Callable]:
-    """(deserializer, behavior) such that bytes that are not a valid message reach
-    ``behavior``'s wrapper as INVALID_ARGUMENT, where grpc's own parsing would answer
-    INTERNAL; running out of memory while parsing is the server's state, not the client's
-    fault: RESOURCE_EXHAUSTED, logged. grpc still parses (a deserializer returning None
-    means a failure to grpc, so a marker object stands for one); parsing the bytes in the
-    handler instead costs a 1,000-row Predict about a third of its throughput."""
+def _parser(deserialize: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]:
+    """``deserialize`` such that bytes that are not a valid message are INVALID_ARGUMENT,
+    where grpc's own parsing would answer INTERNAL; running out of memory while parsing is
+    the server's state, not the client's fault: RESOURCE_EXHAUSTED, logged."""
     if deserialize is None:
-        return None, behavior
+        return lambda raw: raw
     message = getattr(getattr(deserialize, "__self__", None), "DESCRIPTOR", None)
     kind = f"{message.full_name} message" if message is not None else "request message"
-    what = f"a valid {kind}"
 
-    def tolerant(raw: bytes) -> Any:
+    def parse(raw: bytes) -> Any:
         try:
             return deserialize(raw)
         except Exception as exc:
             if not _out_of_memory(exc):
-                return _MALFORMED
+                raise InvalidInput(f"the request is not a valid {kind}") from None
             log.error("out of memory parsing a %d-byte %s: answered RESOURCE_EXHAUSTED", len(raw), kind)
-            return _OUT_OF_MEMORY
+            raise OutOfMemory(OUT_OF_MEMORY_MESSAGE) from None
 
-    def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        if request is _MALFORMED:
-            raise InvalidInput(f"the request is not {what}")
-        if request is _OUT_OF_MEMORY:
-            raise OutOfMemory(OUT_OF_MEMORY_MESSAGE)
-        return behavior(request, context)
+    return parse
 
-    return tolerant, checked
+
+async def _relayed(result: Any) -> AsyncIterator[Any]:
+    """The messages of a streaming behaviour's ``result``: an async generator's, or none
+    from a coroutine (which writes its own with ``context.write``) once it is done."""
+    if inspect.isasyncgen(result):
+        async for message in result:
+            yield message
+    else:
+        await result
+
+
+def _admitted(
+    admission: Admission, deserialize: Callable | None, behavior: Callable, streaming: bool, capped: bool
+) -> Callable:
+    """A unary-request ``behavior`` as one that grpc calls at the call's headers, with the
+    request stream: it awaits the request itself, within the admission's limits, and parses
+    it only once its bytes are charged (``bnserve.server.admission``); ``capped``: its
+    connection counts toward ``--max-connections``."""
+    parse = _parser(deserialize)
+
+    async def unary_reply(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        call = admission.open(context, capped)
+        try:
+            result = behavior(parse(await call.receive()), context)
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            admission.close(call)
+
+    async def streamed_reply(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        call = admission.open(context, capped)
+        try:
+            async for message in _relayed(behavior(parse(await call.receive()), context)):
+                yield message
+        finally:
+            admission.close(call)
+
+    return streamed_reply if streaming else unary_reply
+
+
+def _held(admission: Admission, behavior: Callable) -> Callable:
+    """A request-streaming ``behavior`` (reflection) counted as a call of its connection."""
+
+    async def counted(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        call = admission.open(context)
+        try:
+            async for message in _relayed(behavior(requests, context)):
+                yield message
+        finally:
+            admission.close(call)
+
+    return counted
 
 
 class ServerInterceptor(grpc.aio.ServerInterceptor):
@@ -162,9 +183,15 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
     token, are built once and reused while grpc hands out the same handler for that method.
     """
 
-    def __init__(self, tokens: TokenFile | None = None, max_reply_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(
+        self,
+        tokens: TokenFile | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        admission: Admission | None = None,
+    ) -> None:
         self._tokens = tokens
         self._max_reply_bytes = max_reply_bytes
+        self._admission = admission if admission is not None else Admission()
         # method -> (grpc's handler, ours, ours denying the call or None when it is open)
         self._wrapped: dict[str, tuple[Any, Any, Any]] = {}
 
@@ -177,7 +204,7 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
         if cached is None or cached[0] is not handler:
             deny = None
             if self._tokens is not None and is_protected(_split(method)[0]):
-                deny = self._wrap(_denying(handler), method)
+                deny = self._wrap(handler, method, deny=True)
             cached = self._wrapped[method] = (handler, self._wrap(handler, method), deny)
         if (
             cached[2] is not None
@@ -187,20 +214,27 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             return cached[2]
         return cached[1]
 
-    def _wrap(self, handler: Any, full_method: str) -> Any:
+    def _wrap(self, handler: Any, full_method: str, deny: bool = False) -> Any:
+        """Our handler for grpc's ``handler``. A unary request is taken as a stream of one,
+        so the handler runs at the call's headers: a call without a token is refused then,
+        never waiting for its body, and the others await it within the admission's limits."""
         service, method = _split(full_method)
-        if handler.unary_unary:
-            labels = ("UNARY", service, method)
-            deserialize, behavior = _parsing(handler.request_deserializer, handler.unary_unary)
-            wrapped = self._wrap_unary(behavior, labels, self._max_reply_bytes)
-            return handler._replace(request_deserializer=deserialize, unary_unary=wrapped)
-        if handler.unary_stream:
-            labels = ("SERVER_STREAM", service, method)
-            deserialize, behavior = _parsing(handler.request_deserializer, handler.unary_stream)
-            return handler._replace(request_deserializer=deserialize, unary_stream=self._wrap_stream(behavior, labels))
+        if handler.unary_unary or handler.unary_stream:
+            streaming = handler.unary_stream is not None
+            labels = ("SERVER_STREAM" if streaming else "UNARY", service, method)
+            behavior = _deny
+            if not deny:
+                original = handler.unary_stream if streaming else handler.unary_unary
+                capped = is_protected(service)
+                behavior = _admitted(self._admission, handler.request_deserializer, original, streaming, capped)
+            as_stream = handler._replace(request_streaming=True, request_deserializer=None, unary_unary=None)
+            if streaming:
+                return as_stream._replace(unary_stream=None, stream_stream=self._wrap_stream(behavior, labels))
+            return as_stream._replace(stream_unary=self._wrap_unary(behavior, labels, self._max_reply_bytes))
         if handler.stream_stream:
             labels = ("BIDI_STREAM", service, method)
-            return handler._replace(stream_stream=self._wrap_stream(handler.stream_stream, labels))
+            behavior = _deny if deny else _held(self._admission, handler.stream_stream)
+            return handler._replace(stream_stream=self._wrap_stream(behavior, labels))
         return handler
 
     @staticmethod

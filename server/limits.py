@@ -12,19 +12,40 @@ tensors' declared shapes, O(inputs), without decoding (``tensors.check_inputs``,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bnserve.store.errors import BnServeError
+
+if TYPE_CHECKING:
+    from bnserve.server.config import ServeConfig
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_METADATA_BYTES = 16 * 1024  # a call's headers; a bearer token needs well under 1 KiB
+# What calls in flight may hold (bnserve.server.admission), sized for the Deployment's 1 GiB:
+# docs/operations.md, "Memory: sizing the budget".
+MiB = 1024 * 1024
+PARSE_FACTOR = 24  # bytes a request may take once parsed, per byte on the wire (upb, measured: at most 22)
+DEFAULT_MAX_INFLIGHT_BYTES = 384 * MiB
+DEFAULT_MAX_CONNECTION_INFLIGHT_BYTES = 192 * MiB
+DEFAULT_MAX_CONNECTIONS = 64  # x 100 held streams x ~39 KiB each (measured): 250 MiB at most
+DEFAULT_BODY_SECONDS = 30.0
+BASELINE_BYTES = 90 * MiB  # an idle server process: Python, grpc, numpy, SQLAlchemy (measured)
+HELD_CALL_BYTES = 39 * 1024  # a call held open with 14 KiB of headers (measured)
 
 # What the event loop answers itself: decoding this much costs well under a millisecond,
 # less than handing it to a thread; anything larger runs on the work pool (--threads).
 INLINE_ROWS = 32
 INLINE_ELEMENTS = 4096  # values, names and state codes the request carries
 INLINE_BYTES = 64 * 1024  # bytes of text or raw tensor data
+
+
+def memory_floor(config: ServeConfig) -> int:
+    """The memory a pod needs for ``config`` before its models: per worker process, the
+    baseline, the plan cache, the request budget and the calls its connections may hold
+    (docs/operations.md, "Memory: sizing the budget")."""
+    held = config.max_connections * config.max_streams_per_connection * HELD_CALL_BYTES
+    return config.workers * (BASELINE_BYTES + config.plan_cache_bytes + config.max_inflight_bytes + held)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,11 @@ for _result in ("loaded", "refused", "failed"):  # every known series from 0, so
     VERSION_LOADS.labels(_result)
 for _reason in ("waiters", "pending"):
     VERSION_CALLS_SHED.labels(_reason)
+INFLIGHT_BYTES = Gauge(
+    "bnserve_inflight_request_bytes",
+    "Bytes charged to calls in flight (a request's wire size times the parse factor), at most --max-inflight-bytes.",
+    multiprocess_mode="livesum",
+)
 STORE_POLL_ERRORS = Counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
 STORE_POLL_STALLS = Counter(
     "bnserve_store_poll_stalls_total",

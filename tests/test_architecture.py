@@ -45,7 +45,7 @@ LAYERS = {
     ],
     "bnserve.server": [
         ["api", "limits", "metrics", "security"],
-        ["config", "requests", "responses", "on_demand", "client"],
+        ["admission", "config", "requests", "responses", "on_demand", "client"],
         ["tensors", "repository"],
         ["dataplane"],
         ["servicers", "interceptors"],

@@ -731,3 +731,21 @@ def test_example_store_url_matches_the_example_postgres(name):
     assert postgres["StatefulSet"]["spec"]["serviceName"] == postgres["Service"]["metadata"]["name"]
     pods = postgres["StatefulSet"]["spec"]["template"]["metadata"]["labels"]
     assert matches(postgres["Service"]["spec"]["selector"], pods)
+
+
+def test_the_memory_limit_holds_the_request_budget_with_room_for_models():
+    """The server's settings as the pod runs them (the request budget, the connections and
+    the calls they may hold, the plan cache, per worker) fit the container's memory limit
+    with at least MODELS_MIB to spare for the models (docs/operations.md, "Memory")."""
+    from bnserve.server.cli import SERVE_ENV_FLAGS, build_parser
+    from bnserve.server.config import ServeConfig
+    from bnserve.server.limits import memory_floor
+
+    models_mib = 128
+    container = server_container()
+    args = build_parser(environ=container_env(container)).parse_args(container.get("args", []))
+    config = ServeConfig(store_url="sqlite://", **{name: getattr(args, name) for name in SERVE_ENV_FLAGS})
+    limit = container["resources"]["limits"]["memory"]
+    assert limit.endswith("Gi") or limit.endswith("Mi")
+    limit_bytes = int(limit[:-2]) * (2**30 if limit.endswith("Gi") else 2**20)
+    assert memory_floor(config) + models_mib * 2**20 <= limit_bytes

@@ -173,7 +173,9 @@ def sigterm_under_load(url: str, request, workers: int, grace: float, watch: boo
     """Start the server, load it with THREADS back-to-back callers, SIGTERM it once each has
     had an answer, and keep calling until every thread has called after its exit."""
     with Server(url, workers=workers, metrics=True,
-                extra=("--grace-seconds", str(grace), "--log-level", "INFO")) as server:
+                extra=("--grace-seconds", str(grace), "--log-level", "INFO",
+                       # 8 calls of 100,000 rows are charged 8 x 120 MB: all admitted, drained
+                       "--max-inflight-bytes", str(2**31), "--max-connection-inflight-bytes", str(2**31))) as server:
         health = HealthWatch(server.target) if watch else None
         with PredictLoop(server.target, request, threads=THREADS, timeout=120) as calls:
             calls.wait_for(lambda o: len(o) >= THREADS, f"{THREADS} answers before the signal", timeout=120)

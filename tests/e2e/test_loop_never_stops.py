@@ -39,6 +39,9 @@ LATE_FORGIVEN = 1
 EMPTY_ELEMENTS = 4_000_000  # a raw entry of empty BYTES elements for an input of shape [1] (16 MB)
 ONE_ELEMENT_INPUTS = 300_000
 DENSE_NAMES = 2_000_000
+# These requests test what comes after admission (parsing, the checks, the loop), so the
+# request budget (charged 24x their size; tests/e2e/test_memory_budget.py) lets them in.
+PAST_THE_BUDGET = ("--max-inflight-bytes", str(2**31), "--max-connection-inflight-bytes", str(2**31))
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,7 @@ def server(tmp_path_factory):
     upgrade_store(url)
     with ModelStore(url) as store:
         store.publish("m", MODEL)
-    with Server(url, extra=("--max-metadata-bytes", "4096")) as running:
+    with Server(url, extra=("--max-metadata-bytes", "4096", *PAST_THE_BUDGET)) as running:
         yield running
 
 
@@ -220,7 +223,7 @@ def test_a_server_short_of_memory_says_so_and_does_not_blame_the_request(tmp_pat
     upgrade_store(url)
     with ModelStore(url) as store:
         store.publish("m", MODEL)
-    with Server(url) as server:
+    with Server(url, extra=PAST_THE_BUDGET) as server:
         status = pathlib.Path(f"/proc/{server.process.pid}/status").read_text()
         limit = int(re.search(r"VmSize:\s+(\d+) kB", status)[1]) * 1024 + 200 * 2**20
         resource.prlimit(server.process.pid, resource.RLIMIT_AS, (limit, limit))

@@ -100,3 +100,14 @@ def test_the_store_load_settings_from_flags_or_the_environment_reach_every_worke
         supervisor._close()
     assert (flags["--store-threads"], flags["--max-load-waiters"], flags["--version-cache-bytes"]) == (
         "4", "5", "1000")
+
+
+def test_the_request_budget_and_its_limits_from_flags_or_the_environment():
+    plain = build_parser({}).parse_args(["serve"])
+    assert (plain.max_inflight_bytes, plain.max_connection_inflight_bytes) == (384 * 2**20, 192 * 2**20)
+    assert (plain.max_connections, plain.body_seconds) == (64, 30.0)
+    env = {"BNSERVE_MAX_INFLIGHT_BYTES": "1000000", "BNSERVE_MAX_CONNECTION_INFLIGHT_BYTES": "500000",
+           "BNSERVE_MAX_CONNECTIONS": "16", "BNSERVE_BODY_SECONDS": "2.5"}
+    args = build_parser(env).parse_args(["serve", "--max-connections", "32"])
+    assert (args.max_inflight_bytes, args.max_connection_inflight_bytes, args.max_connections, args.body_seconds) == (
+        1_000_000, 500_000, 32, 2.5)

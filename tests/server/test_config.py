@@ -32,6 +32,15 @@ OUT_OF_BOUNDS = [
     ("max_rows", 0, "max_rows must be at least 1, got 0 (--max-rows, BNSERVE_MAX_ROWS)"),
     ("max_message_bytes", 2**31, "max_message_bytes must be from 1 to 2147483647, got 2147483648"),
     ("max_streams_per_connection", 0, "max_streams_per_connection must be at least 1, got 0"),
+    ("max_inflight_bytes", 0, "max_inflight_bytes must be at least 1, got 0 (--max-inflight-bytes"),
+    (
+        "max_connection_inflight_bytes",
+        0,
+        "max_connection_inflight_bytes must be at least 1, got 0 (--max-connection-inflight-bytes, "
+        "BNSERVE_MAX_CONNECTION_INFLIGHT_BYTES)",
+    ),
+    ("max_connections", 0, "max_connections must be at least 1, got 0 (--max-connections, BNSERVE_MAX_CONNECTIONS)"),
+    ("body_seconds", 0, "body_seconds must be more than 0 seconds, got 0 (--body-seconds, BNSERVE_BODY_SECONDS)"),
     (
         "plan_cache_bytes",
         -1,

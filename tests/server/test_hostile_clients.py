@@ -1,9 +1,10 @@
 """Clients that hold the server's capacity without a token, and replies over the size limit,
 on the real server in this process.
 
-- Open Health.Watch streams (health is open by design) and calls that send their headers
-  but never a body take no thread: the event loop holds them as coroutines, so
-  authorised Predicts and Health Checks keep being answered, whatever ``--threads`` is.
+- Open Health.Watch streams (health is open by design) take no thread: the event loop
+  holds them as coroutines, and calls without a token that send their headers but never a
+  body are refused at the headers, so authorised Predicts and Health Checks keep being
+  answered, whatever ``--threads`` is.
 - A reply over ``--max-message-bytes`` is refused with RESOURCE_EXHAUSTED by the server
   itself, and counted so in /metrics (grpc would refuse it after the handler returned,
   counted OK).
@@ -72,7 +73,8 @@ def test_held_streams_without_a_token_do_not_starve_authorised_calls(tmp_path):
                     assert len(reply.predictions) == 1
                     status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
                     assert status == health_pb2.HealthCheckResponse.SERVING
-            assert not any(call.done() for call in bodiless)  # still held, all the while
+            for call in bodiless:  # refused at their headers, not held waiting for a body
+                assert call.exception(timeout=5).code() == grpc.StatusCode.UNAUTHENTICATED
             record(
                 f"hostile: {HELD_WATCHES} Health.Watch streams and {HELD_BODILESS} bodiless calls without a token",
                 "sqlite",
