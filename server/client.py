@@ -4,7 +4,8 @@
 integer array of state codes (the dense form, columns in the model's feature order); columns
 the model does not know, the class column among them, are left out (``extra_columns``). It sends
 them in batches of at most ``batch_rows`` (the server's ``--max-rows`` is 100,000 by
-default) and returns the labels and the class probabilities as numpy arrays. Every call has
+default) and at most ``batch_bytes`` (a batch larger on the wire is split: the server
+admits a request by its size, ``--max-connection-inflight-bytes``), and returns the labels and the class probabilities as numpy arrays. Every call has
 a deadline, and a call the server could not take (UNAVAILABLE: it is starting, draining or
 unreachable) is tried again with exponential backoff while the deadline lasts. Any other
 error is raised as it came, a ``grpc.RpcError`` with the server's status and message.
@@ -23,7 +24,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -38,6 +39,9 @@ from bnserve.store.errors import BnServeError
 
 DEFAULT_TIMEOUT = 30.0  # seconds, per call to a method of Client, retries included
 DEFAULT_BATCH_ROWS = 10_000
+# Half the largest request a server admits at its defaults (--max-connection-inflight-bytes
+# 192 MiB over the parse factor 24, bnserve.server.limits): larger batches gain nothing.
+DEFAULT_BATCH_BYTES = 4 * 1024 * 1024
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # the server's default --max-message-bytes
 MAX_CLASSES = 65_536  # a Predict reply naming more classes is refused before they are read
@@ -100,6 +104,7 @@ class Client:
     bytes or paths) present a client certificate (mTLS). ``token``: the bearer token sent
     with every call (``server serve --auth-token-file``). ``timeout``: seconds each method
     may take, retries included; ``retries``: further attempts after UNAVAILABLE.
+    ``batch_rows``, ``batch_bytes``: the most rows, and bytes on the wire, of one Predict.
     ``max_receive_bytes``: the largest reply taken, decompressed, and the most parsing one may
     allocate (``InvalidReply`` beyond). ``insecure_token``: send ``token`` over plaintext to
     an address other than loopback (refused otherwise: anyone on the path could read it).
@@ -118,13 +123,15 @@ class Client:
         timeout: float = DEFAULT_TIMEOUT,
         retries: int = 4,
         batch_rows: int = DEFAULT_BATCH_ROWS,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
         max_receive_bytes: int = MAX_MESSAGE_BYTES,
         insecure_token: bool = False,
         options: Sequence[tuple[str, Any]] = (),
     ):
-        if timeout <= 0 or retries < 0 or batch_rows < 1 or max_receive_bytes < 1:
+        if timeout <= 0 or retries < 0 or min(batch_rows, batch_bytes, max_receive_bytes) < 1:
             raise ValueError(
-                "timeout must be positive, retries non-negative, batch_rows and max_receive_bytes at least 1"
+                "timeout must be positive, retries non-negative, batch_rows, batch_bytes and max_receive_bytes "
+                "at least 1"
             )
         if (certificate_chain is None) != (private_key is None):
             raise ValueError("give certificate_chain and private_key together (a client certificate and its key)")
@@ -161,7 +168,7 @@ class Client:
             if not m.server_streaming
         }
         self.target, self.timeout, self.retries, self.batch_rows = target, timeout, retries, batch_rows
-        self.max_receive_bytes = max_receive_bytes
+        self.batch_bytes, self.max_receive_bytes = batch_bytes, max_receive_bytes
 
     def __repr__(self) -> str:
         return f"Client({self.target!r})"
@@ -220,12 +227,21 @@ class Client:
             known, version, alias = known_version["features"], known_version["version"], None
             classes = tuple(known_version["classes"])
         if codes:
-            requests = _dense_requests(rows, known if features is None else features, self.batch_rows)
+            names = list(known if features is None else features)
+            _check_codes(rows, names)
+            requests = _batches(
+                len(rows),
+                self.batch_rows,
+                self.batch_bytes,
+                lambda a, b: pb.PredictRequest(dense=pb.DenseBatch(features=names, codes=rows[a:b].ravel().tolist())),
+            )
         else:
             instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None)
-            requests = (
-                pb.PredictRequest(instances=instances[i : i + self.batch_rows], unknown=unknown)
-                for i in range(0, max(len(instances), 1), self.batch_rows)
+            requests = _batches(
+                len(instances),
+                self.batch_rows,
+                self.batch_bytes,
+                lambda a, b: pb.PredictRequest(instances=instances[a:b], unknown=unknown),
             )
         labels, probabilities = [], []
         for request in requests:
@@ -346,15 +362,29 @@ def _instances(rows: Any, keep: set[str] | None = None) -> list[pb.Instance]:
     return instances
 
 
-def _dense_requests(codes: np.ndarray, features: Sequence[str], batch_rows: int) -> Iterator[pb.PredictRequest]:
-    """The dense form of a code array, ``batch_rows`` rows a request."""
+def _check_codes(codes: np.ndarray, features: Sequence[str]) -> None:
     if codes.ndim != 2 or codes.shape[1] != len(features):
         raise ValueError(
             f"codes must be a 2-D array of {len(features)} columns ({', '.join(features)}), got shape {codes.shape}"
         )
-    for start in range(0, max(codes.shape[0], 1), batch_rows):
-        part = codes[start : start + batch_rows]
-        yield pb.PredictRequest(dense=pb.DenseBatch(features=list(features), codes=part.ravel().tolist()))
+
+
+def _batches(
+    rows: int, batch_rows: int, batch_bytes: int, request: Callable[[int, int], pb.PredictRequest]
+) -> Iterator[pb.PredictRequest]:
+    """``request(start, stop)`` over the rows in order, ``batch_rows`` at a time, each halved
+    until it is at most ``batch_bytes`` on the wire (a single row goes whatever its size).
+    No rows still make one request: the server answers it with no predictions."""
+    for start in range(0, max(rows, 1), batch_rows):
+        pending = [(start, min(start + batch_rows, rows))]
+        while pending:
+            a, b = pending.pop()
+            built = request(a, b)
+            if b - a > 1 and built.ByteSize() > batch_bytes:
+                middle = (a + b) // 2
+                pending += [(middle, b), (a, middle)]  # the first half is taken first
+            else:
+                yield built
 
 
 def _metadata_request(model: str, version: int | None, alias: str | None) -> pb.GetModelMetadataRequest:

@@ -64,6 +64,33 @@ def test_rows_go_in_batches_of_batch_rows(server, fitted):
     assert single.probabilities.shape == (1, 2)
 
 
+@pytest.mark.parametrize("form", ["frame", "codes"])
+def test_a_batch_larger_than_batch_bytes_is_split_in_order(server, fitted, form):
+    clf, X = fitted
+    rows = X.head(30) if form == "frame" else clf._codes(X.head(30))
+    with Client(f"127.0.0.1:{server.port}", batch_rows=20, batch_bytes=300) as client:
+        sent = _recording_predicts(client, sizes_of=lambda request: (_rows(request), request.ByteSize()))
+        answer = client.predict("hepatitis", rows)
+    assert sum(n for n, _ in sent) == 30 and len(sent) > 2
+    assert all(n == 1 or size <= 300 + 64 for n, size in sent), sent  # + the model's name, set once split
+    np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X.head(30)), rtol=0, atol=1e-12)
+
+
+def test_a_batch_the_servers_defaults_would_refuse_is_sent_in_parts(server, fitted):
+    """40,000 rows as one 19 MB batch: charged 24 times its size, past the default
+    --max-connection-inflight-bytes (192 MiB), the server refuses it before parsing; split
+    by the default batch_bytes, every part is admitted."""
+    clf, X = fitted
+    rows = pd.concat([X] * (40_000 // len(X) + 1)).head(40_000)
+    with Client(f"127.0.0.1:{server.port}", batch_rows=40_000, batch_bytes=10**9, timeout=120) as client:
+        with pytest.raises(grpc.RpcError) as refused:
+            client.predict("hepatitis", rows)
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    with Client(f"127.0.0.1:{server.port}", batch_rows=40_000, timeout=120) as client:
+        answer = client.predict("hepatitis", rows)
+    np.testing.assert_allclose(answer.probabilities, clf.predict_proba(rows), rtol=0, atol=1e-12)
+
+
 def test_the_class_column_and_other_columns_are_left_out_unless_asked_to_refuse(server, fitted):
     clf, X = fitted
     whole = X.assign(**{"class": "LIVE", "row id": range(len(X))})  # a training frame, plus an id
@@ -80,15 +107,19 @@ def test_the_class_column_and_other_columns_are_left_out_unless_asked_to_refuse(
     assert strict.value.details() == "'class' is the class variable; send features only"
 
 
-def _recording_predicts(client: Client, after_first=lambda: None) -> list[int]:
-    """The rows of each Predict the client sends (to the real server); ``after_first`` runs
-    once the first has been answered."""
+def _rows(request) -> int:
+    return len(request.instances) or len(request.dense.codes) // len(request.dense.features)
+
+
+def _recording_predicts(client: Client, after_first=lambda: None, sizes_of=_rows) -> list[int]:
+    """The rows (or another ``sizes_of``) of each Predict the client sends (to the real
+    server); ``after_first`` runs once the first has been answered."""
     sizes: list[int] = []
     real = client._methods["Predict"]
 
     def predict(request, **kwargs):
         reply = real(request, **kwargs)
-        sizes.append(len(request.instances) or len(request.dense.codes) // len(request.dense.features))
+        sizes.append(sizes_of(request))
         if len(sizes) == 1:
             after_first()
         return reply
