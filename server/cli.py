@@ -11,7 +11,6 @@ import time
 
 from bnserve import argtypes
 from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
-from bnserve.store.db import resolve_store_url
 from bnserve.store.errors import BnServeError
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.model.names import shown
@@ -370,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from bnserve.server.app import serve
+    from bnserve.store.db import resolve_store_url  # SQLAlchemy: serve's alone, not the client's
 
     try:
         store_url = resolve_store_url(args.store)
