@@ -36,7 +36,7 @@ from bnserve.trainer.fit import fit
 from bnserve.trainer.io import RawTable, ReadLimits, delimiter_of, is_pattern, read_table
 from bnserve.trainer.io.limits import DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.parameters import Estimator
-from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS, ROW_FLAGS, STREAMABLE
 from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS, TrainingLimits
 
 SPEC_VERSION = 1
@@ -45,8 +45,6 @@ TRAINING_SPEC = "training_spec"  # the model metadata's key
 # leaves whole keeps up to 16 equal-frequency intervals for the structures that can use it
 AUTO_DISCRETIZATION = Method(MDL, 16)
 BY_BUDGET = "budget"  # max_decompressed: what a file read whole may take within memory_budget
-STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
-ROW_FLAGS = [p.flag for p in PARAMETERS.values() if p.needs_rows]
 # how the data were taken, not what the model is (the same model in memory, in chunks or on
 # Dask, bit for bit): left out of the metadata and of the reproducing command
 MACHINE_FIELDS = ("memory_budget", "chunk_rows", "jobs", "dask")
