@@ -1,0 +1,70 @@
+"""A command line that only prints its version or help starts at once: it imports no
+database layer, no data reader, no statistics and no learner (issue 30). Each command runs
+its entry point's ``main`` in a fresh interpreter, which then lists ``sys.modules``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bnserve.trainer.learners import index
+
+# Top-level packages a help or version line has no use for (SQLAlchemy alone took 0.2 s).
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "pyarrow",
+    "scipy",
+    "pandas",
+    "dask",
+    "distributed",
+    "fsspec",
+    "sklearn",
+    "cryptography",
+)
+LEARNER_MODULES = {f"bnserve.trainer.learners.{m}" for m in index.MODULES.values()} | {
+    "bnserve.trainer.learners.search"
+}
+
+COMMANDS = [
+    ("bnserve.trainer.cli", ["--version"]),
+    ("bnserve.trainer.cli", ["--help"]),
+    ("bnserve.trainer.cli", ["fit", "--help"]),
+    ("bnserve.server.cli", ["--help"]),
+    ("bnserve.server.cli", ["predict", "--help"]),
+]
+
+CHILD = """
+import contextlib, io, json, sys
+from {module} import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        code = main({argv!r})
+    except SystemExit as exc:
+        code = exc.code
+print(json.dumps({{"code": code, "out": out.getvalue(), "modules": sorted(sys.modules)}}))
+"""
+
+
+def imported(module: str, argv: list[str]) -> dict:
+    child = CHILD.format(module=module, argv=argv)
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(("module", "argv"), COMMANDS, ids=lambda c: " ".join(c) if isinstance(c, list) else c)
+def test_version_and_help_import_no_database_reader_statistics_or_learner(module, argv):
+    result = imported(module, argv)
+    assert result["code"] in (0, None)
+    heavy = sorted({m.split(".")[0] for m in result["modules"]} & set(HEAVY))
+    learners = sorted(m for m in result["modules"] if m in LEARNER_MODULES or m.startswith(tuple(LEARNER_MODULES)))
+    assert heavy == [] and learners == []
+
+
+def test_fit_help_still_lists_every_algorithm_and_parameter():
+    out = imported("bnserve.trainer.cli", ["fit", "--help"])["out"]
+    assert all(name in out for name in index.MODULES) and "--k K" in out and "--tabu-steps" in out
