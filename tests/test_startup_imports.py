@@ -65,6 +65,12 @@ def test_version_and_help_import_no_database_reader_statistics_or_learner(module
     assert heavy == [] and learners == []
 
 
+def test_the_facades_names_import_no_database_until_a_store_is_opened():
+    child = "import sys; from bnserve import Client, load, load_model, publish; print('sqlalchemy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"
+
+
 def test_fit_help_still_lists_every_algorithm_and_parameter():
     out = imported("bnserve.trainer.cli", ["fit", "--help"])["out"]
     assert all(name in out for name in index.MODULES) and "--k K" in out and "--tabu-steps" in out
