@@ -79,9 +79,10 @@ def test_fit_help_still_lists_every_algorithm_and_parameter():
 FIT_NEEDS_NONE_OF = ("alembic", "mako", "pygments", "scipy", "pandas", "dask", "distributed", "fsspec", "sklearn")
 
 
-def test_fit_nb_into_a_current_store_imports_only_what_it_reads_learns_and_publishes(tmp_path):
+def test_fit_nb_and_predict_with_a_current_store_import_only_what_they_use(tmp_path):
     """Reading a local CSV (numeric columns discretised), naive Bayes and publishing into a
-    store at this code's schema: no migrations tool, no scipy, no pandas, no Dask, one learner."""
+    store at this code's schema: no migrations tool, no scipy, no pandas, no Dask, one learner;
+    then scoring the file with it, to CSV and to Parquet, with no learner at all."""
     from bnserve.store.db import ModelStore
 
     data = tmp_path / "rows.csv"
@@ -101,3 +102,10 @@ def test_fit_nb_into_a_current_store_imports_only_what_it_reads_learns_and_publi
     heavy = sorted({m.split(".")[0] for m in result["modules"]} & set(FIT_NEEDS_NONE_OF))
     learners = sorted(m for m in result["modules"] if m.startswith(tuple(LEARNER_MODULES)))
     assert heavy == [] and learners == ["bnserve.trainer.learners.naive_bayes"]
+
+    for out in ("scores.csv", "scores.parquet"):  # batch scoring writes through Arrow, never pandas
+        argv = ["predict", "m", "--data", str(data), "--keep", "colour", "--out", str(tmp_path / out), "--store", url]
+        result = imported("bnserve.trainer.cli", argv)
+        assert result["code"] == 0 and (tmp_path / out).stat().st_size > 0
+        heavy = sorted({m.split(".")[0] for m in result["modules"]} & set(FIT_NEEDS_NONE_OF))
+        assert heavy == [] and not any(m.startswith(tuple(LEARNER_MODULES)) for m in result["modules"])
