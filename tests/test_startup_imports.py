@@ -81,7 +81,8 @@ FIT_NEEDS_NONE_OF = ("alembic", "mako", "pygments", "scipy", "pandas", "dask", "
 
 def test_fit_nb_and_predict_with_a_current_store_import_only_what_they_use(tmp_path):
     """Reading a local CSV (numeric columns discretised), naive Bayes and publishing into a
-    store at this code's schema: no migrations tool, no scipy, no pandas, no Dask, one learner;
+    store at this code's schema: no migrations tool, no scipy, no pandas, no Dask, one learner
+    and not auto's search;
     then scoring the file with it, to CSV and to Parquet, with no learner at all."""
     from bnserve.store.db import ModelStore
 
@@ -102,6 +103,7 @@ def test_fit_nb_and_predict_with_a_current_store_import_only_what_they_use(tmp_p
     heavy = sorted({m.split(".")[0] for m in result["modules"]} & set(FIT_NEEDS_NONE_OF))
     learners = sorted(m for m in result["modules"] if m.startswith(tuple(LEARNER_MODULES)))
     assert heavy == [] and learners == ["bnserve.trainer.learners.naive_bayes"]
+    assert "bnserve.trainer.auto" not in result["modules"]  # auto's search: for --algo auto only
 
     for out in ("scores.csv", "scores.parquet"):  # batch scoring writes through Arrow, never pandas
         argv = ["predict", "m", "--data", str(data), "--keep", "colour", "--out", str(tmp_path / out), "--store", url]

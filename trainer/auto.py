@@ -50,12 +50,17 @@ from bnserve.trainer.evaluation.cross_validation import (
 from bnserve.trainer.evaluation.metrics import log_losses
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
-from bnserve.trainer.learners.registry import AUTO, DEFAULT_BUDGET, DEFAULT_CANDIDATES, LEARNERS
+from bnserve.trainer.learners.registry import (
+    AUTO,
+    DEFAULT_BUDGET,
+    DEFAULT_CANDIDATES,
+    DEFAULT_ESTIMATORS,
+    DEFAULT_KS,
+    LEARNERS,
+)
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TooLarge, TrainingLimits
 from bnserve.trainer.progress import note, stage
 
-DEFAULT_KS = (1, 2, 3)
-DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5", "alr")  # the first is stage 1's
 DISCRIMINATIVE = ("nb", "tan")  # alr is tried on these: fast, and their networks take it as they are
 CHOOSES_ITS_OWN_K = ("skdb", "eskdb")  # their k is a maximum they select under
 REFINED = 2

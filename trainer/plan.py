@@ -20,7 +20,6 @@ from typing import Any
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, NUMERIC, UNKNOWN_POLICIES, Model
 from bnserve.store.predictor.precision import PRECISIONS, with_table_precision
-from bnserve.trainer.auto import AUTO, DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
 from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, EncodedData, Preprocessing, TrainingView
 from bnserve.trainer.data.budget import (
     DEFAULT_CHUNK_ROWS,
@@ -36,7 +35,17 @@ from bnserve.trainer.fit import fit
 from bnserve.trainer.io import RawTable, ReadLimits, delimiter_of, is_pattern, read_table
 from bnserve.trainer.io.limits import DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.parameters import Estimator
-from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS, ROW_FLAGS, STREAMABLE
+from bnserve.trainer.learners.registry import (
+    AUTO,
+    DEFAULT_BUDGET,
+    DEFAULT_CANDIDATES,
+    DEFAULT_ESTIMATORS,
+    DEFAULT_KS,
+    LEARNERS,
+    PARAMETERS,
+    ROW_FLAGS,
+    STREAMABLE,
+)
 from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS, TrainingLimits
 
 SPEC_VERSION = 1
@@ -340,6 +349,8 @@ def read(spec: TrainingSpec, source: Source, path: DataPath | None = None) -> Tr
 def learn(spec: TrainingSpec, data: TrainingView) -> Model:
     """The model ``spec`` makes of ``data`` (as ``read`` gives them), with the spec in its metadata."""
     if spec.is_auto:
+        from bnserve.trainer.auto import fit_auto  # its search and scoring: 0.05 s to import, for auto only
+
         assert isinstance(data, EncodedData)  # auto is never streamed
         candidates, ks, search = auto_search(spec)
         model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.time_budget, limits=spec.limits)

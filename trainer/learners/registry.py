@@ -97,10 +97,13 @@ FLAGS: dict[str, Flag] = {
 }
 ROW_FLAGS: tuple[str, ...] = tuple(f.flag for f in FLAGS.values() if f.needs_rows)
 
-# ``auto``'s name and defaults, here because the command line shows them (bnserve.trainer.auto uses them)
+# ``auto``'s name and defaults, here because the command line and the training spec read them
+# without importing the search (bnserve.trainer.auto uses them)
 AUTO = "auto"
 DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
 DEFAULT_BUDGET = 90.0  # seconds of search; the winner's final fit comes on top
+DEFAULT_KS = (1, 2, 3)
+DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5", "alr")  # the first is stage 1's
 
 
 # ------------------------------------------------------------------ writing the index
