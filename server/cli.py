@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-start migration chatter
     from bnserve.server.app import serve
-    from bnserve.store.db import resolve_store_url  # SQLAlchemy: serve's alone, not the client's
+    from bnserve.store.db import resolve_store_url
 
     try:
         store_url = resolve_store_url(args.store)
