@@ -12,7 +12,7 @@ their own data): out-of-core training (item 2, at 1M rows; `python bench/out_of_
 `python bench/on_dask.py` for 10M), over the wire (item 4), worker
 processes (item 5), the KServe peer (item 7), batch scoring with `trainer predict` (item 8,
 1M rows), the asyncio server against the thread-pool server it replaced (item 9), a
-thousand models in one server (item 10). Prints the table, and writes the JSON and the Markdown report with the machine, the date, the command, the
+thousand models in one server (item 10), each command line's start-up (item 11). Prints the table, and writes the JSON and the Markdown report with the machine, the date, the command, the
 workload, and for each missed goal what bounds it. Every ratio compares figures taken
 in this run, interleaved, since the machine's other load moves absolute times.
 ``--quick`` runs small sizes in under a minute, as a smoke check; its figures are not
@@ -49,6 +49,7 @@ SERVING_MODULES = (
     "bench.batch_scoring",
     "bench.event_loop",
     "bench.many_models",
+    "bench.startup",
 )
 TRAIN_ROWS, QUICK_TRAIN_ROWS = 1_000_000, 40_000
 TEST_ROWS, QUICK_TEST_ROWS = 100_000, 10_000

@@ -9,12 +9,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from bnserve.store.db import ModelStore, resolve_store_url
 from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags, parse_ref
 
 if TYPE_CHECKING:  # the estimator needs scikit-learn, which the core install lacks
     from bnserve.estimator import BayesNetClassifier
+    from bnserve.store.db import ModelStore  # SQLAlchemy: imported when a store is opened
 
 SKLEARN_EXTRA = "pip install 'bnserve[sklearn]'"
 
@@ -85,6 +85,8 @@ def _fitted_model(classifier: BayesNetClassifier) -> Model:
 @contextmanager
 def _opened(store: str | ModelStore | None, create: bool = False) -> Iterator[ModelStore]:
     """``store`` itself if open (left open), else the store at that URL, closed after use."""
+    from bnserve.store.db import ModelStore, resolve_store_url
+
     if isinstance(store, ModelStore):
         yield store
         return

@@ -23,7 +23,7 @@ PACKAGES = {"store": "bnserve.store", "trainer": "bnserve.trainer", "server": "b
 FACADE = "bnserve"
 FOLDERS = {**PACKAGES, FACADE: FACADE}
 GENERATED = ("bnserve.server.api",)
-BASE = {"bnserve.argtypes"}  # below the three packages: the argument types both command lines share
+BASE = {"bnserve.argtypes", "bnserve.lazy"}  # below the three packages: the argument types both command lines share, lazy package names
 
 # Rooms of each package, bottom first: a module may import from its own room and the ones before it.
 LAYERS = {

@@ -50,22 +50,24 @@ from bnserve.trainer.evaluation.cross_validation import (
 from bnserve.trainer.evaluation.metrics import log_losses
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
-from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.learners.registry import (
+    AUTO,
+    DEFAULT_BUDGET,
+    DEFAULT_CANDIDATES,
+    DEFAULT_ESTIMATORS,
+    DEFAULT_KS,
+    LEARNERS,
+)
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TooLarge, TrainingLimits
 from bnserve.trainer.progress import note, stage
 
-DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
-DEFAULT_KS = (1, 2, 3)
-DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5", "alr")  # the first is stage 1's
 DISCRIMINATIVE = ("nb", "tan")  # alr is tried on these: fast, and their networks take it as they are
 CHOOSES_ITS_OWN_K = ("skdb", "eskdb")  # their k is a maximum they select under
 REFINED = 2
 MAX_BLEND = 3
 BLEND = "blend"  # the algorithm name of a blended model
 AUTO_FOLDS = 5
-DEFAULT_BUDGET = 90.0  # seconds of search; the winner's final fit comes on top
 BASELINE = "nb"
-AUTO = "auto"
 SIMPLEST_WITHIN_NOISE, MOST_ACCURATE = "simplest-within-noise", "most-accurate"
 RULES = (MOST_ACCURATE, SIMPLEST_WITHIN_NOISE)
 

@@ -20,7 +20,6 @@ from typing import Any
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, NUMERIC, UNKNOWN_POLICIES, Model
 from bnserve.store.predictor.precision import PRECISIONS, with_table_precision
-from bnserve.trainer.auto import AUTO, DEFAULT_BUDGET, DEFAULT_CANDIDATES, DEFAULT_ESTIMATORS, DEFAULT_KS, fit_auto
 from bnserve.trainer.data import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, EncodedData, Preprocessing, TrainingView
 from bnserve.trainer.data.budget import (
     DEFAULT_CHUNK_ROWS,
@@ -36,7 +35,17 @@ from bnserve.trainer.fit import fit
 from bnserve.trainer.io import RawTable, ReadLimits, delimiter_of, is_pattern, read_table
 from bnserve.trainer.io.limits import DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.parameters import Estimator
-from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.learners.registry import (
+    AUTO,
+    DEFAULT_BUDGET,
+    DEFAULT_CANDIDATES,
+    DEFAULT_ESTIMATORS,
+    DEFAULT_KS,
+    LEARNERS,
+    PARAMETERS,
+    ROW_FLAGS,
+    STREAMABLE,
+)
 from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS, TrainingLimits
 
 SPEC_VERSION = 1
@@ -45,8 +54,6 @@ TRAINING_SPEC = "training_spec"  # the model metadata's key
 # leaves whole keeps up to 16 equal-frequency intervals for the structures that can use it
 AUTO_DISCRETIZATION = Method(MDL, 16)
 BY_BUDGET = "budget"  # max_decompressed: what a file read whole may take within memory_budget
-STREAMABLE = [name for name, learner in LEARNERS.items() if learner.counts_only]
-ROW_FLAGS = [p.flag for p in PARAMETERS.values() if p.needs_rows]
 # how the data were taken, not what the model is (the same model in memory, in chunks or on
 # Dask, bit for bit): left out of the metadata and of the reproducing command
 MACHINE_FIELDS = ("memory_budget", "chunk_rows", "jobs", "dask")
@@ -342,6 +349,8 @@ def read(spec: TrainingSpec, source: Source, path: DataPath | None = None) -> Tr
 def learn(spec: TrainingSpec, data: TrainingView) -> Model:
     """The model ``spec`` makes of ``data`` (as ``read`` gives them), with the spec in its metadata."""
     if spec.is_auto:
+        from bnserve.trainer.auto import fit_auto  # its search and scoring: 0.05 s to import, for auto only
+
         assert isinstance(data, EncodedData)  # auto is never streamed
         candidates, ks, search = auto_search(spec)
         model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.time_budget, limits=spec.limits)

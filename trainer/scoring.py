@@ -49,6 +49,7 @@ from bnserve.trainer.io import (
     iter_tables,
     read_table,
 )
+from bnserve.trainer.io.table import arrow_numbers, arrow_texts
 from bnserve.trainer.progress import stage
 
 PREDICTED = "predicted"  # the column of each row's most probable class
@@ -149,7 +150,8 @@ def score_file(
             predicted = _strings(TextColumn(np.array(compiled.classes, dtype=object), winners))
             if write is None:
                 write = output.enter_context(_writer(target, out_fmt, schema))
-            write(pa.record_batch([*kept, predicted, *np.ascontiguousarray(proba.T)], schema=schema))
+            columns = [*kept, predicted, *map(arrow_numbers, np.ascontiguousarray(proba.T))]
+            write(pa.record_batch(columns, schema=schema))
             bar.update(table.n_rows)
         if write is None:  # no rows: the header alone
             output.enter_context(_writer(target, out_fmt, schema))
@@ -167,8 +169,9 @@ def _count(scored: Scored, X: np.ndarray, y: np.ndarray | None, winners: np.ndar
 
 def _strings(column: TextColumn) -> pa.Array:
     """A column of texts as an Arrow string array, built from its distinct texts."""
-    labels = pa.array(column.labels.tolist(), type=pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(column.index, type=pa.int32()), labels).cast(pa.string())
+    labels = arrow_texts(column.labels.tolist())
+    indices = arrow_numbers(column.index.astype(np.int32, copy=False))
+    return pa.DictionaryArray.from_arrays(indices, labels).cast(pa.string())
 
 
 def _tables(source: str, fmt: str | None, preprocessing: Preprocessing, chunk_rows: int) -> Iterator[RawTable]:

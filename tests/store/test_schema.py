@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+import subprocess
+import sys
 
 import psycopg
 import pytest
@@ -17,7 +19,7 @@ from bnserve.server.app import App
 from bnserve.server.config import ServeConfig
 from bnserve.store.db import ModelStore, upgrade_store
 from bnserve.store.db.engine import create_store_engine
-from bnserve.store.db.schema import MIGRATIONS_DIR, head_revision
+from bnserve.store.db.schema import HEAD_REVISION, MIGRATIONS_DIR, head_revision
 from bnserve.store.db.tables import Base
 from bnserve.store.errors import PermissionDenied, SchemaMismatch
 from tests.model_factory import random_model
@@ -86,6 +88,29 @@ def test_opening_never_migrates_a_new_store_only_a_writer_creates_it(empty_url):
         assert store.list_models() == []
     assert _revision(empty_url) == head_revision()
     ModelStore(empty_url).dispose()
+
+
+def test_head_revision_names_the_last_migration():
+    """Bump HEAD_REVISION with each new migration: a store at it is opened without alembic."""
+    assert HEAD_REVISION == head_revision()
+
+
+OPEN_AND_LIST_IMPORTED = """
+import sys
+from bnserve.store.db import ModelStore
+with ModelStore(sys.argv[1]) as store:
+    store.list_versions()
+print(sorted({m.split(".")[0] for m in sys.modules} & {"alembic", "mako", "pygments"}))
+"""
+
+
+def test_a_store_at_this_codes_schema_opens_without_importing_alembic(tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    ModelStore(url, create=True).dispose()
+    child = subprocess.run(
+        [sys.executable, "-c", OPEN_AND_LIST_IMPORTED, url], capture_output=True, text=True, check=True
+    )
+    assert child.stdout.strip() == "[]"
 
 
 def test_a_missing_sqlite_file_is_refused_and_not_created(tmp_path):

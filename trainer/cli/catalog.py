@@ -16,10 +16,6 @@ from bnserve.trainer.cli.flags import (
     _parse_ref,
     _store_flag,
 )
-from bnserve.trainer.formats import (
-    write_model,
-)
-from bnserve.trainer.plan import command, spec_of
 
 
 def add_list(sub: argparse._SubParsersAction) -> None:
@@ -110,6 +106,8 @@ def _show(args: argparse.Namespace) -> int:
     model = mv.model
     signature = None if mv.signature is None else mv.signature.key_id
     if args.dot:
+        from bnserve.trainer.formats import write_model
+
         print(shown(write_model(model, "dot", mv.name), keep="\n\t"), end="")
         return 0
     reproduce = _reproducing_command(model, mv.name)
@@ -170,6 +168,8 @@ def _reproducing_command(model: Model, name: str) -> str | None:
     """The ``trainer fit`` line that makes ``model`` again from its training file (by the name
     the metadata keeps), from the spec it records; None for a model made before specs were
     recorded, or imported."""
+    from bnserve.trainer.plan import command, spec_of
+
     spec = spec_of(model)
     if spec is None:
         return None

@@ -4,32 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bnserve.argtypes import whole_number
-from bnserve.store.model import Model
 from bnserve.store.model.names import shown
 from bnserve.trainer import data as data_io
-from bnserve.trainer.auto import cross_validate_auto
 from bnserve.trainer.cli.flags import (
     UsageError,
     _algorithms,
 )
 from bnserve.trainer.cli.learning import _learner_params, learning_flags, training_spec
-from bnserve.trainer.data import EncodedData
-from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, holdout
 from bnserve.trainer.io import redacted_url
-from bnserve.trainer.learners.registry import LEARNERS
-from bnserve.trainer.plan import (
-    AUTO,
-    DEFAULT_CANDIDATES,
-    IN_MEMORY,
-    TrainingSpec,
-    auto_search,
-    learn,
-    read,
-    with_auto_discretization,
-)
+from bnserve.trainer.learners.registry import AUTO, DEFAULT_CANDIDATES, LEARNERS
+
+if TYPE_CHECKING:
+    from bnserve.store.model import Model
+    from bnserve.trainer.data import EncodedData
+    from bnserve.trainer.evaluation.cross_validation import Evaluation
+    from bnserve.trainer.plan import TrainingSpec
 
 
 def add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +50,9 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
+    from bnserve.trainer.plan import IN_MEMORY, learn, read, with_auto_discretization
+
     learners = [a for a in args.algo if a != AUTO]
     auto = AUTO in args.algo
     if args.candidates and not auto:
@@ -137,5 +132,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _auto_cv(spec: TrainingSpec, train: EncodedData, cv: dict[str, Any]) -> Evaluation:
     """Auto scored by nested CV: its choice made again on each training fold."""
+    from bnserve.trainer.auto import cross_validate_auto
+    from bnserve.trainer.plan import auto_search
+
     candidates, ks, search = auto_search(spec)
     return cross_validate_auto(train, candidates, ks, **search, **cv, limits=spec.limits)[0]

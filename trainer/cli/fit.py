@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from bnserve.argtypes import converted, whole_number
 from bnserve.store.model.names import shown
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS
-from bnserve.trainer import data as data_io
 from bnserve.trainer.cli.flags import (
     _algorithms,
     _alias_flag,
@@ -22,9 +22,11 @@ from bnserve.trainer.cli.flags import (
 from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
 from bnserve.trainer.cli.publishing import _check_publish_flags, _publish
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, parse_size
-from bnserve.trainer.data.summary import summary_text
-from bnserve.trainer.plan import DEFAULT_BUDGET, DEFAULT_CANDIDATES, STREAMABLE, data_path, learn, read
+from bnserve.trainer.learners.registry import DEFAULT_BUDGET, DEFAULT_CANDIDATES, STREAMABLE
 from bnserve.trainer.progress import note
+
+if TYPE_CHECKING:
+    from bnserve.trainer.data import TrainingView
 
 DASK_ENV = "BNSERVE_DASK_SCHEDULER"
 
@@ -101,6 +103,8 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from bnserve.trainer.plan import data_path, learn, read
+
     spec = training_spec(args, args.algo)
     _check_publish_flags(args)
     _check_store_url(args.store)  # before the training, which may take minutes
@@ -112,9 +116,11 @@ def _fit(args: argparse.Namespace) -> int:
     return _publish(args, learn(spec, data))
 
 
-def _summarize(args: argparse.Namespace, data: data_io.TrainingView) -> None:
+def _summarize(args: argparse.Namespace, data: TrainingView) -> None:
     """The typed columns on stderr (``summary``) when it is a terminal and not --quiet, as the
     progress bars; then the warnings, always: a scripted fit's log keeps them, and only them."""
+    from bnserve.trainer.data.summary import summary_text
+
     text, warnings = summary_text(data)
     on_terminal = sys.stderr.isatty() and not getattr(args, "quiet", False)
     for line in text.splitlines() if on_terminal else []:  # column names and values from the file: shown

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from bnserve.argtypes import delimiter, limit, positive_seconds
 from bnserve.store.errors import InvalidInput
@@ -19,9 +19,10 @@ from bnserve.trainer.data.budget import (
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.io import FORMATS
 from bnserve.trainer.io.limits import COLUMNS_FLAG, DECOMPRESSED_FLAG, DEFAULT_MAX_COLUMNS
-from bnserve.trainer.learners.parameters import Estimator
-from bnserve.trainer.learners.registry import LEARNERS
-from bnserve.trainer.plan import AUTO
+from bnserve.trainer.learners.registry import AUTO, LEARNERS
+
+if TYPE_CHECKING:
+    from bnserve.trainer.learners.parameters import Estimator
 
 PROG = "trainer"
 
@@ -174,6 +175,8 @@ def _algorithms_or_auto(text: str) -> list[str]:
 
 
 def _estimator(text: str) -> Estimator:
+    from bnserve.trainer.learners.parameters import Estimator
+
     try:
         return Estimator.parse(text)
     except InvalidInput as exc:

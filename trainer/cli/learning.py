@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from bnserve.argtypes import limit
 from bnserve.store.errors import InvalidInput
@@ -17,9 +17,11 @@ from bnserve.trainer.cli.flags import (
     _reading_flags,
 )
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES
-from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
+from bnserve.trainer.learners.registry import AUTO, FLAGS, LEARNERS, PARAMETERS
 from bnserve.trainer.learners.sizing import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS
-from bnserve.trainer.plan import AUTO, BY_BUDGET, TrainingSpec
+
+if TYPE_CHECKING:
+    from bnserve.trainer.plan import TrainingSpec
 
 
 def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
@@ -39,8 +41,8 @@ def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
             choices=[*LEARNERS, AUTO],
             help="structure learner, or auto: choose one (and k) by cross-validation",
         )
-    for param in PARAMETERS.values():
-        p.add_argument(param.flag, dest=param.name, type=param.type, help=_param_help(param.name))
+    for param in FLAGS.values():
+        p.add_argument(param.flag, dest=param.name, type=param.type, help=param.help)
     p.add_argument(
         "--data",
         required=True,
@@ -110,16 +112,6 @@ def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
     )
 
 
-def _param_help(name: str) -> str:
-    """ "users: help" per distinct declaration of the parameter ``name`` (most learners share one)."""
-    by_help: dict[str, list[str]] = {}
-    for algo, learner in LEARNERS.items():
-        for p in learner.params:
-            if p.name == name:
-                by_help.setdefault(p.help, []).append(algo)
-    return "; ".join(f"{', '.join(users)}: {text}" for text, users in by_help.items())
-
-
 def _learner_params(
     args: argparse.Namespace, algos: Sequence[str] | None = None, taken_elsewhere: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -152,6 +144,8 @@ T = TypeVar("T")
 def training_spec(args: argparse.Namespace, algo: str, params: dict[str, Any] | None = None) -> TrainingSpec:
     """The spec the flags describe for ``algo`` (``params``: its learner flags, by default every
     one given); a spec that does not hold is a usage error naming the flag."""
+    from bnserve.trainer.plan import BY_BUDGET, TrainingSpec
+
     given = {name: getattr(args, name) for name in PARAMETERS if getattr(args, name) is not None}
     params = dict(given if params is None else params)
     ks = None

@@ -1,19 +1,29 @@
 """Data as the learners see it: columns typed (``columns``), preprocessing the user asks for
 (``preprocessing``) and what it learns from the rows (cut points by ``discretize``, imputed
 values), the rows coded against the model's variables (``encoded``), or only their counts
-when a file is too large for memory (``streaming``); stratified folds (``folds``)."""
+when a file is too large for memory (``streaming``); stratified folds (``folds``).
 
-from bnserve.trainer.data.encoded import (
-    EncodedData,
-    TrainingView,
-    encode_like,
-    encode_table,
-    encode_with,
-    load,
-    load_with,
-    prepare,
-)
-from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, STATE, Preprocessing
+The names load on first use (``bnserve.lazy``): ``budget`` or ``preprocessing``'s constants
+are read by a command line's parser without importing the readers (pyarrow) or the statistics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bnserve import lazy
+
+if TYPE_CHECKING:
+    from bnserve.trainer.data.encoded import (
+        EncodedData,
+        TrainingView,
+        encode_like,
+        encode_table,
+        encode_with,
+        load,
+        load_with,
+        prepare,
+    )
+    from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, STATE, Preprocessing
 
 __all__ = [
     "AVAILABLE_CASE",
@@ -30,3 +40,8 @@ __all__ = [
     "load_with",
     "prepare",
 ]
+_PREPROCESSING = ("AVAILABLE_CASE", "IMPUTE", "MISSING_POLICIES", "STATE", "Preprocessing")
+
+__getattr__, __dir__ = lazy.exports(
+    __name__, {name: "preprocessing" if name in _PREPROCESSING else "encoded" for name in __all__}
+)

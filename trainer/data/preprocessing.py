@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from bnserve.store.model.markers import DEFAULT_MISSING_MARKERS, NA_VALUES
 from bnserve.trainer.data.discretize import Method
-from bnserve.trainer.io import DEFAULT_READ_LIMITS, RawTable, ReadLimits
+from bnserve.trainer.io import DEFAULT_READ_LIMITS, ReadLimits
+
+if TYPE_CHECKING:
+    from bnserve.trainer.io import RawTable
 
 AVAILABLE_CASE = "available-case"
 IMPUTE = "impute"

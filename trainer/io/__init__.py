@@ -1,17 +1,19 @@
 """Reading data files into a ``RawTable`` (header, columns of text, "" = missing): CSV/TSV,
 ARFF and Parquet, chosen by the file's extension or ``--format``, and the built-in data
-sets (``builtin:NAME``). Errors are ``InvalidInput`` naming the file, line and column."""
+sets (``builtin:NAME``). Errors are ``InvalidInput`` naming the file, line and column.
+
+pyarrow is imported when a file is read (the readers, ``table``), not with the package: a
+command line needs only ``FORMATS`` and the URL helpers to build its parser."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from bnserve import lazy
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io import sources
-from bnserve.trainer.io.arff import read_arff
-from bnserve.trainer.io.delimited import delimited_chunks, read_delimited, read_header
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
-from bnserve.trainer.io.parquet import arrow_table, parquet_chunks, parquet_header, read_parquet
 from bnserve.trainer.io.sources import (
     FORMATS,
     expand,
@@ -22,8 +24,15 @@ from bnserve.trainer.io.sources import (
     redacted_urls,
     source_name,
 )
-from bnserve.trainer.io.table import Declared, RawTable, TextColumn
 from bnserve.trainer.progress import stage
+
+if TYPE_CHECKING:
+    from bnserve.trainer.io.parquet import arrow_table
+    from bnserve.trainer.io.table import Declared, RawTable, TextColumn
+
+__getattr__, __dir__ = lazy.exports(
+    __name__, {"arrow_table": "parquet", "Declared": "table", "RawTable": "table", "TextColumn": "table"}
+)
 
 __all__ = [
     "CHUNKED",
@@ -59,6 +68,10 @@ def read_table(
     extension names (CSV when none does); ``.gz`` is read transparently. ``delimiter``: the
     field separator of a CSV or TSV file, when not its format's; ``limits``: the most columns
     and decompressed bytes read. The bytes read are reported as the stage "reading SOURCE"."""
+    from bnserve.trainer.io.arff import read_arff
+    from bnserve.trainer.io.delimited import read_delimited
+    from bnserve.trainer.io.parquet import read_parquet
+
     fmt = _format(source, fmt)
     if delimiter and fmt not in DELIMITERS:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
@@ -103,6 +116,9 @@ def header_of(
     source: str, fmt: str, delimiter: str | None = None, limits: ReadLimits = DEFAULT_READ_LIMITS
 ) -> list[str]:
     """The column names of a file in a ``CHUNKED`` format, checked, without reading its rows."""
+    from bnserve.trainer.io.delimited import read_header
+    from bnserve.trainer.io.parquet import parquet_header
+
     if fmt == "parquet":
         return parquet_header(source, limits)
     return read_header(source, field_delimiter(fmt, delimiter), limits)
@@ -113,6 +129,9 @@ def iter_tables(
 ) -> Iterator[RawTable]:
     """The file (in a ``CHUNKED`` format) as consecutive ``RawTable``s of at most
     ``chunk_rows`` data rows each (at least one), for training on a file larger than memory."""
+    from bnserve.trainer.io.delimited import delimited_chunks
+    from bnserve.trainer.io.parquet import parquet_chunks
+
     if fmt == "parquet":
         return parquet_chunks(source, chunk_rows, limits)
     return delimited_chunks(source, field_delimiter(fmt, delimiter), chunk_rows, limits)

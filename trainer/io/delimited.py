@@ -28,7 +28,7 @@ import pyarrow.csv as pa_csv
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
-from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header, dictionary_encoded
+from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header, dictionary_encoded, object_texts
 
 
 def read_delimited(
@@ -321,7 +321,7 @@ def _lines(
 def _text_column(column: pa.ChunkedArray) -> TextColumn:
     """A column of pyarrow strings (no nulls: ``strings_can_be_null=False``), dictionary-encoded."""
     dictionary, index = dictionary_encoded(column)
-    return TextColumn(dictionary.to_numpy(zero_copy_only=False).astype(object), index)
+    return TextColumn(object_texts(dictionary), index)
 
 
 def _line_numbers(source: str, delimiter: str, limits: ReadLimits) -> np.ndarray:

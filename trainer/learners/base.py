@@ -1,8 +1,9 @@
 """What a learner is: a name, its declared parameters, and a function from data to structures.
 
-Each family module lists its learners in a module-level ``LEARNERS`` tuple; the package
-collects them (``registry``), ``bnserve.trainer.fit`` runs them and the CLI builds its
-flags from the declared ``Param``s, so adding a learner touches one module.
+Each family module lists its learners in a module-level ``LEARNERS`` tuple; ``registry``
+finds them by name, ``bnserve.trainer.fit`` runs them and the CLI builds its flags from the
+declared ``Param``s (through ``index``, which ``python -m bnserve.trainer.learners.registry``
+rewrites), so adding a learner touches one module and that generated index.
 """
 
 from __future__ import annotations

@@ -25,8 +25,6 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CPT_DTYPE, Network, Node
 from bnserve.trainer.data import TrainingView
-from bnserve.trainer.learners.discriminative import alr_network
-from bnserve.trainer.learners.hdp import hdp_cpt
 from bnserve.trainer.learners.structure import Structure
 from bnserve.trainer.stats import joint_counts
 
@@ -102,6 +100,8 @@ class Estimator:
             raise ValueError("alr estimates from the rows, not a family's counts: see estimate")
         if counts.size and not np.array_equal(counts, np.rint(counts)):
             raise InvalidInput("estimator hdp samples from whole counts: its row weights must be whole numbers")
+        from bnserve.trainer.learners.hdp import hdp_cpt  # scipy.special: imported for hdp only
+
         return hdp_cpt(counts, sweeps=int(self.strength), rng=np.random.default_rng([self.seed, family]))
 
 
@@ -123,6 +123,8 @@ def estimate(structure: Structure, data: TrainingView, estimator: Estimator = LA
     ``alr`` fits the CPTs on the rows and may add arcs (see ``discriminative``).
     """
     if estimator.kind == ALR:
+        from bnserve.trainer.learners.discriminative import alr_network  # scipy.optimize: for alr only
+
         return alr_network(structure, data, estimator.strength, lambda made: estimate(made, data))
     index = {v.name: i for i, v in enumerate(data.features)}
     index[data.class_variable.name] = -1

@@ -18,11 +18,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.data import TrainingView
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET
-from bnserve.trainer.learners.structure import Structure
+
+if TYPE_CHECKING:
+    from bnserve.trainer.data import TrainingView
+    from bnserve.trainer.learners.structure import Structure
 
 DEFAULT_MAX_CPT_CELLS = 1 << 22  # 4,194,304 probabilities, 32 MiB as float64: one CPT a fit or an import may build
 CPT_CELLS_FLAG = "--max-cpt-cells"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bnserve.trainer.data import EncodedData
+if TYPE_CHECKING:
+    from bnserve.trainer.data import EncodedData
 
 # Scores equal to this many decimals (nats) count as tied; ties go to the lower column index.
 TIE_DECIMALS = 12
