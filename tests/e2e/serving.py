@@ -34,6 +34,35 @@ from bnserve.store.model import Model
 BIN = pathlib.Path(sys.executable).parent
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (a server's workers)."""
+    return [int(p) for p in pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def environment(pid: int) -> dict[str, str]:
+    raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def status(pid: int, key: str) -> int:
+    """A /proc/PID/status figure (VmRSS, VmHWM, VmSize), in bytes."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {key} for process {pid}")
+
+
+def store_of(directory: pathlib.Path, model: Model, name: str = "m") -> str:
+    """The URL of a new SQLite store in ``directory`` holding ``model`` as ``name`` version 1."""
+    from bnserve.store.db import ModelStore, upgrade_store
+
+    url = f"sqlite:///{directory / 'store.db'}"
+    upgrade_store(url)
+    with ModelStore(url) as store:
+        store.publish(name, model)
+    return url
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

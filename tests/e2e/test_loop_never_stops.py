@@ -12,8 +12,6 @@ request small by measure is answered on the loop. And metadata beyond
 
 from __future__ import annotations
 
-import pathlib
-import re
 import resource
 import threading
 import time
@@ -28,7 +26,7 @@ from bench.serving import OWN_CONNECTION, Server
 from bnserve.server.api import grpc_service_pb2 as ipb
 from bnserve.server.api import grpc_service_pb2_grpc, predictor_pb2_grpc
 from bnserve.server.api import predictor_pb2 as pb
-from bnserve.store.db import ModelStore, upgrade_store
+from tests.e2e.serving import status, store_of
 from tests.model_factory import random_model
 from tests.reliability import record
 
@@ -46,10 +44,7 @@ PAST_THE_BUDGET = ("--max-inflight-bytes", str(2**31), "--max-connection-infligh
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    upgrade_store(url)
-    with ModelStore(url) as store:
-        store.publish("m", MODEL)
+    url = store_of(tmp_path_factory.mktemp("store"), MODEL)
     with Server(url, extra=("--max-metadata-bytes", "4096", *PAST_THE_BUDGET)) as running:
         yield running
 
@@ -219,13 +214,9 @@ def test_a_server_short_of_memory_says_so_and_does_not_blame_the_request(tmp_pat
     server's state, not the client's fault (before: INVALID_ARGUMENT, "not a valid message").
     The server's address space is capped (prlimit) 200 MiB above what it holds; the request
     is a 30 MB dense batch whose parsed codes need 240 MB."""
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    upgrade_store(url)
-    with ModelStore(url) as store:
-        store.publish("m", MODEL)
+    url = store_of(tmp_path, MODEL)
     with Server(url, extra=PAST_THE_BUDGET) as server:
-        status = pathlib.Path(f"/proc/{server.process.pid}/status").read_text()
-        limit = int(re.search(r"VmSize:\s+(\d+) kB", status)[1]) * 1024 + 200 * 2**20
+        limit = status(server.process.pid, "VmSize") + 200 * 2**20
         resource.prlimit(server.process.pid, resource.RLIMIT_AS, (limit, limit))
         codes = 10_000_000 * len(FEATURES)
         request = pb.PredictRequest(model="m", dense=pb.DenseBatch(features=FEATURES, codes=[0] * codes))

@@ -10,7 +10,6 @@ once, small calls keep being answered, and the allocator returns the memory afte
 
 from __future__ import annotations
 
-import pathlib
 import threading
 import time
 
@@ -22,7 +21,7 @@ from bench.serving import OWN_CONNECTION, Server
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.server.limits import HELD_CALL_BYTES
-from bnserve.store.db import ModelStore, upgrade_store
+from tests.e2e.serving import status, store_of
 from tests.model_factory import random_model
 from tests.reliability import record
 
@@ -36,20 +35,9 @@ RETURNED = 64 * MiB  # what the burst may leave held, over the RSS before it
 MODEL = random_model(np.random.default_rng(7), n_features=FEATURES, cardinalities=(2, 3), max_parents=1)
 
 
-def status(pid: int, key: str) -> int:
-    """A /proc/PID/status figure (VmRSS, VmHWM), in bytes."""
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {key} for process {pid}")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'store.db'}"
-    upgrade_store(url)
-    with ModelStore(url) as store:
-        store.publish("m", MODEL)
+    url = store_of(tmp_path_factory.mktemp("store"), MODEL)
     extra = ("--max-inflight-bytes", str(BUDGET), "--max-connection-inflight-bytes", str(BUDGET))
     with Server(url, extra=extra) as running:
         yield running
@@ -145,13 +133,15 @@ def test_held_bodiless_calls_are_bounded_by_the_connection_cap(server):
         release.wait()
         yield from ()
 
-    extra = ("--max-connections", str(CAP), "--body-seconds", "5")
+    body_seconds = 10
+    extra = ("--max-connections", str(CAP), "--body-seconds", str(body_seconds))
     with Server(server.store_url, extra=extra) as capped:
         pid = capped.pids()[0]
         time.sleep(0.5)
         before = status(pid, "VmRSS")
         channels = [grpc.insecure_channel(capped.target, options=OWN_CONNECTION) for _ in range(HOLDERS)]
         try:
+            started = time.monotonic()
             calls = [
                 channel.stream_unary("/bnserve.v1.Predictor/Predict").future(never_a_body(), metadata=HEADERS)
                 for channel in channels
@@ -159,7 +149,9 @@ def test_held_bodiless_calls_are_bounded_by_the_connection_cap(server):
             ]
             time.sleep(2)  # every call has reached the server
             held = status(pid, "VmRSS") - before
-            codes = [call.exception(timeout=15).code() for call in calls]  # all end: refused, or at --body-seconds
+            opened = time.monotonic() - started
+            # all end: refused, or at --body-seconds
+            codes = [call.exception(timeout=body_seconds + 15).code() for call in calls]
         finally:
             release.set()
             for channel in channels:
@@ -167,6 +159,8 @@ def test_held_bodiless_calls_are_bounded_by_the_connection_cap(server):
     bound = CAP * STREAMS * HELD_CALL_BYTES + 32 * MiB  # grpc's and the allocator's own
     assert held <= bound, f"RSS grew {held / MiB:.0f} MiB holding bodiless calls, over {bound / MiB:.0f} MiB"
     assert set(codes) == {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED}, set(codes)
+    # the first held calls must not have ended (freeing their connection's place) before the last were opened
+    assert opened < body_seconds, f"opening the calls took {opened:.1f} s, past --body-seconds on this machine"
     assert codes.count(grpc.StatusCode.DEADLINE_EXCEEDED) <= CAP * STREAMS
     record(
         f"hostile: {HOLDERS} connections x {STREAMS} bodiless calls with 14 KiB of headers against "

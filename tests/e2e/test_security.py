@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import tempfile
@@ -24,7 +23,7 @@ from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.db import ModelStore
 from tests.certificates import make_pki
-from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving
+from tests.e2e.serving import BIN, children, environment, free_port, run_cli, sample_value, scrape, wait_serving
 from tests.model_factory import random_model
 
 TOKEN = "e2e-token-7f3a9c1d5b"
@@ -59,15 +58,6 @@ def tls_credentials(pki, client=None) -> grpc.ChannelCredentials:
         private_key=client.key.read_bytes() if client else None,
         certificate_chain=client.cert.read_bytes() if client else None,
     )
-
-
-def children(pid: int) -> list[int]:
-    return [int(p) for p in pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def environment(pid: int) -> dict[str, str]:
-    raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
 
 
 def predict_codes_of(metrics_dir: str, pid: int) -> dict[str, float]:

@@ -27,20 +27,21 @@ from bnserve.server.api import predictor_pb2_grpc
 from bnserve.store.db import ModelStore, upgrade_store
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import load
-from tests.e2e.serving import BIN, free_port, run_cli, sample_value, scrape, wait_serving, wait_until
+from tests.e2e.serving import (
+    BIN,
+    children,
+    environment,
+    free_port,
+    run_cli,
+    sample_value,
+    scrape,
+    wait_serving,
+    wait_until,
+)
 
 CHANNELS = 24
 CALLS_PER_CHANNEL = 5
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
-
-
-def children(pid: int) -> list[int]:
-    return [int(p) for p in pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def environment(pid: int) -> dict[str, str]:
-    raw = pathlib.Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
 
 
 def predicts_served_by(metrics_dir: str, pid: int) -> float:
