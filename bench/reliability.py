@@ -154,7 +154,7 @@ WHAT = {  # what each test injects and proves, by the name it records under
     "--max-connections, while a Health.Check from it answers SERVING; once the held calls end, the fifth is "
     "answered (before: no cap on connections)",
     "hostile: 32 connections x 100 bodiless calls with 14 KiB of headers against --max-connections 4": "a "
-    "`server serve --max-connections 4 --body-seconds 5`; 3,200 calls send 14 KiB of headers and never a body: "
+    "`server serve --max-connections 4 --body-seconds 10`; 3,200 calls send 14 KiB of headers and never a body: "
     "the calls of 4 connections are held and end DEADLINE_EXCEEDED at 5 s, the rest RESOURCE_EXHAUSTED at their "
     "headers; RSS grows by less than 4 x 100 x 39 KiB + 32 MiB (before: 121 MiB, every call held, ~39 KiB each, "
     "for as long as the client liked)",
