@@ -151,8 +151,8 @@ class ModelStore:
     Opening checks the schema (``schema.check_schema``) and never migrates it, so a role
     that may only read can open a store; ``create`` sets up an empty database (a writer's
     first publish into a new store). ``timeouts`` bound every wait for the database.
-    With ``verify``, ``load`` refuses (IntegrityError) every version not signed by one of
-    its keys over exactly what is stored: a server's ``--verify-key``.
+    With ``verify``, ``load`` and ``load_many`` refuse (IntegrityError) every version not
+    signed by one of its keys over exactly what is stored: a server's ``--verify-key``.
     """
 
     def __init__(
