@@ -37,7 +37,7 @@ from bnserve.server.on_demand import (
     DEFAULT_VERSION_CACHE_BYTES,
     OnDemand,
 )
-from bnserve.store.db import CatalogueMark, ModelStore, ModelSummary
+from bnserve.store.db import CatalogueMark, ModelStore, ModelSummary, ModelVersion
 from bnserve.store.errors import BnServeError, InvalidModel, NotFound, PermissionDenied, StoreRefused, StoreUnavailable
 from bnserve.store.model import Model
 from bnserve.store.model.names import resolve_version
@@ -167,6 +167,15 @@ class Snapshot:
     models: Mapping[str, ModelEntry]
 
 
+@dataclass(frozen=True)
+class ReadAhead:
+    """Versions read from the store in one bulk read before a rebuild: each its ModelVersion or
+    why it is refused (``ModelStore.load_many``), and that read's seconds per version."""
+
+    versions: Mapping[tuple[str, int], ModelVersion | Exception] = field(default_factory=dict)
+    seconds_each: float = 0.0
+
+
 class ModelRepository:
     """Name/version/alias -> compiled model, refreshed from a ``ModelStore``.
 
@@ -260,8 +269,10 @@ class ModelRepository:
         if not changed:
             return
         models = {n: e for n, e in old.items() if n not in changed}
-        for name in sorted(changed & summaries.keys()):
-            models[name] = self._refresh_one(summaries[name], old.get(name))
+        rebuilt = sorted(changed & summaries.keys())
+        read = self._read_ahead([(summaries[n], old.get(n)) for n in rebuilt])
+        for name in rebuilt:
+            models[name] = self._refresh_one(summaries[name], old.get(name), read)
         self._snapshot = Snapshot(models)
         if self._ready.is_set():  # the first read loads everything; later ones say what changed
             _log_changes({n: old[n] for n in changed if n in old}, {n: models[n] for n in changed if n in models})
@@ -282,7 +293,24 @@ class ModelRepository:
         for held in [k for k, v in self._held.items() if not listed(k[0], v)]:
             del self._held[held]
 
-    def _refresh_one(self, summary: ModelSummary, old: ModelEntry | None) -> ModelEntry:
+    def _read_ahead(self, entries: list[tuple[ModelSummary, ModelEntry | None]]) -> ReadAhead:
+        """The versions the entries are built from first (every aliased version and the newest,
+        unless held or refused), read in one bulk read: at start, a thousand models in a few
+        selects where a load each made nine. What comes later (an alias held back, an older
+        version when the newest is refused) is read alone when it comes to it."""
+        wanted = [
+            (summary.name, version)
+            for summary, old in entries
+            for version in sorted({*summary.aliases.values(), summary.latest_version})
+            if (summary.name, version) not in self._refused and (old is None or version not in old.loaded)
+        ]
+        if not wanted:
+            return ReadAhead()
+        t0 = time.perf_counter()
+        versions = self._store.load_many(wanted)
+        return ReadAhead(versions, (time.perf_counter() - t0) / len(wanted))
+
+    def _refresh_one(self, summary: ModelSummary, old: ModelEntry | None, read: ReadAhead) -> ModelEntry:
         """Keep every aliased version and the newest version that loads. An alias moved to a
         version that is refused stays at the version it named before, when that one is held."""
         name = summary.name
@@ -299,7 +327,7 @@ class ModelRepository:
                 loaded[version] = old.loaded[version]
                 return True
             try:
-                served = self._load(name, version, compile=compile)
+                served = self._load(name, version, compile=compile, read=read)
             except NotFound:
                 log.info("%s version %d was deleted before it loaded", name, version)
                 gone.add(version)
@@ -338,13 +366,17 @@ class ModelRepository:
         aliases = {a: v for a, v in aliases.items() if v not in gone}
         return ModelEntry(name, versions, aliases, loaded, refused)
 
-    def _load(self, name: str, version: int, *, compile: bool) -> ServedModel | None:
-        """Read one version, and compile it if asked (or take the compiled tables of a version
-        with its checksum); None if it is refused, for any reason but the store's own failure
-        (raised: ``STORE_TROUBLE``); NotFound if it was deleted since the catalogue was read."""
-        t0 = time.perf_counter()
+    def _load(self, name: str, version: int, *, compile: bool, read: ReadAhead = ReadAhead()) -> ServedModel | None:
+        """Read one version (unless ``read`` holds it), and compile it if asked (or take the
+        compiled tables of a version with its checksum); None if it is refused, for any reason
+        but the store's own failure (raised: ``STORE_TROUBLE``); NotFound if it was deleted
+        since the catalogue was read."""
+        ahead = read.versions.get((name, version))
+        t0 = time.perf_counter() - (read.seconds_each if ahead is not None else 0.0)
         try:
-            mv = self._store.load(name, version=version)
+            mv = self._store.load(name, version=version) if ahead is None else ahead
+            if isinstance(mv, Exception):
+                raise mv
             with self._lock:
                 shared = self._shared.get(mv.checksum)
                 if shared is None:

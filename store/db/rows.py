@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sqlalchemy import Row as SqlRow
 
-from bnserve.store.db.tables import SqlArc, SqlCpt, SqlModelVersion, SqlVariable
 from bnserve.store.errors import IntegrityError, InvalidInput, InvalidModel
 from bnserve.store.model import NUMERIC, Model, Network, Node, Variable
 from bnserve.store.model.serialization import array_to_blob, blob_to_array, canonical_checksum
 
-Row = dict[str, Any]
+Row = dict[str, Any]  # column values to write
+Stored = SqlRow[Any]  # a row as read back (model_store)
 
 
 @dataclass(frozen=True)
@@ -108,13 +109,14 @@ def model_to_rows(model: Model) -> VersionRows:
 
 def rows_to_model(
     name: str,
-    header: SqlModelVersion,
-    variables: Sequence[SqlVariable],
-    cpts: Sequence[SqlCpt],
-    arcs: Sequence[SqlArc],
+    header: Stored,
+    variables: Sequence[Stored],
+    cpts: Sequence[Stored],
+    arcs: Sequence[Stored],
 ) -> Model:
     """Rebuild the model of one version; IntegrityError naming model, version and node on any mismatch.
 
+    The rows are those of the tables (``model_versions``, ``variables``, ``cpts``, ``arcs``):
     ``variables`` in position order, ``cpts`` in (network, node_position) order, ``arcs``
     in (network, child, position) order. Does not run ``validate()``.
     """
@@ -138,10 +140,10 @@ def rows_to_model(
 
 def _rebuild(
     where: str,
-    header: SqlModelVersion,
-    variables: Sequence[SqlVariable],
-    cpts: Sequence[SqlCpt],
-    arcs: Sequence[SqlArc],
+    header: Stored,
+    variables: Sequence[Stored],
+    cpts: Sequence[Stored],
+    arcs: Sequence[Stored],
 ) -> Model:
     parents: dict[tuple[int, str], list[str]] = defaultdict(list)
     for arc in arcs:
@@ -180,7 +182,7 @@ def _rebuild(
     )
 
 
-def _decode_cpt(where: str, row: SqlCpt) -> np.ndarray:
+def _decode_cpt(where: str, row: Stored) -> np.ndarray:
     what = f"{where}: CPT of node {row.node!r} in network {row.network}"
     if _sha256(row.data) != row.sha256:
         raise IntegrityError(f"{what} fails its sha256 check; the stored bytes were altered")

@@ -287,6 +287,33 @@ def test_one_bad_version_is_refused_alone_and_every_other_model_keeps_updating(m
     assert fresh.ready and fresh.get("b")[0].version == 2
 
 
+def test_a_start_reads_the_versions_in_selects_that_do_not_grow_with_the_models(model_store, store_url, rng):
+    """Issue 30: the first refresh reads its versions in one bulk read, not nine selects each;
+    a bad version among them is still refused alone, and its model falls back to the last good one."""
+    model_store.publish("bad", random_model(rng))
+    model_store.publish("bad", random_model(rng))
+    _corrupt_one_blob(store_url, 2)
+    counts = []
+    for models in (2, 10):
+        while len(model_store.list_models()) < models + 1:
+            model_store.publish(f"m{len(model_store.list_models())}", random_model(rng), aliases=["production"])
+        seen: list[str] = []
+
+        def note(conn, cursor, statement, *rest) -> None:
+            seen.append(statement)
+
+        failures = _failures("bad")
+        repo = ModelRepository(model_store)
+        sa.event.listen(model_store.engine, "before_cursor_execute", note)
+        repo.refresh()
+        sa.event.remove(model_store.engine, "before_cursor_execute", note)
+        counts.append(len(seen))
+        assert repo.get("bad")[0].version == 1 and list(repo.entry("bad").refused) == [2]
+        assert _failures("bad") == failures + 1
+        assert all(repo.get(f"m{i}", alias="production")[0].version == 1 for i in range(1, models + 1))
+    assert counts[0] == counts[1]
+
+
 def test_versions_with_one_checksum_share_one_compiled_model(model_store, rng):
     model = random_model(rng)
     for name in ("a", "b"):
