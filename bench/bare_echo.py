@@ -24,10 +24,10 @@ THREADS = 16  # ServeConfig's default --threads
 class _Echo(grpc.GenericRpcHandler):
     """Every Echo call answered with its own request bytes (no serializer: bytes in, bytes out)."""
 
-    def __init__(self):
-        self._handler = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
+    def __init__(self) -> None:
+        self._handler: grpc.RpcMethodHandler = grpc.unary_unary_rpc_method_handler(lambda request, context: request)
 
-    def service(self, handler_call_details):
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         return self._handler if handler_call_details.method == METHOD else None
 
 

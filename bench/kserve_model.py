@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -55,16 +56,16 @@ def serve(model_path: str, name: str, grpc_port: int, http_port: int) -> None:
     from kserve import InferOutput, InferRequest, InferResponse
 
     class CategoricalNBModel(kserve.Model):
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__(name)
-            self.classifier = None
+            self.classifier: Any = None  # a fitted CategoricalNB, once loaded
 
         def load(self) -> bool:
             self.classifier = joblib.load(model_path)
             self.ready = True
             return self.ready
 
-        def predict(self, payload: InferRequest, headers=None) -> InferResponse:
+        def predict(self, payload: InferRequest, headers: dict[str, str] | None = None) -> InferResponse:
             codes = payload.inputs[0].as_numpy()
             proba = self.classifier.predict_proba(codes).astype(np.float32)
             output = InferOutput(name="probabilities", shape=list(proba.shape), datatype="FP32")

@@ -34,6 +34,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from typing import TYPE_CHECKING, Any
+
 from bench.serving import (
     MODEL_NAME,
     OWN_CONNECTION,
@@ -44,11 +46,15 @@ from bench.serving import (
     temporary_store,
 )
 
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+
+
 RSS_BOUND_MIB = 50.0  # growth of the server's RSS over the whole run, after the warm-up
 BATCH_ROWS = 16
 BATCH_SHARE = 0.2  # one call in five is a batch
-FULL = {"streams": (8, 32), "seconds": 180.0, "warmup": 5.0}
-QUICK = {"streams": (8, 32), "seconds": 10.0, "warmup": 5.0}
+FULL: dict[str, Any] = {"streams": (8, 32), "seconds": 180.0, "warmup": 5.0}
+QUICK: dict[str, Any] = {"streams": (8, 32), "seconds": 10.0, "warmup": 5.0}
 
 
 def rss_mib(pid: int) -> float:
@@ -62,7 +68,7 @@ def requests(features: list[str], rows: np.ndarray) -> tuple[list, list]:
     """The single-row and the batch requests the streams cycle through."""
     from bnserve.server.api import predictor_pb2 as pb
 
-    def request(block: np.ndarray):
+    def request(block: np.ndarray) -> pb.PredictRequest:
         return pb.PredictRequest(model=MODEL_NAME, dense=pb.DenseBatch(features=features, codes=block.ravel().tolist()))
 
     singles = [request(rows[i : i + 1]) for i in range(64)]
@@ -70,7 +76,7 @@ def requests(features: list[str], rows: np.ndarray) -> tuple[list, list]:
     return singles, batches
 
 
-def client(target: str, streams: int, seconds: float, features: list[str], rows: np.ndarray, out) -> None:
+def client(target: str, streams: int, seconds: float, features: list[str], rows: np.ndarray, out: Queue) -> None:
     """A client process: ``streams`` threads calling Predict for ``seconds``; puts its figures on ``out``."""
     import grpc
 
@@ -136,7 +142,7 @@ def client(target: str, streams: int, seconds: float, features: list[str], rows:
 def phase(server: Server, streams: int, seconds: float, features: list[str], rows: np.ndarray) -> dict:
     context = multiprocessing.get_context("spawn")  # a fresh process: grpc and fork do not mix
     out = context.Queue()
-    pid = server.process.pid
+    pid = server.pid
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     process = context.Process(target=client, args=(server.target, streams, seconds, features, rows, out))
     process.start()
@@ -173,11 +179,11 @@ def run(
     rows = data.X[: 64 * BATCH_ROWS]
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     with temporary_store(model) as url, Server(url) as server:
-        rss_start_process = rss_mib(server.process.pid)
+        rss_start_process = rss_mib(server.pid)
         warm = phase(server, 8, warmup, features, rows)
-        rss_start = rss_mib(server.process.pid)
+        rss_start = rss_mib(server.pid)
         phases = [phase(server, n, seconds, features, rows) for n in streams]
-        rss_end = rss_mib(server.process.pid)
+        rss_end = rss_mib(server.pid)
         server.stop()
         log = server.output()
     errors = sum(p["errors"] + p["wrong_answers"] for p in phases) + warm["errors"] + warm["wrong_answers"]

@@ -183,11 +183,11 @@ def run(quick: bool = False, models: int | None = None) -> list[dict]:
             single, _ = launched(stack, Server(one))
             eager, _ = launched(stack, Server(many))
             times = single_rows({"many": eager, "one": single}, calls)
-            rss_one, rss_eager = rss_mib(single.process.pid), rss_mib(eager.process.pid)
+            rss_one, rss_eager = rss_mib(single.pid), rss_mib(eager.pid)
         with contextlib.ExitStack() as stack:
             lazy, _ = launched(stack, Server(many, extra=("--compile", "lazy")))
             single_rows({"lazy": lazy}, 200)
-            rss_lazy = rss_mib(lazy.process.pid)
+            rss_lazy = rss_mib(lazy.pid)
         ours = polls(many, n_polls)
         theirs = None
         if available(MANY_MODELS_BASE_COMMIT):

@@ -25,8 +25,15 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from bench.report import Row, Section, median, ratio
 from bench.workload import worker_result
+
+if TYPE_CHECKING:
+    from bench.workload import Workload
+
 
 PEER = "CategoricalNB"
 MODELS, QUICK_MODELS = 100, 20
@@ -35,7 +42,7 @@ FIT_ROWS, QUICK_FIT_ROWS = 100_000, 20_000
 STRENGTH = 0.3
 
 
-def peer_nbytes(estimator) -> int:
+def peer_nbytes(estimator: Any) -> int:  # a fitted scikit-learn estimator
     """Bytes of the fitted numpy arrays of a scikit-learn estimator (attributes ending in _)."""
     total = 0
     for name, value in vars(estimator).items():
@@ -95,7 +102,7 @@ def run_worker(kind: str, count: int, directory: pathlib.Path) -> dict:
     return worker_result(__file__, [kind, str(count), str(directory)], f"memory worker {kind}")
 
 
-def run(work, quick: bool = False, log=print) -> Section:
+def run(work: Workload, quick: bool = False, log: Callable[..., None] = print) -> Section:
     from sklearn.naive_bayes import CategoricalNB
 
     from bnserve.store.predictor import compile_model

@@ -31,6 +31,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from typing import TYPE_CHECKING
+
 from bench.serving import (
     MODEL_NAME,
     Server,
@@ -43,6 +45,11 @@ from bench.serving import (
 )
 from bnserve.server.api import diagnostics_pb2, diagnostics_pb2_grpc, predictor_pb2, predictor_pb2_grpc
 from bnserve.store.predictor import compile_model
+
+if TYPE_CHECKING:
+    from bnserve.store.model import Model
+    from bnserve.trainer.data import EncodedData
+
 
 ITEM = "4 over the wire"
 LATENCY_GOAL = 1.3
@@ -76,7 +83,9 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
 }
 
 
-def _single_row(channel: grpc.Channel, floor_channel: grpc.Channel, data, calls: int) -> dict[str, np.ndarray]:
+def _single_row(
+    channel: grpc.Channel, floor_channel: grpc.Channel, data: EncodedData, calls: int
+) -> dict[str, np.ndarray]:
     """Seconds per call, interleaved: the bare floor's Echo, our Echo, dense Predict, instances Predict."""
     predictor = predictor_pb2_grpc.PredictorStub(channel)
     echo = diagnostics_pb2_grpc.DiagnosticsStub(channel)
@@ -114,7 +123,7 @@ def _single_row(channel: grpc.Channel, floor_channel: grpc.Channel, data, calls:
     return times
 
 
-def _batch(channel: grpc.Channel, data, model, rounds: int) -> tuple[float, float]:
+def _batch(channel: grpc.Channel, data: EncodedData, model: Model, rounds: int) -> tuple[float, float]:
     """(rows/s over the wire, rows/s in process), medians of interleaved rounds."""
     predictor = predictor_pb2_grpc.PredictorStub(channel)
     names = [v.name for v in data.features]

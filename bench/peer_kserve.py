@@ -38,6 +38,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from typing import Any
+
 from bench.serving import (
     MODEL_NAME,
     Server,
@@ -113,7 +115,7 @@ class PeerServer:
             stderr=subprocess.STDOUT,
         )
 
-    def wait_ready(self, client, timeout: float = 120.0) -> None:
+    def wait_ready(self, client: Any, timeout: float = 120.0) -> None:  # a tritonclient.grpc.InferenceServerClient
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -139,7 +141,7 @@ class PeerServer:
         self._log.close()
 
 
-def _infer(client, model: str, codes: np.ndarray):
+def _infer(client: Any, model: str, codes: np.ndarray) -> Any:  # a tritonclient InferResult
     import tritonclient.grpc as tc
 
     tensor = tc.InferInput("codes", list(codes.shape), "INT32")

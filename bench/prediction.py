@@ -23,7 +23,15 @@ import numpy as np
 if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from bench.report import Row, Section, median, ratio
+
+if TYPE_CHECKING:
+    from bench.workload import Workload
+    from bnserve.store.predictor import CompiledModel
+
 
 PEER = "CategoricalNB"
 K = 2
@@ -36,7 +44,7 @@ BATCH_RATIO_GOAL = 1.0  # our rows/s over theirs
 SINGLE_ROW_GOAL_US = 20.0
 
 
-def run(work, quick: bool = False, log=print) -> Section:
+def run(work: Workload, quick: bool = False, log: Callable[..., None] = print) -> Section:
     from sklearn.naive_bayes import CategoricalNB
 
     from bnserve.store.predictor import compile_model
@@ -125,7 +133,7 @@ def run(work, quick: bool = False, log=print) -> Section:
     return section
 
 
-def profile_paragraph(compiled, X: np.ndarray, single: bool) -> str:
+def profile_paragraph(compiled: CompiledModel, X: np.ndarray, single: bool) -> str:
     profile = cProfile.Profile()
     profile.enable()
     if single:

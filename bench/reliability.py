@@ -186,7 +186,7 @@ def rows(tests: list[dict]) -> list[str]:
     return out
 
 
-def cell(value) -> str:
+def cell(value: object) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {v}" for k, v in value.items()) or "—"
     if isinstance(value, list):

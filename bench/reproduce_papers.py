@@ -305,12 +305,14 @@ def _declared_numeric(dataset: str) -> tuple[str, ...]:
 def _random_splits(data: EncodedData, protocol: Protocol, cells: list[Cell]) -> dict[Cell, list[float]]:
     """Paper 002: fixed-size random train/test splits, the same splits for every algorithm."""
     rng = np.random.default_rng(0)
+    train_size, test_size = protocol.train_size, protocol.test_size
+    assert train_size is not None and test_size is not None, "not a random-splits protocol"
     scores: dict[Cell, list[float]] = {c: [] for c in cells}
     with stage(f"{cells[0].dataset}: random splits", protocol.splits * len(cells), "split") as bar:
         for _ in range(protocol.splits):
             perm = rng.permutation(data.n_rows)
-            train = data.subset(perm[: protocol.train_size])
-            test = data.subset(perm[protocol.train_size : protocol.train_size + protocol.test_size])
+            train = data.subset(perm[:train_size])
+            test = data.subset(perm[train_size : train_size + test_size])
             for cell in cells:
                 bar.note(cell.label)
                 scores[cell].append(holdout(cell.algo, train, test, **dict(cell.params)).accuracy)

@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import IO, Protocol
 
 import grpc
 import numpy as np
@@ -107,7 +108,7 @@ class Server:
     port: int = 0
     metrics_port: int = -1
     process: subprocess.Popen | None = field(default=None, repr=False)
-    _log: object = field(default=None, repr=False)
+    _log: IO[str] | None = field(default=None, repr=False)
 
     @property
     def target(self) -> str:
@@ -147,14 +148,21 @@ class Server:
             raise RuntimeError(f"{exc}; its output:\n{self.output()}") from None
         return self
 
+    @property
+    def pid(self) -> int:
+        """The server's process (with workers, their supervisor)."""
+        assert self.process is not None, "not started"
+        return self.process.pid
+
     def pids(self) -> list[int]:
         """The serving processes: the workers when there are several, else the server."""
         if self.workers == 1:
-            return [self.process.pid]
-        children = pathlib.Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+            return [self.pid]
+        children = pathlib.Path(f"/proc/{self.pid}/task/{self.pid}/children")
         return [int(p) for p in children.read_text().split()]
 
     def output(self) -> str:
+        assert self._log is not None, "not started"
         self._log.seek(0)
         return self._log.read()
 
@@ -170,10 +178,16 @@ class Server:
     def __enter__(self) -> Server:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
         if self._log is not None:
             self._log.close()
+
+
+class BenchRun(Protocol):
+    """A serving bench's ``run``: one dict per figure (``result``)."""
+
+    def __call__(self, quick: bool = False) -> list[dict]: ...
 
 
 @contextlib.contextmanager
@@ -229,8 +243,8 @@ def result(
     }
 
 
-def print_table(results: list[dict], file=sys.stdout) -> None:
-    def number(x) -> str:
+def print_table(results: list[dict], file: IO[str] = sys.stdout) -> None:
+    def number(x: object) -> str:
         if isinstance(x, float):
             return f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
         return str(x)
@@ -246,7 +260,7 @@ def print_table(results: list[dict], file=sys.stdout) -> None:
         )
 
 
-def main_of(run, doc: str, heading: str, quick_help: str) -> int:
+def main_of(run: BenchRun, doc: str, heading: str, quick_help: str) -> int:
     """The command line of a serving bench run alone: ``--quick``, then its table."""
     import argparse
 

@@ -105,9 +105,9 @@ def import_times(argv: list[str]) -> tuple[float, list[tuple[str, float]], int]:
         if not line.startswith("import time:") or "|" not in line or "self [us]" in line:
             continue
         own, _, name = line.removeprefix("import time:").split("|")
-        by_package[name.strip().split(".")[0]] += int(own) / 1e6
+        by_package[name.strip().split(".")[0]] += int(own)  # microseconds
         count += 1
-    return sum(by_package.values()), by_package.most_common(), count
+    return sum(by_package.values()) / 1e6, [(n, us / 1e6) for n, us in by_package.most_common()], count
 
 
 def run(quick: bool = False) -> list[dict]:

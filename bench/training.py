@@ -28,8 +28,16 @@ import time
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from bench.report import Row, Section, fit_exponent, median, ratio
 from bench.workload import worker_result
+
+if TYPE_CHECKING:
+    from bench.workload import Workload
+    from bnserve.trainer.data import EncodedData
+
 
 ALGOS = ("nb", "tan", "kdb", "fkdb")
 SEARCH_ALGOS = ("hc",)  # k <= 2 learners fitted at the largest size only: their accuracy, and seconds for reference
@@ -73,13 +81,13 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
     if algo == PEER:
         from sklearn.naive_bayes import CategoricalNB
 
-        def one_fit(data):
+        def one_fit(data: EncodedData) -> Any:
             return CategoricalNB().fit(data.X, data.y)
     else:
         from bnserve.store.predictor import compile_model
         from bnserve.trainer.fit import fit
 
-        def one_fit(data):
+        def one_fit(data: EncodedData) -> Any:
             return fit(algo, data, **params(algo))
 
     data = workload.load(directory, "train", rows)
@@ -88,7 +96,7 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
     reset = reset_peak_rss()
     baseline = peak_rss_bytes()
     seconds = []
-    peak = None
+    peak: int | None = None
     for _ in range(fits):
         t0 = time.perf_counter()
         model = one_fit(data)
@@ -97,7 +105,7 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
             peak = peak_rss_bytes()
     result = {
         "seconds": seconds,
-        "peak_rss_above_baseline": peak - baseline,
+        "peak_rss_above_baseline": (peak or baseline) - baseline,  # fits >= 1: peak is set
         "baseline_rss": baseline,
         "peak_measure": "VmHWM after clear_refs" if reset else "ru_maxrss",
         "ru_maxrss_at_start": inherited,
@@ -112,7 +120,7 @@ def worker(directory: pathlib.Path, rows: int, algo: str, fits: int, score: bool
     return result
 
 
-def run(work, quick: bool = False, log=print) -> Section:
+def run(work: Workload, quick: bool = False, log: Callable[..., None] = print) -> Section:
     """Measure and return the rows of item 1."""
     sizes = QUICK_SIZES if quick else SIZES
     largest = sizes[-1]
@@ -259,7 +267,7 @@ def run(work, quick: bool = False, log=print) -> Section:
     return section
 
 
-def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
+def accuracy_paragraph(work: Workload, largest: int, accuracy: dict[str, float]) -> str:
     """For a missed accuracy goal: is it the estimation or the structure? Our estimate on the
     true structure from the same rows, and how many true arcs each learner found."""
     import numpy as np
@@ -304,7 +312,7 @@ def accuracy_paragraph(work, largest: int, accuracy: dict[str, float]) -> str:
     )
 
 
-def bounds_paragraph(row: Row, work, largest: int) -> str:
+def bounds_paragraph(row: Row, work: Workload, largest: int) -> str:
     """For a missed goal: the profile of the fit at the largest size, top lines by own time."""
     algo = row.measurement.split()[0]
     if algo not in ALGOS:

@@ -24,17 +24,24 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from typing import TYPE_CHECKING
+
 from bench.serving import MODEL_NAME, kdb_on_random_data, main_of, result
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.requests import codes_from_instances
 from bnserve.server.responses import predict_response
 from bnserve.store.predictor import compile_model
 
+if TYPE_CHECKING:
+    from bnserve.store.predictor import CompiledModel
+    from bnserve.trainer.data import EncodedData
+
+
 ITEM = "wire codec"
 SIZES = (1, 1000)
 
 
-def friendly_request(data, rows: int) -> bytes:
+def friendly_request(data: EncodedData, rows: int) -> bytes:
     """The serialised PredictRequest of the first ``rows`` rows, each feature's state label."""
     instances = [pb.Instance(values={v.name: v.states[c] for v, c in zip(data.features, row)}) for row in data.X[:rows]]
     return pb.PredictRequest(model=MODEL_NAME, instances=instances).SerializeToString()
@@ -79,11 +86,11 @@ def run(quick: bool = False) -> list[dict]:
     return out
 
 
-def _timings(compiled, class_name: str, wire: bytes, block: int, rounds: int) -> dict[str, float]:
+def _timings(compiled: CompiledModel, class_name: str, wire: bytes, block: int, rounds: int) -> dict[str, float]:
     request = pb.PredictRequest.FromString(wire)
     instances = request.instances
 
-    def decode():
+    def decode() -> np.ndarray:
         return codes_from_instances(compiled, class_name, ((i.values, i.numbers) for i in instances))
 
     proba = compiled.predict_proba(decode())

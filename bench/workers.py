@@ -44,6 +44,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from typing import TYPE_CHECKING
+
 from bench.serving import (
     MODEL_NAME,
     OWN_CONNECTION,
@@ -54,6 +56,11 @@ from bench.serving import (
     result,
     temporary_store,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+
 
 ITEM = "5 all cores"
 GOAL = 1.6
@@ -74,7 +81,7 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
 CHANNELS_PER_THREAD = 4
 
 
-def _client(conn, names: list[str], rows: list[list[int]]) -> None:
+def _client(conn: Connection, names: list[str], rows: list[list[int]]) -> None:
     """A client process. Orders: ("connect", target) opens its channels to ``target``;
     ("run", target, start_at, seconds) has its threads call Predict from ``start_at``
     (time.time) for ``seconds``. It replies to each: "ok", or the number of calls made."""
@@ -108,7 +115,13 @@ def _client(conn, names: list[str], rows: list[list[int]]) -> None:
         _, target, start_at, seconds = order
         counts = [0] * THREADS_PER_CLIENT
 
-        def caller(t: int, target=target, start_at=start_at, seconds=seconds, counts=counts) -> None:
+        def caller(
+            t: int,
+            target: str = target,
+            start_at: float = start_at,
+            seconds: float = seconds,
+            counts: list[int] = counts,
+        ) -> None:
             stubs = channels[target][t]
             while time.time() < start_at:
                 time.sleep(0.001)
@@ -132,13 +145,17 @@ class Clients:
 
     def __init__(self, names: list[str], rows: list[list[int]]):
         context = multiprocessing.get_context("spawn")
-        self._pipes, self.processes = [], []
+        self._pipes: list[Connection] = []
+        self.processes: list[BaseProcess] = []
+        self._pids: list[int] = []
         for _ in range(CLIENT_PROCESSES):
             ours, theirs = context.Pipe()
             process = context.Process(target=_client, args=(theirs, names, rows), daemon=True)
             process.start()
             self._pipes.append(ours)
             self.processes.append(process)
+            assert process.pid is not None  # set by start()
+            self._pids.append(process.pid)
 
     def connect(self, server: Server) -> None:
         for pipe in self._pipes:
@@ -156,10 +173,10 @@ class Clients:
         while time.time() < start_at:
             time.sleep(0.001)
         server_cpu0 = sum(cpu_seconds(p) for p in pids)
-        client_cpu0 = sum(cpu_seconds(p.pid) for p in self.processes)
+        client_cpu0 = sum(cpu_seconds(p) for p in self._pids)
         calls = sum(pipe.recv() for pipe in self._pipes)
         server_cpu = sum(cpu_seconds(p) for p in pids) - server_cpu0
-        client_cpu = sum(cpu_seconds(p.pid) for p in self.processes) - client_cpu0
+        client_cpu = sum(cpu_seconds(p) for p in self._pids) - client_cpu0
         return {
             "rate": calls / seconds,
             "server_cores": server_cpu / seconds,
@@ -212,7 +229,9 @@ class H2Load:
         from bnserve.server.api import predictor_pb2
 
         with grpc.insecure_channel(server.target) as channel:
-            call = channel.unary_unary(PREDICT_PATH, request_serializer=None, response_deserializer=None)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+                PREDICT_PATH, request_serializer=None, response_deserializer=None
+            )
             reply = predictor_pb2.PredictResponse.FromString(call(self.message, timeout=10))
         if len(reply.predictions) != 1 or not reply.predictions[0].label:
             raise RuntimeError(f"the h2load request body does not predict one row: {reply}")
@@ -280,7 +299,7 @@ def run(quick: bool = False) -> list[dict]:
     names = [v.name for v in data.features]
     rows = [r.tolist() for r in data.X[:200]]
     callers = CLIENT_PROCESSES * THREADS_PER_CLIENT
-    loads: dict[str, object] = {}
+    loads: dict[str, Clients | H2Load] = {}
     figures: dict[tuple[str, int], list[dict]] = {}
     with temporary_store(model) as url, Server(url) as one, Server(url, workers=2) as two:
         if H2Load.available():

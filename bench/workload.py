@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.synthetic import SyntheticNetwork, bayes_optimal, calibrate, random_network, sample
+from bnserve.store.model import Variable
 from bnserve.trainer.data import EncodedData
 
 SHAPE = {"n_features": 50, "max_states": 4, "n_classes": 3, "k": 2}
@@ -51,7 +52,7 @@ class Workload:
         return load(self.directory, "test", self.test_rows)
 
 
-def variables():
+def variables() -> tuple[Variable, ...]:
     return random_network(SEED, **SHAPE).variables
 
 

@@ -102,7 +102,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         self.time_budget = time_budget
         self.max_cpt_cells = max_cpt_cells
 
-    def __sklearn_tags__(self):
+    def __sklearn_tags__(self) -> Any:  # sklearn.utils.Tags, untyped
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True  # missing values are summed out
         tags.input_tags.string = True  # nominal columns may be text

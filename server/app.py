@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from concurrent import futures
+from types import FrameType
 from typing import Any, TypeVar
 
 import grpc
@@ -333,7 +334,7 @@ def serve(config: ServeConfig, parent_pid: int | None = None) -> int:
     app = App(config)
     done = threading.Event()
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s, shutting down", signal.Signals(signum).name)
         done.set()
 

@@ -26,7 +26,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
 import numpy as np
@@ -36,6 +36,9 @@ from grpc_health.v1 import health_pb2
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.store.errors import BnServeError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_TIMEOUT = 30.0  # seconds, per call to a method of Client, retries included
 DEFAULT_BATCH_ROWS = 10_000
@@ -77,7 +80,7 @@ class Predictions:
     def __len__(self) -> int:
         return int(self.labels.size)
 
-    def to_frame(self):
+    def to_frame(self) -> pd.DataFrame:
         """A pandas DataFrame: a ``label`` column, then one probability column per class."""
         import pandas as pd
 

@@ -27,9 +27,13 @@ single process):
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import ServiceDescriptor
 
 # prometheus-client's own test for multiprocess mode (prometheus_client.values).
 MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR" in os.environ or "prometheus_multiproc_dir" in os.environ
@@ -162,7 +166,7 @@ def drop_model_info(*labels: str) -> None:
         MODEL_INFO.remove(*labels)
 
 
-def initialize_grpc(services) -> None:
+def initialize_grpc(services: Iterable[ServiceDescriptor]) -> None:
     """Create every method's grpc_server_* series at 0 (go-grpc-prometheus's
     InitializeMetrics): a series that first appears with its first call hides that call
     from rate() and increase()."""

@@ -25,9 +25,14 @@ import os
 import ssl
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bnserve.store.errors import BnServeError
+
+if TYPE_CHECKING:
+    import grpc
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,7 @@ class TlsMaterial:
     private_key: bytes
     client_ca: bytes | None  # set: clients must present a certificate this CA signed
 
-    def server_credentials(self):
+    def server_credentials(self) -> grpc.ServerCredentials:
         import grpc
 
         return grpc.ssl_server_credentials(
@@ -200,7 +205,7 @@ class TokenFile:
         self._tokens = tokens
         log.info("--auth-token-file %s changed: %d token(s) now accepted", self.path, len(tokens))
 
-    def authorized(self, metadata) -> bool:
+    def authorized(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> bool:
         """Whether call metadata (``(key, value)`` pairs) carries ``authorization: Bearer
         <one of the tokens>``; compared in constant time, against every token."""
         value = None

@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from bnserve.server.app import load_security, verify_keys
@@ -288,7 +289,7 @@ def serve_workers(config: ServeConfig) -> int:
     """Run ``config.workers`` workers until SIGTERM or SIGINT, then shut them down gracefully."""
     supervisor = Supervisor(config)
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s, shutting down", signal.Signals(signum).name)
         supervisor.stop()
 

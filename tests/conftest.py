@@ -19,6 +19,8 @@ import pytest
 from hypothesis import settings
 from sqlalchemy import make_url
 
+from tests import tiers
+
 PG_SERVER_URL = os.environ.get("BNSERVE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REQUIRE_PG_ENV = "BNSERVE_REQUIRE_POSTGRES"
 BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql))
@@ -34,6 +36,18 @@ settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "dev"))
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgresql: needs the PostgreSQL server (deselect with -m 'not postgresql')")
+    config.addinivalue_line("markers", f"{tiers.SLOW}: in the rest, not the default set (tests/tiers.py; run with -m slow)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the rest ``slow`` by tests/tiers.py's rule; on a whole-suite collection, a listed
+    name that matches no test is an error."""
+    for item in items:
+        if tiers.is_slow(item.nodeid):
+            item.add_marker(tiers.SLOW)
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS and (stale := tiers.unmatched(i.nodeid for i in items)):
+        raise pytest.UsageError(f"tests/tiers.py lists tests that do not exist: {', '.join(stale)}")
 
 
 def _libpq(sqlalchemy_url: str) -> str:

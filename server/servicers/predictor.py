@@ -22,7 +22,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import REFUSE, unknown_policy
 
 
-def _selector(request) -> dict:
+def _selector(request: pb.PredictRequest | pb.GetModelMetadataRequest) -> dict:
     which = request.WhichOneof("selector")
     if which == "version":
         if request.version <= 0:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
 from bnserve.store.db.url import parse_store_url, redacted
@@ -61,7 +61,7 @@ def writer(engine: Engine) -> Engine:
 
 def _configure_sqlite(engine: Engine, timeouts: StoreTimeouts) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # sqlite3 must not emit BEGIN; _on_begin does
         cursor = dbapi_connection.cursor()
         try:
@@ -72,7 +72,7 @@ def _configure_sqlite(engine: Engine, timeouts: StoreTimeouts) -> None:
             cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection) -> None:
+    def _on_begin(connection: Connection) -> None:
         writes = connection.get_execution_options().get(WRITE_OPTION, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 

@@ -34,7 +34,7 @@ def bound_waits(engine: Engine, timeouts: StoreTimeouts) -> None:
         return
 
     @event.listens_for(engine, "do_connect")
-    def _connect(_dialect, _record, cargs, cparams) -> psycopg.Connection:
+    def _connect(_dialect: Any, _record: Any, cargs: tuple[Any, ...], cparams: dict[str, Any]) -> psycopg.Connection:
         connection = AnsweringConnection.connect(*cargs, **cparams)
         connection.answer_seconds = timeouts.answer_seconds
         return connection

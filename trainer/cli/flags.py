@@ -22,6 +22,7 @@ from bnserve.trainer.io.limits import COLUMNS_FLAG, DECOMPRESSED_FLAG, DEFAULT_M
 from bnserve.trainer.learners.registry import AUTO, LEARNERS
 
 if TYPE_CHECKING:
+    from bnserve.store.db import ModelStore
     from bnserve.trainer.learners.parameters import Estimator
 
 PROG = "trainer"
@@ -207,7 +208,7 @@ def _check_store_url(cli_value: str | None) -> None:
     create_store_engine(resolve_store_url(cli_value)).dispose()
 
 
-def _open_store(args: argparse.Namespace, create: bool = False, verify: Any = None):
+def _open_store(args: argparse.Namespace, create: bool = False, verify: Any = None) -> ModelStore:
     """The SQL store of --store, imported here so that ``evaluate`` needs no database driver.
     ``create``: a command that writes sets up a new, empty store (an existing one must be at
     this code's schema); ``verify``: a ``KeyRing`` whose signatures every load must carry."""

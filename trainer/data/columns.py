@@ -28,7 +28,7 @@ from bnserve.store.model.discretization import number_of
 from bnserve.store.model.variable import MAX_EXACT_INTEGER, whole_number
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
-from bnserve.trainer.io.table import is_row_index
+from bnserve.trainer.io.table import Declared, is_row_index
 
 MAX_CODE = 10  # whole numbers from 0 to this are codes of a nominal column (a 1-10 scale is one)
 CODE_SHARE = 0.999  # ... when at least this share of the rows hold such numbers (1 in 1,000 may not)
@@ -190,7 +190,11 @@ def check_class(src: str, name: str, states: Sequence[str], preprocessing: Prepr
 
 
 def is_numeric_column(
-    name: str, declared, numbers: np.ndarray | None, preprocessing: Preprocessing, rows: np.ndarray | None = None
+    name: str,
+    declared: Declared | None,
+    numbers: np.ndarray | None,
+    preprocessing: Preprocessing,
+    rows: np.ndarray | None = None,
 ) -> bool:
     """The typing rule: forced, else declared, else all numbers and not codes (whole numbers,
     at least ``CODE_SHARE`` of them from 0 to ``MAX_CODE``). ``numbers``: the column's
@@ -225,7 +229,7 @@ def _numbers(labels: np.ndarray) -> np.ndarray | None:
 
 
 def _nominal_codes(
-    name: str, column: TextColumn, declared, numbers: np.ndarray | None, preprocessing: Preprocessing
+    name: str, column: TextColumn, declared: Declared | None, numbers: np.ndarray | None, preprocessing: Preprocessing
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """``nominal_states`` and each row's code (``Variable.codes_of``: "1.0" is code "1";
     UNKNOWN for a label outside a declared domain)."""
@@ -234,7 +238,11 @@ def _nominal_codes(
 
 
 def nominal_states(
-    name: str, labels: Sequence[str], numbers: np.ndarray | None, declared, preprocessing: Preprocessing
+    name: str,
+    labels: Sequence[str],
+    numbers: np.ndarray | None,
+    declared: Declared | None,
+    preprocessing: Preprocessing,
 ) -> tuple[str, ...]:
     """A nominal column's states, in memory and in chunks alike: the declared domain; else,
     neither declared nor forced nominal, whole-number codes (``code_states`` of the distinct

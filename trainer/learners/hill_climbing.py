@@ -30,7 +30,7 @@ then the lower child column, then the lower parent column.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,7 +150,7 @@ class _Search:
                 gains[q] = self.bic(counts, i, [*kept, q]) - self.score[i]
             self.change_gain[i][r] = gains
 
-    def candidate_tables(self, i: int, parents: list[int], skip: list[int]):
+    def candidate_tables(self, i: int, parents: list[int], skip: list[int]) -> Iterator[tuple[int, np.ndarray]]:
         """(j, N(c, *parents, x_j, x_i)) for every feature j but ``i`` and those in ``skip``; a j
         whose table would be past the training limits' cell limit is not counted (``sizing.allows``)."""
         candidates = [j for j in range(self.n) if j != i and j not in skip]

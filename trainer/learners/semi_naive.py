@@ -27,7 +27,7 @@ a CPT would hold far more cells than rows anyway.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bnserve.trainer.data import EncodedData
@@ -108,7 +108,7 @@ def _names(data: EncodedData, groups: Groups) -> list[list[str]]:
     return [[data.features[i].name for i in members] for members in groups]
 
 
-def _flat(data: EncodedData, groups: Groups, order) -> tuple[str, ...]:
+def _flat(data: EncodedData, groups: Groups, order: Iterable[int]) -> tuple[str, ...]:
     return tuple(data.features[i].name for g in order for i in groups[g])
 
 
