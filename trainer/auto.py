@@ -21,16 +21,17 @@ the statistics the first one counted):
 The winner is the most accurate candidate, ties going to the lower log-loss and then to
 the candidate tried first (``most-accurate``), or the blend where it beats them all on
 the pooled out-of-fold posteriors; ``simplest-within-noise`` (the rule before) takes the
-first candidate within one standard error of the best, and no blend. Candidates are tried
-cheapest first, and once ``budget`` seconds are spent no new candidate is started: the
-ones left out are recorded with the choice. A candidate whose first fold says its folds
-would end after the budget is given up there.
+first candidate within one standard error of the best, and no blend.
+
+The budget is work, not time, so the same file, flags and seed give the same model on any
+machine, busy or idle: each candidate is charged ``work`` (rows x features x folds x its
+cost relative to naive Bayes) before it starts, and one that would take the total past
+``budget`` is not started (the first always is); those left out are recorded with the choice.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +53,12 @@ from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
 from bnserve.trainer.learners.registry import (
     AUTO,
-    DEFAULT_BUDGET,
     DEFAULT_CANDIDATES,
     DEFAULT_ESTIMATORS,
     DEFAULT_KS,
+    DEFAULT_WORK_BUDGET,
     LEARNERS,
+    check_work_budget,
 )
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TooLarge, TrainingLimits
 from bnserve.trainer.progress import note, stage
@@ -70,6 +72,12 @@ AUTO_FOLDS = 5
 BASELINE = "nb"
 SIMPLEST_WITHIN_NOISE, MOST_ACCURATE = "simplest-within-noise", "most-accurate"
 RULES = (MOST_ACCURATE, SIMPLEST_WITHIN_NOISE)
+# a candidate's fit time per cell relative to naive Bayes's: the medians over the ten shared
+# sets of 3,000 rows or more (docs/accuracy-peers.json, fit seconds per fold); a learner not
+# listed counts as ``OTHER_LEARNER_WORK``, an estimator not listed as laplace (1)
+LEARNER_WORK = {"nb": 1, "tan": 5, "kdb": 5, "fkdb": 5, "aode": 12, "skdb": 40, "eskdb": 150}
+OTHER_LEARNER_WORK = 20
+ESTIMATOR_WORK = {"hdp": 40, "alr": 20}  # times the learner's
 
 Candidate = tuple[str, dict[str, Any]]  # (algorithm, params; "estimator" among them)
 
@@ -80,7 +88,7 @@ class Choice:
     params: Mapping[str, Any]  # the learner's parameters and "estimator"
     scores: tuple[Evaluation, ...]  # every candidate tried, in the order tried
     noise: float  # standard error of the best candidate's CV accuracy
-    skipped: tuple[str, ...] = ()  # candidates left out when the budget ran out
+    skipped: tuple[str, ...] = ()  # candidates left out by the work budget
     members: tuple[Candidate, ...] = ()  # a blend's candidates (algorithm BLEND)
     refused: tuple[str, ...] = ()  # candidates past the training limits: "candidate: why"
 
@@ -111,13 +119,24 @@ def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str 
 
 @dataclass(frozen=True)
 class Search:
-    """Every candidate scored on the same folds, in the order tried, and those the budget left out."""
+    """Every candidate scored on the same folds, in the order tried, and those the work budget left out."""
 
     tried: tuple[Candidate, ...]
     scores: tuple[Evaluation, ...]
     skipped: tuple[str, ...]
     blend: tuple[int, ...] = ()  # the blend's candidates (indices into tried), best first; () for none
     refused: tuple[str, ...] = ()  # candidates past the training limits, each "candidate: why"
+
+
+def work(candidate: Candidate, data: EncodedData, folds: int) -> int:
+    """What scoring ``candidate`` on ``folds`` folds of ``data`` is charged, in cell-fits: rows
+    x features x folds x its cost relative to naive Bayes (``LEARNER_WORK``, ``ESTIMATOR_WORK``).
+    A function of the data's shape only, so a budget of it chooses alike on every machine."""
+    algo, params = candidate
+    estimator = params.get("estimator")
+    kind = Estimator.parse(estimator).kind if estimator else ""
+    factor = LEARNER_WORK.get(algo, OTHER_LEARNER_WORK) * ESTIMATOR_WORK.get(kind, 1)
+    return factor * data.n_rows * max(1, len(data.features)) * folds
 
 
 def search(
@@ -128,49 +147,51 @@ def search(
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     folds: int = AUTO_FOLDS,
     seed: int = 0,
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Search:
-    """Score the candidates by stratified CV on ``data``: the stages of the module docstring.
-    A candidate past ``limits`` (refused by its first fold's fit before it allocates) is
-    skipped with a ``note`` saying why; when every candidate is, the search fails.
-    Weighted rows are refused: the folds' accuracy counts every row once."""
+    """Score the candidates by stratified CV on ``data``: the stages of the module docstring,
+    within ``budget`` cell-fits (None: every candidate). A candidate past ``limits`` (refused
+    by its first fold's fit before it allocates) is skipped with a ``note`` saying why; when
+    every candidate is, the search fails. Weighted rows are refused: the folds' accuracy
+    counts every row once."""
     if data.weighted:
         raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     if not estimators:
         raise InvalidInput("auto needs at least one estimator")
     estimators = [str(Estimator.parse(e)) for e in estimators]
-    if budget is not None and not budget > 0:
-        raise InvalidInput(f"the time budget must be a positive number of seconds, got {budget!r}")
-    start = time.perf_counter()
+    check_work_budget(budget)
     splits = fold_splits(data, max(2, min(folds, data.n_rows)), seed)
     scores: list[Evaluation] = []
     tried: list[Candidate] = []
     skipped: list[str] = []
     refused: list[str] = []
     posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
+    spent = 0
 
     def run(what: str, grid: Sequence[Candidate]) -> None:
+        nonlocal spent
         with stage(f"auto: {what}", len(grid), "candidate") as bar:
-            for algo, params in grid:
-                deadline = None if budget is None or not tried else start + budget
-                scored = None
-                out = np.empty((data.n_rows, data.n_classes))
-                if deadline is None or time.perf_counter() < deadline:
-                    bar.note(describe(algo, params))
-                    try:
-                        scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out, limits)
-                    except TooLarge as exc:
-                        refused.append(f"{describe(algo, params)}: {exc.detail}")
-                        note(f"auto: skipped {refused[-1]}")
-                        bar.update()
-                        continue
-                bar.update()
-                if scored is None:
+            for candidate in grid:
+                algo, params = candidate
+                cost = work(candidate, data, len(splits))
+                if budget is not None and tried and spent + cost > budget:
                     skipped.append(describe(algo, params))
+                    bar.update()
                     continue
+                spent += cost
+                bar.note(describe(algo, params))
+                out = np.empty((data.n_rows, data.n_classes))
+                try:
+                    scored = evaluate_on_splits(algo, params, data, splits, data.source, out, limits)
+                except TooLarge as exc:
+                    refused.append(f"{describe(algo, params)}: {exc.detail}")
+                    note(f"auto: skipped {refused[-1]}")
+                    bar.update()
+                    continue
+                bar.update()
                 scores.append(scored)
-                tried.append((algo, params))
+                tried.append(candidate)
                 posteriors.append(out)
 
     run("structures", candidate_grid(candidates, ks, estimators[0]))
@@ -256,7 +277,7 @@ def choose(
     folds: int = AUTO_FOLDS,
     seed: int = 0,
     rule: str = MOST_ACCURATE,
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Choice:
     """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
@@ -284,7 +305,7 @@ def fit_auto(
     folds: int = AUTO_FOLDS,
     seed: int = 0,
     rule: str = MOST_ACCURATE,
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the
@@ -292,7 +313,7 @@ def fit_auto(
     choice = choose(
         data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget, limits=limits
     )
-    how = f"seed {seed}; rule {rule}" + (f"; budget {budget:g} s" if budget else "")
+    how = f"seed {seed}; rule {rule}" + (f"; work budget {budget:,} cell-fits" if budget else "")
     return fit_choice(data, choice, how, limits)
 
 
@@ -307,7 +328,7 @@ def fit_choice(data: EncodedData, choice: Choice, how: str, limits: TrainingLimi
         "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, {how}",
         "chosen": choice.label,
         "noise": choice.noise,
-        "skipped_for_time": list(choice.skipped),
+        "skipped_for_work": list(choice.skipped),
         "skipped_for_limits": list(choice.refused),
         "candidates": [
             {
@@ -353,7 +374,7 @@ def cross_validate_auto(
     repeats: int = 1,
     seed: int = 0,
     rules: Sequence[str] = (MOST_ACCURATE,),
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     inner_folds: int = AUTO_FOLDS,
     dataset: str = "",
     limits: TrainingLimits = DEFAULT_LIMITS,

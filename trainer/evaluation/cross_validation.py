@@ -233,25 +233,18 @@ def evaluate_on_splits(
     data: EncodedData,
     splits: Sequence[Split],
     dataset: str = "",
-    deadline: float | None = None,
     probabilities: np.ndarray | None = None,
     limits: TrainingLimits = DEFAULT_LIMITS,
-) -> Evaluation | None:
+) -> Evaluation:
     """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``.
-    With a ``deadline`` (``time.perf_counter()`` seconds), None when the first fold's time says
-    the rest would end after it: the candidate is given up rather than overrun a time budget.
     ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior.
     Each fold's fit is within ``limits`` (past them: ``sizing.TooLarge``, before allocating)."""
     run = _Run(algo, params, data, limits=limits)
     pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
     with stage(describe(algo, params), len(splits), "fold") as bar:
-        for f, (test_rows, train, test) in enumerate(splits):
-            started = time.perf_counter()
+        for test_rows, train, test in splits:
             pooled[test_rows] = run.fold(train, test)
             bar.update()
-            now = time.perf_counter()
-            if f == 0 and deadline is not None and now + (len(splits) - 1) * (now - started) > deadline:
-                return None
     run.aucs.append(metrics.auc(pooled, data.y))
     return run.result(dataset or data.source)
 
