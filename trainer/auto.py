@@ -45,10 +45,10 @@ from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
     cross_validate_fitters,
     describe,
-    evaluate_on_splits,
     fold_splits,
 )
 from bnserve.trainer.evaluation.metrics import log_losses
+from bnserve.trainer.evaluation.parallel import score_all
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
 from bnserve.trainer.learners.registry import (
@@ -60,7 +60,7 @@ from bnserve.trainer.learners.registry import (
     LEARNERS,
     check_work_budget,
 )
-from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TooLarge, TrainingLimits
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import note, stage
 
 DISCRIMINATIVE = ("nb", "tan")  # alr is tried on these: fast, and their networks take it as they are
@@ -149,12 +149,14 @@ def search(
     seed: int = 0,
     budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> Search:
     """Score the candidates by stratified CV on ``data``: the stages of the module docstring,
     within ``budget`` cell-fits (None: every candidate). A candidate past ``limits`` (refused
     by its first fold's fit before it allocates) is skipped with a ``note`` saying why; when
     every candidate is, the search fails. Weighted rows are refused: the folds' accuracy
-    counts every row once."""
+    counts every row once. ``jobs`` processes score a stage's candidates at once, with the
+    same results as one."""
     if data.weighted:
         raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     if not estimators:
@@ -171,28 +173,29 @@ def search(
 
     def run(what: str, grid: Sequence[Candidate]) -> None:
         nonlocal spent
-        with stage(f"auto: {what}", len(grid), "candidate") as bar:
-            for candidate in grid:
-                algo, params = candidate
-                cost = work(candidate, data, len(splits))
-                if budget is not None and tried and spent + cost > budget:
-                    skipped.append(describe(algo, params))
-                    bar.update()
-                    continue
-                spent += cost
-                bar.note(describe(algo, params))
-                out = np.empty((data.n_rows, data.n_classes))
-                try:
-                    scored = evaluate_on_splits(algo, params, data, splits, data.source, out, limits)
-                except TooLarge as exc:
-                    refused.append(f"{describe(algo, params)}: {exc.detail}")
-                    note(f"auto: skipped {refused[-1]}")
-                    bar.update()
-                    continue
+        planned = []
+        for candidate in grid:  # charged before any starts: the budget needs no clock
+            cost = work(candidate, data, len(splits))
+            if budget is not None and spent and spent + cost > budget:
+                skipped.append(describe(*candidate))
+                continue
+            spent += cost
+            planned.append(candidate)
+        with stage(f"auto: {what}", len(planned), "candidate") as bar:
+
+            def done(candidate: Candidate) -> None:
+                bar.note(describe(*candidate))
                 bar.update()
-                scores.append(scored)
-                tried.append(candidate)
-                posteriors.append(out)
+
+            results = score_all(planned, data, splits, limits, jobs, lambda c: work(c, data, len(splits)), done)
+        for candidate, result in zip(planned, results):
+            if result.evaluation is None or result.posteriors is None:
+                refused.append(f"{describe(*candidate)}: {result.refused}")
+                note(f"auto: skipped {refused[-1]}")
+                continue
+            scores.append(result.evaluation)
+            tried.append(candidate)
+            posteriors.append(result.posteriors)
 
     run("structures", candidate_grid(candidates, ks, estimators[0]))
     if not tried:
@@ -279,10 +282,13 @@ def choose(
     rule: str = MOST_ACCURATE,
     budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> Choice:
     """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
     _check_rule(rule)
-    found = search(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget, limits=limits)
+    found = search(
+        data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget, limits=limits, jobs=jobs
+    )
     return pick(found, rule)
 
 
@@ -307,11 +313,21 @@ def fit_auto(
     rule: str = MOST_ACCURATE,
     budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the
     metadata. ``limits`` bound every candidate's fit (see ``search``) and the winner's."""
     choice = choose(
-        data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget, limits=limits
+        data,
+        candidates,
+        ks,
+        estimators=estimators,
+        folds=folds,
+        seed=seed,
+        rule=rule,
+        budget=budget,
+        limits=limits,
+        jobs=jobs,
     )
     how = f"seed {seed}; rule {rule}" + (f"; work budget {budget:,} cell-fits" if budget else "")
     return fit_choice(data, choice, how, limits)
@@ -378,6 +394,7 @@ def cross_validate_auto(
     inner_folds: int = AUTO_FOLDS,
     dataset: str = "",
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> list[Evaluation]:
     """``auto`` scored by nested CV, one ``Evaluation`` per rule: on each outer training fold
     (the same folds as ``cross_validate_many`` with this ``seed``) one inner search, then each
@@ -401,7 +418,15 @@ def cross_validate_auto(
     def searched(train: EncodedData) -> Search:
         if not last or last[0][0] is not train:
             found = search(
-                train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, budget=budget, limits=limits
+                train,
+                candidates,
+                ks,
+                estimators=estimators,
+                folds=inner_folds,
+                seed=seed,
+                budget=budget,
+                limits=limits,
+                jobs=jobs,
             )
             last[:] = [(train, found)]
         return last[0][1]

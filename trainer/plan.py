@@ -358,7 +358,9 @@ def learn(spec: TrainingSpec, data: TrainingView) -> Model:
 
         assert isinstance(data, EncodedData)  # auto is never streamed
         candidates, ks, search = auto_search(spec)
-        model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.work_budget, limits=spec.limits)
+        model = fit_auto(
+            data, candidates, ks, **search, seed=spec.seed, budget=spec.work_budget, limits=spec.limits, jobs=spec.jobs
+        )
     else:
         model = fit(spec.algo, data, spec.estimator, limits=spec.limits, **spec.params)
     model = replace(model, metadata={**model.metadata, TRAINING_SPEC: spec.to_dict()})

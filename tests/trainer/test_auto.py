@@ -259,3 +259,36 @@ def test_a_blend_is_fitted_as_one_model_of_its_members_networks(chess):
     assert model.metadata["estimator"] == "laplace,dirichlet:0.5"
     parts = [compile_model(fit(a, chess, **p)).predict_proba(chess.X[:50]) for a, p in members]
     np.testing.assert_allclose(compile_model(model).predict_proba(chess.X[:50]), (parts[0] + parts[1]) / 2, atol=1e-12)
+
+
+def _without_times(evaluation):
+    """All but the times (and AUC and Sum_MI, NaN in a search: NaN != NaN)."""
+    from dataclasses import replace
+
+    return replace(evaluation, fit_seconds=0.0, predict_seconds=0.0, auc=0.0, sum_mi=0.0)
+
+
+def test_candidates_in_two_processes_score_as_in_one(chess):
+    from bnserve.trainer.auto import search
+    from bnserve.trainer.learners.sizing import TrainingLimits
+
+    grid = dict(estimators=["laplace", "dirichlet:0.5"], limits=TrainingLimits(max_cpt_cells=20))
+    one = search(chess, ["nb", "tan", "kdb"], [1, 2, 3], **grid, jobs=1)
+    two = search(chess, ["nb", "tan", "kdb"], [1, 2, 3], **grid, jobs=2)
+    assert one.refused and two.refused == one.refused  # kdb k=3 is past the limits in both
+    assert (two.tried, two.blend, two.skipped) == (one.tried, one.blend, one.skipped)
+    assert [_without_times(e) for e in two.scores] == [_without_times(e) for e in one.scores]
+
+
+def test_the_search_reads_no_auc_nor_sum_mi(chess, monkeypatch):
+    """A choice reads accuracy and log-loss: AUC (scipy's import) and Sum_MI (a pass of MI
+    per fold) are left out of the inner folds."""
+    from bnserve.trainer.evaluation import metrics
+
+    def unused(*args, **kwargs):
+        raise AssertionError("not needed by the choice")
+
+    monkeypatch.setattr(metrics, "auc", unused)
+    monkeypatch.setattr(metrics, "sum_mi", unused)
+    choice = choose(chess, ["nb", "tan"], [1], estimators=["laplace"])
+    assert all(np.isnan(e.auc) and np.isnan(e.sum_mi) for e in choice.scores)

@@ -66,8 +66,9 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
         default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
         metavar="N",
         help="processes that read and count the parts of data trained in chunks (the files of a glob; a local "
-        "CSV or TSV of at least 8 MiB a part, with no quote character; default: the cores this process may run "
-        "on; not with --dask)",
+        "CSV or TSV of at least 8 MiB a part, with no quote character; not with --dask), and that score "
+        "--algo auto's candidates at once (the same model as one process); default: the cores this process "
+        "may run on",
     )
     p.add_argument(
         "--memory-budget",

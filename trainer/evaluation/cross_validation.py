@@ -84,7 +84,8 @@ Fitter = Callable[[EncodedData], Model]  # training rows -> model; for procedure
 
 class _Run:
     """Accumulates one algorithm's folds on one data set. ``fitter``, when given, learns
-    the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run."""
+    the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run.
+    ``structure_scores`` False leaves out Sum_MI (NaN), a pass of MI and CMI per fold."""
 
     def __init__(
         self,
@@ -93,8 +94,10 @@ class _Run:
         data: EncodedData,
         fitter: Fitter | None = None,
         limits: TrainingLimits = DEFAULT_LIMITS,
+        structure_scores: bool = True,
     ):
         self.algo, self.params, self.data, self.fitter, self.limits = algo, dict(params), data, fitter, limits
+        self.structure_scores = structure_scores
         self.choices: list[str] = []
         self.accuracies: list[float] = []
         self.losses: list[np.ndarray] = []
@@ -124,7 +127,7 @@ class _Run:
         self.accuracies.append(float(np.mean(predicted == test.y)))
         np.add.at(self.confusion, (test.y, predicted), 1)
         self.losses.append(metrics.log_losses(proba, test.y))
-        self.sum_mis.append(metrics.sum_mi(model, train))
+        self.sum_mis.append(metrics.sum_mi(model, train) if self.structure_scores else float("nan"))
         self.combinations = tuple(dict.fromkeys((*self.combinations, model.combination)))
         return proba
 
@@ -236,16 +239,18 @@ def evaluate_on_splits(
     probabilities: np.ndarray | None = None,
     limits: TrainingLimits = DEFAULT_LIMITS,
 ) -> Evaluation:
-    """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``.
-    ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior.
-    Each fold's fit is within ``limits`` (past them: ``sizing.TooLarge``, before allocating)."""
-    run = _Run(algo, params, data, limits=limits)
+    """One candidate on prepared ``fold_splits``: the figures of ``cross_validate_many`` that a
+    choice reads (accuracy, log-loss, times); AUC and Sum_MI, which cost scipy's import and a
+    pass of MI per fold, are NaN. ``probabilities`` (rows, classes), when given, receives each
+    row's test-fold posterior. Each fold's fit is within ``limits`` (past them:
+    ``sizing.TooLarge``, before allocating)."""
+    run = _Run(algo, params, data, limits=limits, structure_scores=False)
     pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
     with stage(describe(algo, params), len(splits), "fold") as bar:
         for test_rows, train, test in splits:
             pooled[test_rows] = run.fold(train, test)
             bar.update()
-    run.aucs.append(metrics.auc(pooled, data.y))
+    run.aucs.append(float("nan"))
     return run.result(dataset or data.source)
 
 

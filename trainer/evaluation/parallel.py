@@ -1,0 +1,89 @@
+"""Several candidates scored on the same prepared folds, in ``jobs`` processes at once.
+
+Each candidate's figures depend only on the data, the folds and the candidate, so the
+results, returned in the order given, are those of one process (times aside). The workers
+are forked with the data and folds already in memory where the platform forks; elsewhere
+they are sent once to each worker, not once per candidate.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.evaluation.cross_validation import Evaluation, Split, evaluate_on_splits
+from bnserve.trainer.learners.sizing import TooLarge, TrainingLimits
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One candidate's figures and out-of-fold posteriors (rows, classes); or, when a fold's
+    fit was past the limits, ``refused``: why (``TooLarge.detail``)."""
+
+    evaluation: Evaluation | None
+    posteriors: np.ndarray | None
+    refused: str = ""
+
+
+Candidate = tuple[str, Mapping[str, Any]]
+_work: tuple[EncodedData, Sequence[Split], TrainingLimits] | None = None  # a worker's data, folds and limits
+
+
+def score(candidate: Candidate, data: EncodedData, splits: Sequence[Split], limits: TrainingLimits) -> Scored:
+    algo, params = candidate
+    out = np.empty((data.n_rows, data.n_classes))
+    try:
+        evaluation = evaluate_on_splits(algo, params, data, splits, data.source, out, limits)
+    except TooLarge as exc:
+        return Scored(None, None, exc.detail)
+    return Scored(evaluation, out)
+
+
+def score_all(
+    candidates: Sequence[Candidate],
+    data: EncodedData,
+    splits: Sequence[Split],
+    limits: TrainingLimits,
+    jobs: int = 1,
+    cost: Callable[[Candidate], float] | None = None,
+    done: Callable[[Candidate], None] | None = None,
+) -> list[Scored]:
+    """``score`` of each candidate, in their order; over ``jobs`` processes when there are
+    several candidates, the costliest (by ``cost``) started first so the last to end is a
+    cheap one. ``done`` is called with each candidate as it ends."""
+    if jobs <= 1 or len(candidates) < 2:
+        results = []
+        for candidate in candidates:
+            results.append(score(candidate, data, splits, limits))
+            if done:
+                done(candidate)
+        return results
+    order = sorted(range(len(candidates)), key=lambda i: -cost(candidates[i]) if cost else 0)
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(
+        min(jobs, len(candidates)), mp_context=context, initializer=_start, initargs=(data, splits, limits)
+    ) as pool:
+        futures = {i: pool.submit(_score_in_worker, candidates[i]) for i in order}
+        results_by = {}
+        for i in order:
+            results_by[i] = futures[i].result()
+            if done:
+                done(candidates[i])
+    return [results_by[i] for i in range(len(candidates))]
+
+
+def _start(data: EncodedData, splits: Sequence[Split], limits: TrainingLimits) -> None:
+    global _work
+    _work = (data, splits, limits)
+
+
+def _score_in_worker(candidate: Candidate) -> Scored:
+    assert _work is not None
+    return score(candidate, *_work)
