@@ -27,6 +27,11 @@ The budget is work, not time, so the same file, flags and seed give the same mod
 machine, busy or idle: each candidate is charged ``work`` (rows x features x folds x its
 cost relative to naive Bayes) before it starts, and one that would take the total past
 ``budget`` is not started (the first always is); those left out are recorded with the choice.
+A candidate clearly behind a reference after its first folds (stage 1: naive Bayes; stage 2:
+stage 1's best; ``cross_validation.clearly_behind``, paired on the same rows) is dropped
+there, its remaining folds unspent: it would not be the choice. Candidates of a stage run in
+``jobs`` processes at once, against a reference already scored, so the choice is the same
+for any ``jobs``.
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class Choice:
     skipped: tuple[str, ...] = ()  # candidates left out by the work budget
     members: tuple[Candidate, ...] = ()  # a blend's candidates (algorithm BLEND)
     refused: tuple[str, ...] = ()  # candidates past the training limits: "candidate: why"
+    dropped: tuple[str, ...] = ()  # candidates clearly behind after the first folds
 
     @property
     def label(self) -> str:
@@ -126,6 +132,7 @@ class Search:
     skipped: tuple[str, ...]
     blend: tuple[int, ...] = ()  # the blend's candidates (indices into tried), best first; () for none
     refused: tuple[str, ...] = ()  # candidates past the training limits, each "candidate: why"
+    dropped: tuple[str, ...] = ()  # candidates clearly behind after the first folds, left unfinished
 
 
 def work(candidate: Candidate, data: EncodedData, folds: int) -> int:
@@ -168,10 +175,13 @@ def search(
     tried: list[Candidate] = []
     skipped: list[str] = []
     refused: list[str] = []
+    dropped: list[str] = []
     posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
     spent = 0
 
-    def run(what: str, grid: Sequence[Candidate]) -> None:
+    def run(what: str, grid: Sequence[Candidate], against: int | None = None) -> None:
+        """Score ``grid`` within the budget; ``against``: the candidate (index into tried) whose
+        hits a candidate clearly behind after the first folds is dropped against."""
         nonlocal spent
         planned = []
         for candidate in grid:  # charged before any starts: the budget needs no clock
@@ -181,32 +191,39 @@ def search(
                 continue
             spent += cost
             planned.append(candidate)
+        reference = None if against is None else posteriors[against].argmax(axis=1) == data.y
         with stage(f"auto: {what}", len(planned), "candidate") as bar:
 
             def done(candidate: Candidate) -> None:
                 bar.note(describe(*candidate))
                 bar.update()
 
-            results = score_all(planned, data, splits, limits, jobs, lambda c: work(c, data, len(splits)), done)
+            results = score_all(
+                planned, data, splits, limits, jobs, lambda c: work(c, data, len(splits)), done, reference
+            )
         for candidate, result in zip(planned, results):
-            if result.evaluation is None or result.posteriors is None:
+            if result.dropped:
+                dropped.append(describe(*candidate))
+            elif result.evaluation is None or result.posteriors is None:
                 refused.append(f"{describe(*candidate)}: {result.refused}")
                 note(f"auto: skipped {refused[-1]}")
-                continue
-            scores.append(result.evaluation)
-            tried.append(candidate)
-            posteriors.append(result.posteriors)
+            else:
+                scores.append(result.evaluation)
+                tried.append(candidate)
+                posteriors.append(result.posteriors)
 
-    run("structures", candidate_grid(candidates, ks, estimators[0]))
+    grid = candidate_grid(candidates, ks, estimators[0])
+    run("naive Bayes", grid[:1])
     if not tried:
         raise InvalidInput(f"auto: every candidate is past the training limits; the first, {refused[0]}")
+    run("structures", grid[1:], against=0)
     ranked = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))
     refined = [
         (tried[i][0], {**tried[i][1], "estimator": e}) for e in estimators[1:] for i in _refined(e, ranked, tried)
     ]
-    run("estimators", refined)
+    run("estimators", refined, against=ranked[0])
     blend = _blend(scores, posteriors, data.y, tried)
-    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused))
+    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused), tuple(dropped))
 
 
 def _refined(estimator: str, ranked: Sequence[int], tried: Sequence[Candidate]) -> list[int]:
@@ -260,7 +277,7 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
     if rule == MOST_ACCURATE and found.blend:
         members = tuple(found.tried[i] for i in found.blend)
         labels = [describe(*member) for member in members]
-        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members, found.refused)
+        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members, found.refused, found.dropped)
     best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
     noise, chosen = 0.0, best
     if rule == SIMPLEST_WITHIN_NOISE:
@@ -268,7 +285,7 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
         noise = top.accuracy_std / math.sqrt(len(top.fold_accuracies))
         chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
     algo, params = found.tried[chosen]
-    return Choice(algo, params, scores, noise, found.skipped, refused=found.refused)
+    return Choice(algo, params, scores, noise, found.skipped, refused=found.refused, dropped=found.dropped)
 
 
 def choose(
@@ -346,6 +363,7 @@ def fit_choice(data: EncodedData, choice: Choice, how: str, limits: TrainingLimi
         "noise": choice.noise,
         "skipped_for_work": list(choice.skipped),
         "skipped_for_limits": list(choice.refused),
+        "dropped_behind": list(choice.dropped),
         "candidates": [
             {
                 "algorithm": e.algorithm,

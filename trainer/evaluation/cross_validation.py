@@ -230,6 +230,19 @@ def fold_splits(data: EncodedData, folds: int, seed: int) -> list[Split]:
     return [(fold == f, *data.split(fold != f, fold == f)) for f in range(folds)]
 
 
+DROP_AFTER_FOLDS = 2  # a candidate may be dropped once this many folds are scored
+DROP_Z = 3.0  # ... when it is this many standard errors behind the reference on those rows
+
+
+def clearly_behind(hits: np.ndarray, reference: np.ndarray) -> bool:
+    """Whether a candidate right on ``hits`` (bool per row scored) is clearly behind one right on
+    ``reference`` (the same rows): McNemar's z on the rows where they disagree, at least
+    ``DROP_Z``. Paired on the rows, so the noise the folds share cancels."""
+    behind = int(np.count_nonzero(reference & ~hits))
+    ahead = int(np.count_nonzero(hits & ~reference))
+    return behind - ahead > DROP_Z * np.sqrt(behind + ahead)
+
+
 def evaluate_on_splits(
     algo: str,
     params: Mapping[str, Any],
@@ -238,18 +251,27 @@ def evaluate_on_splits(
     dataset: str = "",
     probabilities: np.ndarray | None = None,
     limits: TrainingLimits = DEFAULT_LIMITS,
-) -> Evaluation:
+    against: np.ndarray | None = None,
+) -> Evaluation | None:
     """One candidate on prepared ``fold_splits``: the figures of ``cross_validate_many`` that a
     choice reads (accuracy, log-loss, times); AUC and Sum_MI, which cost scipy's import and a
     pass of MI per fold, are NaN. ``probabilities`` (rows, classes), when given, receives each
-    row's test-fold posterior. Each fold's fit is within ``limits`` (past them:
-    ``sizing.TooLarge``, before allocating)."""
+    row's test-fold posterior. With ``against`` (bool per row: a reference candidate's
+    out-of-fold hits on the same splits), None when after ``DROP_AFTER_FOLDS`` folds the
+    candidate is ``clearly_behind`` it: the rest of its folds would not make it the choice.
+    Each fold's fit is within ``limits`` (past them: ``sizing.TooLarge``, before allocating)."""
     run = _Run(algo, params, data, limits=limits, structure_scores=False)
     pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
+    scored = np.zeros(data.n_rows, dtype=bool)
     with stage(describe(algo, params), len(splits), "fold") as bar:
-        for test_rows, train, test in splits:
+        for f, (test_rows, train, test) in enumerate(splits):
             pooled[test_rows] = run.fold(train, test)
+            scored |= test_rows
             bar.update()
+            if against is not None and f + 1 == DROP_AFTER_FOLDS < len(splits):
+                hits = pooled[scored].argmax(axis=1) == data.y[scored]
+                if clearly_behind(hits, against[scored]):
+                    return None
     run.aucs.append(float("nan"))
     return run.result(dataset or data.source)
 

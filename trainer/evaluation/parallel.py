@@ -23,26 +23,35 @@ from bnserve.trainer.learners.sizing import TooLarge, TrainingLimits
 
 @dataclass(frozen=True)
 class Scored:
-    """One candidate's figures and out-of-fold posteriors (rows, classes); or, when a fold's
-    fit was past the limits, ``refused``: why (``TooLarge.detail``)."""
+    """One candidate's figures and out-of-fold posteriors (rows, classes); or none of them when
+    it was ``dropped`` (clearly behind the reference) or a fold's fit was past the limits
+    (``refused``: why, ``TooLarge.detail``)."""
 
     evaluation: Evaluation | None
     posteriors: np.ndarray | None
     refused: str = ""
+    dropped: bool = False
 
 
 Candidate = tuple[str, Mapping[str, Any]]
 _work: tuple[EncodedData, Sequence[Split], TrainingLimits] | None = None  # a worker's data, folds and limits
 
 
-def score(candidate: Candidate, data: EncodedData, splits: Sequence[Split], limits: TrainingLimits) -> Scored:
+def score(
+    candidate: Candidate,
+    data: EncodedData,
+    splits: Sequence[Split],
+    limits: TrainingLimits,
+    against: np.ndarray | None = None,
+) -> Scored:
+    """``evaluate_on_splits`` of one candidate (``against``: see there)."""
     algo, params = candidate
     out = np.empty((data.n_rows, data.n_classes))
     try:
-        evaluation = evaluate_on_splits(algo, params, data, splits, data.source, out, limits)
+        evaluation = evaluate_on_splits(algo, params, data, splits, data.source, out, limits, against)
     except TooLarge as exc:
         return Scored(None, None, exc.detail)
-    return Scored(evaluation, out)
+    return Scored(evaluation, out) if evaluation is not None else Scored(None, None, dropped=True)
 
 
 def score_all(
@@ -53,14 +62,15 @@ def score_all(
     jobs: int = 1,
     cost: Callable[[Candidate], float] | None = None,
     done: Callable[[Candidate], None] | None = None,
+    against: np.ndarray | None = None,
 ) -> list[Scored]:
-    """``score`` of each candidate, in their order; over ``jobs`` processes when there are
-    several candidates, the costliest (by ``cost``) started first so the last to end is a
-    cheap one. ``done`` is called with each candidate as it ends."""
+    """``score`` of each candidate (each ``against`` the same reference), in their order; over
+    ``jobs`` processes when there are several candidates, the costliest (by ``cost``) started
+    first so the last to end is a cheap one. ``done`` is called with each candidate as it ends."""
     if jobs <= 1 or len(candidates) < 2:
         results = []
         for candidate in candidates:
-            results.append(score(candidate, data, splits, limits))
+            results.append(score(candidate, data, splits, limits, against))
             if done:
                 done(candidate)
         return results
@@ -70,7 +80,7 @@ def score_all(
     with ProcessPoolExecutor(
         min(jobs, len(candidates)), mp_context=context, initializer=_start, initargs=(data, splits, limits)
     ) as pool:
-        futures = {i: pool.submit(_score_in_worker, candidates[i]) for i in order}
+        futures = {i: pool.submit(_score_in_worker, candidates[i], against) for i in order}
         results_by = {}
         for i in order:
             results_by[i] = futures[i].result()
@@ -84,6 +94,6 @@ def _start(data: EncodedData, splits: Sequence[Split], limits: TrainingLimits) -
     _work = (data, splits, limits)
 
 
-def _score_in_worker(candidate: Candidate) -> Scored:
+def _score_in_worker(candidate: Candidate, against: np.ndarray | None) -> Scored:
     assert _work is not None
-    return score(candidate, *_work)
+    return score(candidate, *_work, against)
