@@ -44,7 +44,7 @@ from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.evaluation.comparison import friedman
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
 from bnserve.trainer.io import read_table
-from bnserve.trainer.learners.registry import LEARNERS
+from bnserve.trainer.learners.registry import DEFAULT_WORK_BUDGET, LEARNERS
 from bnserve.trainer.plan import AUTO_DISCRETIZATION, with_auto_discretization
 from bnserve.trainer.progress import reporting, terminal_bars
 
@@ -59,6 +59,12 @@ SLACK_POINTS = 1.0  # goal: auto never more than 1 point under the best single l
 FIT_RATIO_GOAL = 5.0  # goal: auto's fit time at most this many times RandomForest's, summed over the sets
 SINGLE, AUTO, PEER = "single", "auto", "scikit-learn"
 HGB, HGB_DEFAULT, HGB_NO_STOP = "hgb", "hgb-default", "hgb-no-stop"  # hgb: the better of the two on each set
+# what auto's cached results depend on beside the rule (a result cached under another search is redone)
+AUTO_PROTOCOL = {
+    "discretize": str(AUTO_DISCRETIZATION),
+    "work_budget": DEFAULT_WORK_BUDGET,
+    "drop": "after 2 folds, z 3",
+}
 
 
 @dataclass(frozen=True)
@@ -94,8 +100,8 @@ def default_singles() -> list[Method]:
 
 def others() -> list[Method]:
     return [
-        Method("auto", AUTO, "auto", {"rule": MOST_ACCURATE, "discretize": str(AUTO_DISCRETIZATION)}),
-        Method("auto-se", AUTO, "auto", {"rule": SIMPLEST_WITHIN_NOISE, "discretize": str(AUTO_DISCRETIZATION)}),
+        Method("auto", AUTO, "auto", {"rule": MOST_ACCURATE, **AUTO_PROTOCOL}),
+        Method("auto-se", AUTO, "auto", {"rule": SIMPLEST_WITHIN_NOISE, **AUTO_PROTOCOL}),
         Method("rf", PEER, "RandomForestClassifier", {"n_estimators": 300, "random_state": 0, "n_jobs": 1}),
         Method(HGB_DEFAULT, PEER, "HistGradientBoostingClassifier", {"random_state": 0}),
         Method(HGB_NO_STOP, PEER, "HistGradientBoostingClassifier", {"random_state": 0, "early_stopping": False}),

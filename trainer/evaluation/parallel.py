@@ -12,7 +12,7 @@ import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -34,6 +34,7 @@ class Scored:
 
 
 Candidate = tuple[str, Mapping[str, Any]]
+C = TypeVar("C", bound=Candidate)
 _work: tuple[EncodedData, Sequence[Split], TrainingLimits] | None = None  # a worker's data, folds and limits
 
 
@@ -55,13 +56,13 @@ def score(
 
 
 def score_all(
-    candidates: Sequence[Candidate],
+    candidates: Sequence[C],
     data: EncodedData,
     splits: Sequence[Split],
     limits: TrainingLimits,
     jobs: int = 1,
-    cost: Callable[[Candidate], float] | None = None,
-    done: Callable[[Candidate], None] | None = None,
+    cost: Callable[[C], float] | None = None,
+    done: Callable[[C], None] | None = None,
     against: np.ndarray | None = None,
 ) -> list[Scored]:
     """``score`` of each candidate (each ``against`` the same reference), in their order; over
