@@ -8,6 +8,7 @@ they are sent once to each worker, not once per candidate.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -18,6 +19,8 @@ import numpy as np
 
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import Evaluation, Split, evaluate_on_splits
+from bnserve.trainer.learners.parameters import ALR, HDP, Estimator
+from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.learners.sizing import TooLarge, TrainingLimits
 
 
@@ -33,6 +36,7 @@ class Scored:
     dropped: bool = False
 
 
+ESTIMATOR_MODULES = {HDP: "bnserve.trainer.learners.hdp", ALR: "bnserve.trainer.learners.discriminative"}
 Candidate = tuple[str, Mapping[str, Any]]
 C = TypeVar("C", bound=Candidate)
 _work: tuple[EncodedData, Sequence[Split], TrainingLimits] | None = None  # a worker's data, folds and limits
@@ -75,6 +79,7 @@ def score_all(
             if done:
                 done(candidate)
         return results
+    _import_before_fork(candidates)
     order = sorted(range(len(candidates)), key=lambda i: -cost(candidates[i]) if cost else 0)
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
@@ -88,6 +93,17 @@ def score_all(
             if done:
                 done(candidates[i])
     return [results_by[i] for i in range(len(candidates))]
+
+
+def _import_before_fork(candidates: Sequence[Candidate]) -> None:
+    """The candidates' learner modules, and the estimators' that import scipy, imported here
+    once rather than in every worker (forked workers inherit them)."""
+    for algo, params in candidates:
+        LEARNERS[algo]  # the lookup imports the module that defines it
+        estimator = params.get("estimator")
+        module = ESTIMATOR_MODULES.get(Estimator.parse(estimator).kind if estimator else "")
+        if module:
+            importlib.import_module(module)
 
 
 def _start(data: EncodedData, splits: Sequence[Split], limits: TrainingLimits) -> None:
