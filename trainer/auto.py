@@ -53,7 +53,7 @@ from bnserve.trainer.evaluation.cross_validation import (
     fold_splits,
 )
 from bnserve.trainer.evaluation.metrics import log_losses
-from bnserve.trainer.evaluation.parallel import score_all
+from bnserve.trainer.evaluation.parallel import Scored, score_all
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
 from bnserve.trainer.learners.registry import (
@@ -180,8 +180,9 @@ def search(
     spent = 0
 
     def run(what: str, grid: Sequence[Candidate], against: int | None = None) -> None:
-        """Score ``grid`` within the budget; ``against``: the candidate (index into tried) whose
-        hits a candidate clearly behind after the first folds is dropped against."""
+        """Score ``grid`` within the budget. A candidate clearly behind a reference after the
+        first folds is dropped: ``against`` (an index into tried), or else the first of the
+        grid, scored before the others."""
         nonlocal spent
         planned = []
         for candidate in grid:  # charged before any starts: the budget needs no clock
@@ -191,16 +192,22 @@ def search(
                 continue
             spent += cost
             planned.append(candidate)
-        reference = None if against is None else posteriors[against].argmax(axis=1) == data.y
         with stage(f"auto: {what}", len(planned), "candidate") as bar:
 
             def done(candidate: Candidate) -> None:
                 bar.note(describe(*candidate))
                 bar.update()
 
-            results = score_all(
-                planned, data, splits, limits, jobs, lambda c: work(c, data, len(splits)), done, reference
-            )
+            def scored(batch: Sequence[Candidate], reference: np.ndarray | None) -> list[Scored]:
+                cost = lambda c: work(c, data, len(splits))  # noqa: E731
+                return score_all(batch, data, splits, limits, jobs, cost, done, reference)
+
+            if against is not None:
+                results = scored(planned, _hits(posteriors[against], data.y))
+            else:
+                results = scored(planned[:1], None)
+                first = results[0].posteriors if results else None
+                results += scored(planned[1:], None if first is None else _hits(first, data.y))
         for candidate, result in zip(planned, results):
             if result.dropped:
                 dropped.append(describe(*candidate))
@@ -212,18 +219,21 @@ def search(
                 tried.append(candidate)
                 posteriors.append(result.posteriors)
 
-    grid = candidate_grid(candidates, ks, estimators[0])
-    run("naive Bayes", grid[:1])
+    run("structures", candidate_grid(candidates, ks, estimators[0]))  # against naive Bayes, scored first
     if not tried:
         raise InvalidInput(f"auto: every candidate is past the training limits; the first, {refused[0]}")
-    run("structures", grid[1:], against=0)
     ranked = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))
     refined = [
         (tried[i][0], {**tried[i][1], "estimator": e}) for e in estimators[1:] for i in _refined(e, ranked, tried)
     ]
-    run("estimators", refined, against=ranked[0])
+    run("estimators", refined, against=ranked[0])  # against the best structure
     blend = _blend(scores, posteriors, data.y, tried)
     return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused), tuple(dropped))
+
+
+def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Whether each row's out-of-fold posterior puts the true class first."""
+    return posteriors.argmax(axis=1) == y
 
 
 def _refined(estimator: str, ranked: Sequence[int], tried: Sequence[Candidate]) -> list[int]:
