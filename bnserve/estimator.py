@@ -26,7 +26,7 @@ from bnserve.trainer.data.encoded import encode_columns
 from bnserve.trainer.io.frames import column_array, frame_table
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS
-from bnserve.trainer.plan import AUTO, DEFAULT_BUDGET, TrainingSpec, spec_of, train
+from bnserve.trainer.plan import AUTO, DEFAULT_WORK_BUDGET, TrainingSpec, spec_of, train
 from bnserve.trainer.scoring import as_trained
 
 CLASS_LABELS = "class_labels"  # metadata: the fitted y's labels as JSON values, so load gives them back
@@ -37,7 +37,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
 
     ``algo``: a learner (nb, tan, kdb, fkdb, aode, skdb, eskdb, …, as ``trainer fit --algo``)
     or ``"auto"`` (chosen among ``candidates`` and ``k`` by cross-validation within
-    ``time_budget`` seconds). The learner parameters (``k``, ``alpha``, ``members``, …) are
+    ``work_budget`` cell-fits, the same choice on any machine). The learner parameters (``k``, ``alpha``, ``members``, …) are
     those of ``trainer fit``; one the chosen learner does not take is ignored, so a grid can
     search ``algo`` and ``k`` together. ``cpt_estimator``: how counts become CPTs (laplace,
     ``dirichlet:0.5``, ``m:1``, hdp, alr). ``discretize``: the method for numeric columns
@@ -74,7 +74,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         handle_unknown: str = DEFAULT_UNKNOWN,
         precision: str = "float64",
         candidates: Sequence[str] | None = None,
-        time_budget: float | None = DEFAULT_BUDGET,
+        work_budget: int | None = DEFAULT_WORK_BUDGET,
         max_cpt_cells: int | None = DEFAULT_MAX_CPT_CELLS,
     ):
         self.algo = algo
@@ -99,7 +99,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         self.handle_unknown = handle_unknown
         self.precision = precision
         self.candidates = candidates
-        self.time_budget = time_budget
+        self.work_budget = work_budget
         self.max_cpt_cells = max_cpt_cells
 
     def __sklearn_tags__(self) -> Any:  # sklearn.utils.Tags, untyped
@@ -164,7 +164,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             precision=self.precision,
             candidates=tuple(self.candidates) if auto and self.candidates is not None else None,
             ks=(self.k,) if auto and self.k is not None else None,
-            time_budget=self.time_budget if auto else DEFAULT_BUDGET,
+            work_budget=self.work_budget if auto else DEFAULT_WORK_BUDGET,
             max_cpt_cells=self.max_cpt_cells,
         )
 
@@ -266,7 +266,7 @@ def params_of(spec: TrainingSpec) -> dict[str, Any]:
         "handle_unknown": spec.unknown,
         "precision": spec.precision,
         "candidates": spec.candidates,
-        "time_budget": spec.time_budget,
+        "work_budget": spec.work_budget,
         "max_cpt_cells": spec.max_cpt_cells,
     }
 

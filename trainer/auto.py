@@ -21,16 +21,22 @@ the statistics the first one counted):
 The winner is the most accurate candidate, ties going to the lower log-loss and then to
 the candidate tried first (``most-accurate``), or the blend where it beats them all on
 the pooled out-of-fold posteriors; ``simplest-within-noise`` (the rule before) takes the
-first candidate within one standard error of the best, and no blend. Candidates are tried
-cheapest first, and once ``budget`` seconds are spent no new candidate is started: the
-ones left out are recorded with the choice. A candidate whose first fold says its folds
-would end after the budget is given up there.
+first candidate within one standard error of the best, and no blend.
+
+The budget is work, not time, so the same file, flags and seed give the same model on any
+machine, busy or idle: each candidate is charged ``work`` (rows x features x folds x its
+cost relative to naive Bayes) before it starts, and one that would take the total past
+``budget`` is not started (the first always is); those left out are recorded with the choice.
+A candidate clearly behind a reference after its first folds (stage 1: naive Bayes; stage 2:
+stage 1's best; ``cross_validation.clearly_behind``, paired on the same rows) is dropped
+there, its remaining folds unspent: it would not be the choice. Candidates of a stage run in
+``jobs`` processes at once, against a reference already scored, so the choice is the same
+for any ``jobs``.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,21 +50,22 @@ from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
     cross_validate_fitters,
     describe,
-    evaluate_on_splits,
     fold_splits,
 )
 from bnserve.trainer.evaluation.metrics import log_losses
+from bnserve.trainer.evaluation.parallel import Scored, score_all
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, Estimator
 from bnserve.trainer.learners.registry import (
     AUTO,
-    DEFAULT_BUDGET,
     DEFAULT_CANDIDATES,
     DEFAULT_ESTIMATORS,
     DEFAULT_KS,
+    DEFAULT_WORK_BUDGET,
     LEARNERS,
+    check_work_budget,
 )
-from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TooLarge, TrainingLimits
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import note, stage
 
 DISCRIMINATIVE = ("nb", "tan")  # alr is tried on these: fast, and their networks take it as they are
@@ -70,6 +77,12 @@ AUTO_FOLDS = 5
 BASELINE = "nb"
 SIMPLEST_WITHIN_NOISE, MOST_ACCURATE = "simplest-within-noise", "most-accurate"
 RULES = (MOST_ACCURATE, SIMPLEST_WITHIN_NOISE)
+# a candidate's fit time per cell relative to naive Bayes's: the medians over the ten shared
+# sets of 3,000 rows or more (docs/accuracy-peers.json, fit seconds per fold); a learner not
+# listed counts as ``OTHER_LEARNER_WORK``, an estimator not listed as laplace (1)
+LEARNER_WORK = {"nb": 1, "tan": 5, "kdb": 5, "fkdb": 5, "aode": 12, "skdb": 40, "eskdb": 150}
+OTHER_LEARNER_WORK = 20
+ESTIMATOR_WORK = {"hdp": 40, "alr": 20}  # times the learner's
 
 Candidate = tuple[str, dict[str, Any]]  # (algorithm, params; "estimator" among them)
 
@@ -80,9 +93,10 @@ class Choice:
     params: Mapping[str, Any]  # the learner's parameters and "estimator"
     scores: tuple[Evaluation, ...]  # every candidate tried, in the order tried
     noise: float  # standard error of the best candidate's CV accuracy
-    skipped: tuple[str, ...] = ()  # candidates left out when the budget ran out
+    skipped: tuple[str, ...] = ()  # candidates left out by the work budget
     members: tuple[Candidate, ...] = ()  # a blend's candidates (algorithm BLEND)
     refused: tuple[str, ...] = ()  # candidates past the training limits: "candidate: why"
+    dropped: tuple[str, ...] = ()  # candidates clearly behind after the first folds
 
     @property
     def label(self) -> str:
@@ -111,13 +125,25 @@ def candidate_grid(candidates: Sequence[str], ks: Sequence[int], estimator: str 
 
 @dataclass(frozen=True)
 class Search:
-    """Every candidate scored on the same folds, in the order tried, and those the budget left out."""
+    """Every candidate scored on the same folds, in the order tried, and those the work budget left out."""
 
     tried: tuple[Candidate, ...]
     scores: tuple[Evaluation, ...]
     skipped: tuple[str, ...]
     blend: tuple[int, ...] = ()  # the blend's candidates (indices into tried), best first; () for none
     refused: tuple[str, ...] = ()  # candidates past the training limits, each "candidate: why"
+    dropped: tuple[str, ...] = ()  # candidates clearly behind after the first folds, left unfinished
+
+
+def work(candidate: Candidate, data: EncodedData, folds: int) -> int:
+    """What scoring ``candidate`` on ``folds`` folds of ``data`` is charged, in cell-fits: rows
+    x features x folds x its cost relative to naive Bayes (``LEARNER_WORK``, ``ESTIMATOR_WORK``).
+    A function of the data's shape only, so a budget of it chooses alike on every machine."""
+    algo, params = candidate
+    estimator = params.get("estimator")
+    kind = Estimator.parse(estimator).kind if estimator else ""
+    factor = LEARNER_WORK.get(algo, OTHER_LEARNER_WORK) * ESTIMATOR_WORK.get(kind, 1)
+    return factor * data.n_rows * max(1, len(data.features)) * folds
 
 
 def search(
@@ -128,61 +154,86 @@ def search(
     estimators: Sequence[str] = DEFAULT_ESTIMATORS,
     folds: int = AUTO_FOLDS,
     seed: int = 0,
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> Search:
-    """Score the candidates by stratified CV on ``data``: the stages of the module docstring.
-    A candidate past ``limits`` (refused by its first fold's fit before it allocates) is
-    skipped with a ``note`` saying why; when every candidate is, the search fails.
-    Weighted rows are refused: the folds' accuracy counts every row once."""
+    """Score the candidates by stratified CV on ``data``: the stages of the module docstring,
+    within ``budget`` cell-fits (None: every candidate). A candidate past ``limits`` (refused
+    by its first fold's fit before it allocates) is skipped with a ``note`` saying why; when
+    every candidate is, the search fails. Weighted rows are refused: the folds' accuracy
+    counts every row once. ``jobs`` processes score a stage's candidates at once, with the
+    same results as one."""
     if data.weighted:
         raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     if not estimators:
         raise InvalidInput("auto needs at least one estimator")
     estimators = [str(Estimator.parse(e)) for e in estimators]
-    if budget is not None and not budget > 0:
-        raise InvalidInput(f"the time budget must be a positive number of seconds, got {budget!r}")
-    start = time.perf_counter()
+    check_work_budget(budget)
     splits = fold_splits(data, max(2, min(folds, data.n_rows)), seed)
     scores: list[Evaluation] = []
     tried: list[Candidate] = []
     skipped: list[str] = []
     refused: list[str] = []
+    dropped: list[str] = []
     posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
+    spent = 0
 
-    def run(what: str, grid: Sequence[Candidate]) -> None:
-        with stage(f"auto: {what}", len(grid), "candidate") as bar:
-            for algo, params in grid:
-                deadline = None if budget is None or not tried else start + budget
-                scored = None
-                out = np.empty((data.n_rows, data.n_classes))
-                if deadline is None or time.perf_counter() < deadline:
-                    bar.note(describe(algo, params))
-                    try:
-                        scored = evaluate_on_splits(algo, params, data, splits, data.source, deadline, out, limits)
-                    except TooLarge as exc:
-                        refused.append(f"{describe(algo, params)}: {exc.detail}")
-                        note(f"auto: skipped {refused[-1]}")
-                        bar.update()
-                        continue
+    def run(what: str, grid: Sequence[Candidate], against: int | None = None) -> None:
+        """Score ``grid`` within the budget. A candidate clearly behind a reference after the
+        first folds is dropped: ``against`` (an index into tried), or else the first of the
+        grid, scored before the others."""
+        nonlocal spent
+        planned = []
+        for candidate in grid:  # charged before any starts: the budget needs no clock
+            cost = work(candidate, data, len(splits))
+            if budget is not None and spent and spent + cost > budget:
+                skipped.append(describe(*candidate))
+                continue
+            spent += cost
+            planned.append(candidate)
+        with stage(f"auto: {what}", len(planned), "candidate") as bar:
+
+            def done(candidate: Candidate) -> None:
+                bar.note(describe(*candidate))
                 bar.update()
-                if scored is None:
-                    skipped.append(describe(algo, params))
-                    continue
-                scores.append(scored)
-                tried.append((algo, params))
-                posteriors.append(out)
 
-    run("structures", candidate_grid(candidates, ks, estimators[0]))
+            def scored(batch: Sequence[Candidate], reference: np.ndarray | None) -> list[Scored]:
+                cost = lambda c: work(c, data, len(splits))  # noqa: E731
+                return score_all(batch, data, splits, limits, jobs, cost, done, reference)
+
+            if against is not None:
+                results = scored(planned, _hits(posteriors[against], data.y))
+            else:
+                results = scored(planned[:1], None)
+                first = results[0].posteriors if results else None
+                results += scored(planned[1:], None if first is None else _hits(first, data.y))
+        for candidate, result in zip(planned, results):
+            if result.dropped:
+                dropped.append(describe(*candidate))
+            elif result.evaluation is None or result.posteriors is None:
+                refused.append(f"{describe(*candidate)}: {result.refused}")
+                note(f"auto: skipped {refused[-1]}")
+            else:
+                scores.append(result.evaluation)
+                tried.append(candidate)
+                posteriors.append(result.posteriors)
+
+    run("structures", candidate_grid(candidates, ks, estimators[0]))  # against naive Bayes, scored first
     if not tried:
         raise InvalidInput(f"auto: every candidate is past the training limits; the first, {refused[0]}")
     ranked = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))
     refined = [
         (tried[i][0], {**tried[i][1], "estimator": e}) for e in estimators[1:] for i in _refined(e, ranked, tried)
     ]
-    run("estimators", refined)
+    run("estimators", refined, against=ranked[0])  # against the best structure
     blend = _blend(scores, posteriors, data.y, tried)
-    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused))
+    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused), tuple(dropped))
+
+
+def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Whether each row's out-of-fold posterior puts the true class first."""
+    return posteriors.argmax(axis=1) == y
 
 
 def _refined(estimator: str, ranked: Sequence[int], tried: Sequence[Candidate]) -> list[int]:
@@ -236,7 +287,7 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
     if rule == MOST_ACCURATE and found.blend:
         members = tuple(found.tried[i] for i in found.blend)
         labels = [describe(*member) for member in members]
-        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members, found.refused)
+        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members, found.refused, found.dropped)
     best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
     noise, chosen = 0.0, best
     if rule == SIMPLEST_WITHIN_NOISE:
@@ -244,7 +295,7 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
         noise = top.accuracy_std / math.sqrt(len(top.fold_accuracies))
         chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
     algo, params = found.tried[chosen]
-    return Choice(algo, params, scores, noise, found.skipped, refused=found.refused)
+    return Choice(algo, params, scores, noise, found.skipped, refused=found.refused, dropped=found.dropped)
 
 
 def choose(
@@ -256,12 +307,15 @@ def choose(
     folds: int = AUTO_FOLDS,
     seed: int = 0,
     rule: str = MOST_ACCURATE,
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> Choice:
     """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
     _check_rule(rule)
-    found = search(data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget, limits=limits)
+    found = search(
+        data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget, limits=limits, jobs=jobs
+    )
     return pick(found, rule)
 
 
@@ -284,15 +338,25 @@ def fit_auto(
     folds: int = AUTO_FOLDS,
     seed: int = 0,
     rule: str = MOST_ACCURATE,
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> Model:
     """Choose, then fit the winner on all of ``data``; the candidates' scores go into the
     metadata. ``limits`` bound every candidate's fit (see ``search``) and the winner's."""
     choice = choose(
-        data, candidates, ks, estimators=estimators, folds=folds, seed=seed, rule=rule, budget=budget, limits=limits
+        data,
+        candidates,
+        ks,
+        estimators=estimators,
+        folds=folds,
+        seed=seed,
+        rule=rule,
+        budget=budget,
+        limits=limits,
+        jobs=jobs,
     )
-    how = f"seed {seed}; rule {rule}" + (f"; budget {budget:g} s" if budget else "")
+    how = f"seed {seed}; rule {rule}" + (f"; work budget {budget:,} cell-fits" if budget else "")
     return fit_choice(data, choice, how, limits)
 
 
@@ -307,8 +371,9 @@ def fit_choice(data: EncodedData, choice: Choice, how: str, limits: TrainingLimi
         "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, {how}",
         "chosen": choice.label,
         "noise": choice.noise,
-        "skipped_for_time": list(choice.skipped),
+        "skipped_for_work": list(choice.skipped),
         "skipped_for_limits": list(choice.refused),
+        "dropped_behind": list(choice.dropped),
         "candidates": [
             {
                 "algorithm": e.algorithm,
@@ -353,10 +418,11 @@ def cross_validate_auto(
     repeats: int = 1,
     seed: int = 0,
     rules: Sequence[str] = (MOST_ACCURATE,),
-    budget: float | None = DEFAULT_BUDGET,
+    budget: int | None = DEFAULT_WORK_BUDGET,
     inner_folds: int = AUTO_FOLDS,
     dataset: str = "",
     limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
 ) -> list[Evaluation]:
     """``auto`` scored by nested CV, one ``Evaluation`` per rule: on each outer training fold
     (the same folds as ``cross_validate_many`` with this ``seed``) one inner search, then each
@@ -380,7 +446,15 @@ def cross_validate_auto(
     def searched(train: EncodedData) -> Search:
         if not last or last[0][0] is not train:
             found = search(
-                train, candidates, ks, estimators=estimators, folds=inner_folds, seed=seed, budget=budget, limits=limits
+                train,
+                candidates,
+                ks,
+                estimators=estimators,
+                folds=inner_folds,
+                seed=seed,
+                budget=budget,
+                limits=limits,
+                jobs=jobs,
             )
             last[:] = [(train, found)]
         return last[0][1]

@@ -11,7 +11,6 @@ fit`` line that makes it again.
 
 from __future__ import annotations
 
-import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -37,14 +36,15 @@ from bnserve.trainer.io.limits import DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import (
     AUTO,
-    DEFAULT_BUDGET,
     DEFAULT_CANDIDATES,
     DEFAULT_ESTIMATORS,
     DEFAULT_KS,
+    DEFAULT_WORK_BUDGET,
     LEARNERS,
     PARAMETERS,
     ROW_FLAGS,
     STREAMABLE,
+    check_work_budget,
 )
 from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS, TrainingLimits
 
@@ -61,10 +61,10 @@ MACHINE_FIELDS = ("memory_budget", "chunk_rows", "jobs", "dask")
 __all__ = [
     "AUTO",
     "AUTO_DISCRETIZATION",
-    "DEFAULT_BUDGET",
     "DEFAULT_CANDIDATES",
     "DEFAULT_ESTIMATORS",
     "DEFAULT_KS",
+    "DEFAULT_WORK_BUDGET",
     "TRAINING_SPEC",
     "DataPath",
     "TrainingSpec",
@@ -83,8 +83,8 @@ class TrainingSpec:
     """Everything that makes a model but the data. ``params``: the learner's (``k``, ``alpha``,
     …; auto takes none, its ``ks`` instead). ``estimator``: CPT estimator text (None: laplace;
     under auto, auto's list). ``discretize``: the method for numeric columns (None: mdl; auto's
-    ``mdl:16``), ``per_column`` exceptions. ``time_budget`` None: auto searches without a time
-    limit. ``max_cpt_cells`` and ``memory_budget`` bound every fit (``limits``; None: no
+    ``mdl:16``), ``per_column`` exceptions. ``work_budget``: auto's search, in cell-fits (None:
+    every candidate). ``max_cpt_cells`` and ``memory_budget`` bound every fit (``limits``; None: no
     limit). ``weight`` and ``unknown`` are checked and recorded here; the learners and
     scorers read them."""
 
@@ -110,7 +110,7 @@ class TrainingSpec:
     # auto
     candidates: tuple[str, ...] | None = None
     ks: tuple[int, ...] | None = None
-    time_budget: float | None = DEFAULT_BUDGET
+    work_budget: int | None = DEFAULT_WORK_BUDGET
     seed: int = 0
     # the served tables and the limits
     precision: str = "float64"
@@ -192,7 +192,16 @@ class TrainingSpec:
         if doc.get("version") != SPEC_VERSION:
             raise InvalidInput(f"training spec version {doc.get('version')!r}; this bnserve reads {SPEC_VERSION}")
         known = {f.name for f in fields(cls)} - set(MACHINE_FIELDS)
+        doc = _work_budget_of_time_budget(doc)
         return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+def _work_budget_of_time_budget(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A spec stored before auto's budget was work: its ``time_budget`` None (no limit) is a
+    ``work_budget`` of None; seconds have no measure in work, so the default stands in."""
+    if "time_budget" not in doc or "work_budget" in doc:
+        return doc
+    return {**doc, "work_budget": None if doc["time_budget"] is None else DEFAULT_WORK_BUDGET}
 
 
 _MAPS = ("params", "per_column")
@@ -225,14 +234,10 @@ def _check_spec(spec: TrainingSpec) -> None:
             not spec.ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 0 for k in spec.ks)
         ):
             raise InvalidInput(f"--k: expected non-negative values, got {list(spec.ks)}")
-        budget = spec.time_budget
-        if budget is not None and (
-            isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget < math.inf
-        ):
-            raise InvalidInput(f"--time-budget: expected a positive number of seconds or none, got {budget!r}")
+        check_work_budget(spec.work_budget)
     else:
-        if spec.candidates is not None or spec.ks is not None or spec.time_budget != DEFAULT_BUDGET:
-            raise InvalidInput("--candidates and --time-budget apply to --algo auto only")
+        if spec.candidates is not None or spec.ks is not None or spec.work_budget != DEFAULT_WORK_BUDGET:
+            raise InvalidInput("--candidates and --work-budget apply to --algo auto only")
         for name, value in spec.params.items():
             param = PARAMETERS[name]
             if not LEARNERS[spec.algo].takes(name):
@@ -353,7 +358,9 @@ def learn(spec: TrainingSpec, data: TrainingView) -> Model:
 
         assert isinstance(data, EncodedData)  # auto is never streamed
         candidates, ks, search = auto_search(spec)
-        model = fit_auto(data, candidates, ks, **search, seed=spec.seed, budget=spec.time_budget, limits=spec.limits)
+        model = fit_auto(
+            data, candidates, ks, **search, seed=spec.seed, budget=spec.work_budget, limits=spec.limits, jobs=spec.jobs
+        )
     else:
         model = fit(spec.algo, data, spec.estimator, limits=spec.limits, **spec.params)
     model = replace(model, metadata={**model.metadata, TRAINING_SPEC: spec.to_dict()})
@@ -361,7 +368,7 @@ def learn(spec: TrainingSpec, data: TrainingView) -> Model:
 
 
 def auto_search(spec: TrainingSpec) -> tuple[list[str], list[int], dict[str, Any]]:
-    """Auto's candidates, ks and keyword arguments (estimators, time budget) under ``spec``:
+    """Auto's candidates, ks and keyword arguments (estimators) under ``spec``:
     auto's defaults where the spec gives none, decided here only."""
     estimators = [spec.estimator] if spec.estimator else list(DEFAULT_ESTIMATORS)
     return list(spec.candidates or DEFAULT_CANDIDATES), list(spec.ks or DEFAULT_KS), {"estimators": estimators}
@@ -434,8 +441,8 @@ def command(spec: TrainingSpec, data: str = "DATA", name: str = "NAME") -> str:
         words.append("--force-class")
     if spec.candidates is not None:
         words += ["--candidates", ",".join(spec.candidates)]
-    if spec.time_budget != default.time_budget:
-        words += ["--time-budget", "none" if spec.time_budget is None else f"{spec.time_budget:g}"]
+    if spec.work_budget != default.work_budget:
+        words += ["--work-budget", "none" if spec.work_budget is None else str(spec.work_budget)]
     if spec.max_decompressed != default.max_decompressed:
         words += ["--max-decompressed", "none" if spec.max_decompressed is None else f"{spec.max_decompressed}B"]
     words += ["--name", name]

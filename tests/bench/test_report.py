@@ -1,4 +1,5 @@
-"""Helpers of the benchmark suite (bench/report.py, bench/workload.py): no scikit-learn needed."""
+"""Helpers of the benchmark suite (bench/report.py, bench/workload.py, bench/versus_forest.py): no
+scikit-learn needed but for its logistic-regression peer."""
 
 from __future__ import annotations
 
@@ -106,3 +107,33 @@ def test_the_single_picked_on_the_other_folds_is_scored_on_the_fold_it_did_not_s
     assert picked_on_other_folds(result, ["a", "b"]) == pytest.approx((0.6 + 0.5 + 0.5) / 3)
     tied = {"a": {"fold_accuracies": [0.5, 0.5]}, "b": {"fold_accuracies": [0.5, 0.5]}}
     assert picked_on_other_folds(tied, ["b", "a"]) == 0.5
+
+
+def test_the_report_shows_the_better_histgradientboosting_on_each_set_and_says_which():
+    """versus_forest runs HGB with its defaults and with early stopping off; one column shows
+    the better per set (accuracy, then log-loss), with the setting it came from."""
+    from bench.versus_forest import HGB, HGB_DEFAULT, HGB_NO_STOP, others, report_view
+
+    results = {
+        "a": {HGB_DEFAULT: {"accuracy": 0.8, "log_loss": 0.4}, HGB_NO_STOP: {"accuracy": 0.9, "log_loss": 0.5}},
+        "b": {HGB_DEFAULT: {"accuracy": 0.9, "log_loss": 0.3}, HGB_NO_STOP: {"accuracy": 0.9, "log_loss": 0.35}},
+    }
+    shown, methods = report_view(results, others())
+    assert [m.label for m in methods] == ["auto", "auto-se", "rf", HGB, "logreg"]
+    assert (shown["a"][HGB]["accuracy"], shown["a"][HGB]["variant"]) == (0.9, HGB_NO_STOP)
+    assert shown["b"][HGB]["variant"] == HGB_DEFAULT  # a tie on accuracy: the lower log-loss
+    rf = next(m for m in others() if m.label == "rf")
+    assert rf.params["n_estimators"] == 300
+
+
+def test_logistic_regression_takes_missing_values_and_labels_unseen_in_training():
+    """One-hot nominals (mode-imputed; an unseen label all zeros), mean-imputed scaled numbers."""
+    pytest.importorskip("sklearn")  # the one test here that needs it
+    from bench.versus_forest import Data, Method, logistic_regression
+
+    raw = np.array([[0, 1.5], [1, np.nan], [np.nan, 3.0], [0, 0.5], [1, 2.5], [0, 1.0]])
+    data = Data("t", None, raw, np.array([True, False]), (3, 0))  # type: ignore[arg-type]
+    model = logistic_regression(Method("logreg", "scikit-learn", "LogisticRegression", {}), data)
+    model.fit(raw, np.array([0, 1, 1, 0, 1, 0]))
+    proba = model.predict_proba(np.array([[2, np.nan], [0, 1.0]]))  # label 2 never seen
+    assert proba.shape == (2, 2) and np.all(np.isfinite(proba))

@@ -75,9 +75,9 @@ def test_the_estimator_learns_the_model_trainer_fit_learns(algo, csv_file, tmp_p
     """Same typing, same discretisation defaults (auto's mdl:16 on both doors), same model."""
     frame = pd.read_csv(csv_file)
     X, y = frame.drop(columns="outcome"), frame["outcome"]
-    auto = ["--time-budget", "none"] if algo == "auto" else []  # every default candidate, no time limit
+    auto = ["--work-budget", "none"] if algo == "auto" else []  # every default candidate, no work limit
     theirs = cli_model(csv_file, tmp_path, "--algo", algo, *auto)
-    ours = BayesNetClassifier(algo, **({"time_budget": None} if algo == "auto" else {})).fit(X, y).model_
+    ours = BayesNetClassifier(algo, **({"work_budget": None} if algo == "auto" else {})).fit(X, y).model_
     assert_same_model(ours, theirs)
     if algo == "auto":  # auto cut the noise column, as the command line's auto does
         assert next(v for v in ours.variables if v.name == "noise").cuts
@@ -102,7 +102,7 @@ def test_auto_parameters_come_back_too(csv_file, tmp_path):
     frame = pd.read_csv(csv_file)
     X, y = frame.drop(columns="outcome"), frame["outcome"]
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    fitted = BayesNetClassifier("auto", candidates=("nb", "tan"), k=1, time_budget=None, discretize="mdl").fit(X, y)
+    fitted = BayesNetClassifier("auto", candidates=("nb", "tan"), k=1, work_budget=None, discretize="mdl").fit(X, y)
     publish(fitted, "m", store=url)
     assert load("m", store=url).get_params() == fitted.get_params()
 

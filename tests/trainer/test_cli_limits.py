@@ -91,7 +91,7 @@ def narrow(tmp_path_factory) -> str:
     return write_file(tmp_path_factory.mktemp("narrow") / "narrow.csv", 100)
 
 
-AUTO = ("--algo", "auto", "--candidates", "kdb", "--k", "1", "--time-budget", "none")
+AUTO = ("--algo", "auto", "--candidates", "kdb", "--k", "1", "--work-budget", "none")
 
 
 def test_auto_notes_its_skips_on_stderr_and_quiet_silences_them(narrow, tmp_path, capsys):

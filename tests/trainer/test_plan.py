@@ -45,9 +45,9 @@ def csv_file(tmp_path):
         ({"algo": "nb", "params": {"k": 2}}, "--k does not apply to --algo nb"),
         ({"algo": "auto", "params": {"theta": 0.1}}, "--theta does not apply to --algo auto"),
         ({"algo": "auto", "ks": (2, -1)}, "--k: expected non-negative values"),
-        ({"algo": "auto", "time_budget": 0}, "--time-budget"),
-        ({"algo": "nb", "time_budget": None}, "--candidates and --time-budget apply to --algo auto only"),
-        ({"algo": "nb", "candidates": ("tan",)}, "--candidates and --time-budget apply to --algo auto only"),
+        ({"algo": "auto", "work_budget": 0}, "--work-budget"),
+        ({"algo": "nb", "work_budget": None}, "--candidates and --work-budget apply to --algo auto only"),
+        ({"algo": "nb", "candidates": ("tan",)}, "--candidates and --work-budget apply to --algo auto only"),
         ({"algo": "auto", "candidates": ("tna",)}, "--candidates: unknown algorithm tna"),
         ({"algo": "nb", "estimator": "dirichlet:-1"}, "--estimator"),
         ({"algo": "nb", "discretize": "sometimes"}, "--discretize"),
@@ -72,8 +72,8 @@ def test_a_spec_refuses_a_bad_field_in_one_line_naming_its_flag(fields, flag):
 
 
 def test_the_command_line_refuses_what_the_spec_refuses_as_a_usage_error(capsys, csv_file):
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--time-budget", "none", "--data", str(csv_file), "--name", "m")
-    assert code == 2 and "--candidates and --time-budget apply to --algo auto only" in err
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--work-budget", "none", "--data", str(csv_file), "--name", "m")
+    assert code == 2 and "--candidates and --work-budget apply to --algo auto only" in err
     code, _, err = run(capsys, "fit", "--algo", "kdb", "--k", "0..2", "--data", str(csv_file), "--name", "m")
     assert code == 2 and "--k [0, 1, 2]" in err
 
@@ -101,6 +101,17 @@ def test_a_spec_is_versioned_json_and_reads_back_equal():
     assert TrainingSpec.from_dict(doc) == replace_machine(spec)
     with pytest.raises(InvalidInput, match="training spec version 99"):
         TrainingSpec.from_dict({**doc, "version": 99})
+
+
+def test_a_spec_stored_with_a_time_budget_reads_back_with_a_work_budget():
+    """auto's budget was seconds; a model published then still shows its spec and command."""
+    from bnserve.trainer.plan import DEFAULT_WORK_BUDGET, command
+
+    old = {k: v for k, v in TrainingSpec("auto").to_dict().items() if k != "work_budget"}
+    assert TrainingSpec.from_dict({**old, "time_budget": None}).work_budget is None  # no limit stays no limit
+    timed = TrainingSpec.from_dict({**old, "time_budget": 90.0})
+    assert timed.work_budget == DEFAULT_WORK_BUDGET and "budget" not in command(timed)
+    assert "--work-budget none" in command(TrainingSpec.from_dict({**old, "time_budget": None}))
 
 
 def replace_machine(spec: TrainingSpec) -> TrainingSpec:
@@ -146,14 +157,14 @@ def test_show_of_a_model_without_a_spec_prints_no_command(capsys, csv_file, tmp_
 
 
 def test_auto_without_a_time_limit_chooses_the_same_model_every_run(csv_file):
-    spec = TrainingSpec("auto", candidates=("nb", "tan", "kdb"), time_budget=None)
+    spec = TrainingSpec("auto", candidates=("nb", "tan", "kdb"), work_budget=None)
     first, second = train(spec, str(csv_file)), train(spec, str(csv_file))
     assert (first.algorithm, first.params, first.networks[0].arcs) == (
         second.algorithm,
         second.params,
         second.networks[0].arcs,
     )
-    assert first.metadata[TRAINING_SPEC]["time_budget"] is None
+    assert first.metadata[TRAINING_SPEC]["work_budget"] is None
 
 
 def test_under_auto_the_summary_shows_the_cuts_the_model_has(capsys, csv_file, tmp_path, monkeypatch):
@@ -161,7 +172,7 @@ def test_under_auto_the_summary_shows_the_cuts_the_model_has(capsys, csv_file, t
     noise column MDL leaves whole, and the summary says so (not ``numeric, not cut``)."""
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     store = f"sqlite:///{tmp_path / 'models.db'}"
-    argv = ["fit", "--algo", "auto", "--candidates", "nb", "--time-budget", "none", "--data", str(csv_file)]
+    argv = ["fit", "--algo", "auto", "--candidates", "nb", "--work-budget", "none", "--data", str(csv_file)]
     code, _, err = run(capsys, *argv, "--name", "m", "--store", store)
     assert code == 0
     with ModelStore(store) as opened:
@@ -219,7 +230,7 @@ def test_every_flag_the_command_prints_is_one_of_trainer_fits():
         max_decompressed=1024,
         max_cpt_cells=None,
     )
-    auto = TrainingSpec("auto", candidates=("nb", "tan"), ks=(1, 2), time_budget=None, seed=3)
+    auto = TrainingSpec("auto", candidates=("nb", "tan"), ks=(1, 2), work_budget=None, seed=3)
     for spec in (learner, auto):
         words = shlex.split(command(spec))
         assert words[:2] == ["trainer", "fit"] and "--unknown" not in words

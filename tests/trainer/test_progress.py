@@ -224,7 +224,9 @@ def test_auto_reports_its_candidates_and_their_folds():
     folds = [s for s in recorder.stages if s[2] == "fold"]
     assert sorted(s[0] for s in folds) == ["nb estimator=dirichlet:0.5", "nb estimator=laplace",
                                            "tan estimator=dirichlet:0.5", "tan estimator=laplace"]
-    assert len(folds) == len(found.tried) == 4 and all(s[1] == s[3] == 3 for s in folds)
+    assert len(folds) == len(found.tried) + len(found.dropped) == 4
+    assert found.dropped == ("nb estimator=dirichlet:0.5",)  # behind tan: its last fold is not fitted
+    assert all(s[1] == 3 and s[3] == (2 if s[0] in found.dropped else 3) for s in folds)
 
 
 def test_cross_validation_reports_every_fold_of_every_learner():

@@ -59,7 +59,7 @@ def test_kdb_k3_is_refused_before_it_allocates(tmp_path):
 
 def test_auto_skips_what_does_not_fit_a_line_each_and_publishes_within_a_gib(tmp_path):
     flags = ("--algo", "auto", "--candidates", "kdb,tan", "--k", "1..3", "--estimator", "laplace")
-    code, err, peak = trainer_fit(tmp_path, *flags, "--time-budget", "30")
+    code, err, peak = trainer_fit(tmp_path, *flags, "--work-budget", "none")
     assert code == 0 and peak < GIB, (code, err[-3:], peak)
     skipped = [line.partition("auto: skipped ")[2] for line in err if "auto: skipped " in line]  # any prefix
     assert [line.split(":")[0] for line in skipped] == ["kdb k=2 estimator=laplace", "kdb k=3 estimator=laplace"]

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from bnserve.argtypes import converted, whole_number
+from bnserve.argtypes import converted, limit, whole_number
 from bnserve.store.model.names import shown
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS
 from bnserve.trainer.cli.flags import (
@@ -15,14 +15,13 @@ from bnserve.trainer.cli.flags import (
     _alias_flag,
     _annotation_flags,
     _check_store_url,
-    _seconds_or_none,
     _signing_flag,
     _store_flag,
 )
 from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
 from bnserve.trainer.cli.publishing import _check_publish_flags, _publish
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, parse_size
-from bnserve.trainer.learners.registry import DEFAULT_BUDGET, DEFAULT_CANDIDATES, STREAMABLE
+from bnserve.trainer.learners.registry import DEFAULT_CANDIDATES, DEFAULT_WORK_BUDGET, STREAMABLE
 from bnserve.trainer.progress import note
 
 if TYPE_CHECKING:
@@ -67,8 +66,9 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
         default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
         metavar="N",
         help="processes that read and count the parts of data trained in chunks (the files of a glob; a local "
-        "CSV or TSV of at least 8 MiB a part, with no quote character; default: the cores this process may run "
-        "on; not with --dask)",
+        "CSV or TSV of at least 8 MiB a part, with no quote character; not with --dask), and that score "
+        "--algo auto's candidates at once (the same model as one process); default: the cores this process "
+        "may run on",
     )
     p.add_argument(
         "--memory-budget",
@@ -86,13 +86,15 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
         help=f"auto: the learners to choose from (default {','.join(DEFAULT_CANDIDATES)}; nb always)",
     )
     p.add_argument(
-        "--time-budget",
-        type=_seconds_or_none,
-        default=DEFAULT_BUDGET,
-        metavar="SECONDS",
-        help=f"auto: start no new candidate after this many seconds of search (default {DEFAULT_BUDGET:g}); "
-        "the winner's final fit comes on top; none: no time limit (the same choice on every run)",
+        "--work-budget",
+        type=limit(int, "cell-fits"),
+        default=DEFAULT_WORK_BUDGET,
+        metavar="CELL_FITS",
+        help="auto: the work its search may do, in cell-fits (rows x features x folds x a candidate's cost "
+        f"relative to naive Bayes; default {DEFAULT_WORK_BUDGET:,}, about 90 s on one core); a candidate that "
+        "would pass it is not started; none: every candidate. Work, not time: the same model on any machine",
     )
+    p.add_argument("--time-budget", action=_Replaced, nargs="?", help=argparse.SUPPRESS)
     p.add_argument(
         "--seed",
         type=whole_number(0),
@@ -100,6 +102,16 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
         help="auto: the seed of the folds its candidates are scored on (default 0)",
     )
     p.set_defaults(run=_fit)
+
+
+class _Replaced(argparse.Action):
+    """--time-budget: auto's budget is work now (--work-budget), so that a file gives the same model on any machine."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        parser.error(
+            "--time-budget is gone: auto's budget is work, not seconds, so the choice is the same on any "
+            f"machine; use --work-budget CELL_FITS (default {DEFAULT_WORK_BUDGET:,}) or --work-budget none"
+        )
 
 
 def _fit(args: argparse.Namespace) -> int:

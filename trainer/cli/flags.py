@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from bnserve.argtypes import delimiter, limit, positive_seconds
+from bnserve.argtypes import delimiter, limit
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model.names import parse_ref
 from bnserve.store.timeouts import add_timeout_flags, timeouts_of
@@ -156,14 +156,6 @@ def _algorithms(text: str) -> list[str]:
             f"unknown algorithm {', '.join(unknown) or repr(text)}; expected some of {', '.join(LEARNERS)}"
         )
     return list(dict.fromkeys(names))
-
-
-_SECONDS = positive_seconds()
-
-
-def _seconds_or_none(text: str) -> float | None:
-    """A positive number of seconds, or none (no limit)."""
-    return None if text.strip().lower() == NO_LIMIT else _SECONDS(text)
 
 
 def _algorithms_or_auto(text: str) -> list[str]:

@@ -162,7 +162,7 @@ def training_spec(args: argparse.Namespace, algo: str, params: dict[str, Any] | 
     decompressed = args.max_decompressed
     # auto's flags: fit's spec refuses them for a learner; evaluate gives them to auto among its learners
     fit = args.command == "fit"
-    search = {n: getattr(args, n) for n in ("candidates", "time_budget") if (algo == AUTO or fit) and hasattr(args, n)}
+    search = {n: getattr(args, n) for n in ("candidates", "work_budget") if (algo == AUTO or fit) and hasattr(args, n)}
     search["seed"] = args.seed if algo == AUTO and fit else 0  # evaluate's --seed shuffles its own folds
     fit_only = {name: getattr(args, name) for name in FIT_ONLY if hasattr(args, name)}
     try:

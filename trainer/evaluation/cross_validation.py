@@ -84,7 +84,8 @@ Fitter = Callable[[EncodedData], Model]  # training rows -> model; for procedure
 
 class _Run:
     """Accumulates one algorithm's folds on one data set. ``fitter``, when given, learns
-    the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run."""
+    the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run.
+    ``structure_scores`` False leaves out Sum_MI (NaN), a pass of MI and CMI per fold."""
 
     def __init__(
         self,
@@ -93,8 +94,10 @@ class _Run:
         data: EncodedData,
         fitter: Fitter | None = None,
         limits: TrainingLimits = DEFAULT_LIMITS,
+        structure_scores: bool = True,
     ):
         self.algo, self.params, self.data, self.fitter, self.limits = algo, dict(params), data, fitter, limits
+        self.structure_scores = structure_scores
         self.choices: list[str] = []
         self.accuracies: list[float] = []
         self.losses: list[np.ndarray] = []
@@ -124,7 +127,7 @@ class _Run:
         self.accuracies.append(float(np.mean(predicted == test.y)))
         np.add.at(self.confusion, (test.y, predicted), 1)
         self.losses.append(metrics.log_losses(proba, test.y))
-        self.sum_mis.append(metrics.sum_mi(model, train))
+        self.sum_mis.append(metrics.sum_mi(model, train) if self.structure_scores else float("nan"))
         self.combinations = tuple(dict.fromkeys((*self.combinations, model.combination)))
         return proba
 
@@ -227,32 +230,49 @@ def fold_splits(data: EncodedData, folds: int, seed: int) -> list[Split]:
     return [(fold == f, *data.split(fold != f, fold == f)) for f in range(folds)]
 
 
+DROP_AFTER_FOLDS = 2  # a candidate may be dropped once this many folds are scored
+DROP_Z = 3.0  # ... when it is this many standard errors behind the reference on those rows
+
+
+def clearly_behind(hits: np.ndarray, reference: np.ndarray) -> bool:
+    """Whether a candidate right on ``hits`` (bool per row scored) is clearly behind one right on
+    ``reference`` (the same rows): McNemar's z on the rows where they disagree, at least
+    ``DROP_Z``. Paired on the rows, so the noise the folds share cancels."""
+    behind = int(np.count_nonzero(reference & ~hits))
+    ahead = int(np.count_nonzero(hits & ~reference))
+    return behind - ahead > DROP_Z * np.sqrt(behind + ahead)
+
+
 def evaluate_on_splits(
     algo: str,
     params: Mapping[str, Any],
     data: EncodedData,
     splits: Sequence[Split],
     dataset: str = "",
-    deadline: float | None = None,
     probabilities: np.ndarray | None = None,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    against: np.ndarray | None = None,
 ) -> Evaluation | None:
-    """One candidate on prepared ``fold_splits``: the same figures as ``cross_validate_many``.
-    With a ``deadline`` (``time.perf_counter()`` seconds), None when the first fold's time says
-    the rest would end after it: the candidate is given up rather than overrun a time budget.
-    ``probabilities`` (rows, classes), when given, receives each row's test-fold posterior.
+    """One candidate on prepared ``fold_splits``: the figures of ``cross_validate_many`` that a
+    choice reads (accuracy, log-loss, times); AUC and Sum_MI, which cost scipy's import and a
+    pass of MI per fold, are NaN. ``probabilities`` (rows, classes), when given, receives each
+    row's test-fold posterior. With ``against`` (bool per row: a reference candidate's
+    out-of-fold hits on the same splits), None when after ``DROP_AFTER_FOLDS`` folds the
+    candidate is ``clearly_behind`` it: the rest of its folds would not make it the choice.
     Each fold's fit is within ``limits`` (past them: ``sizing.TooLarge``, before allocating)."""
-    run = _Run(algo, params, data, limits=limits)
+    run = _Run(algo, params, data, limits=limits, structure_scores=False)
     pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
+    scored = np.zeros(data.n_rows, dtype=bool)
     with stage(describe(algo, params), len(splits), "fold") as bar:
         for f, (test_rows, train, test) in enumerate(splits):
-            started = time.perf_counter()
             pooled[test_rows] = run.fold(train, test)
+            scored |= test_rows
             bar.update()
-            now = time.perf_counter()
-            if f == 0 and deadline is not None and now + (len(splits) - 1) * (now - started) > deadline:
-                return None
-    run.aucs.append(metrics.auc(pooled, data.y))
+            if against is not None and f + 1 == DROP_AFTER_FOLDS < len(splits):
+                hits = pooled[scored].argmax(axis=1) == data.y[scored]
+                if clearly_behind(hits, against[scored]):
+                    return None
+    run.aucs.append(float("nan"))
     return run.result(dataset or data.source)
 
 

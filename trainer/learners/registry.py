@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bnserve.store.errors import InvalidInput
 from bnserve.trainer.learners import index
 
 if TYPE_CHECKING:
@@ -101,7 +102,17 @@ ROW_FLAGS: tuple[str, ...] = tuple(f.flag for f in FLAGS.values() if f.needs_row
 # without importing the search (bnserve.trainer.auto uses them)
 AUTO = "auto"
 DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
-DEFAULT_BUDGET = 90.0  # seconds of search; the winner's final fit comes on top
+# cell-fits of search (bnserve.trainer.auto.work: rows x features x folds x the candidate's cost
+# relative to naive Bayes); about 90 s of today's search on one core, the same on every machine
+DEFAULT_WORK_BUDGET = 6_000_000_000
+
+
+def check_work_budget(budget: int | None) -> None:
+    """A work budget is a positive whole number of cell-fits, or None (no limit)."""
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise InvalidInput(f"--work-budget: expected a positive whole number of cell-fits or none, got {budget!r}")
+
+
 DEFAULT_KS = (1, 2, 3)
 DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5", "alr")  # the first is stage 1's
 
