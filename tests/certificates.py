@@ -35,29 +35,79 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def _key_and_request(directory: Path, name: str, subject: str) -> Path:
-    _openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=directory)
+    _openssl(
+        "req",
+        "-new",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.csr",
+        "-subj",
+        subject,
+        cwd=directory,
+    )
     return directory / f"{name}.csr"
 
 
 def _ca(directory: Path, name: str) -> Pair:
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2", "-subj", f"/CN=bnserve test {name}",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             cwd=directory)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.pem",
+        "-days",
+        "2",
+        "-subj",
+        f"/CN=bnserve test {name}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=directory,
+    )
     return Pair(directory / f"{name}.pem", directory / f"{name}.key")
 
 
 def _signed(directory: Path, ca: Pair, name: str, subject: str, extensions: str) -> Pair:
     _key_and_request(directory, name, subject)
     (directory / f"{name}.ext").write_text(extensions)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", str(ca.cert), "-CAkey", str(ca.key), "-CAcreateserial",
-             "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=directory)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        str(ca.cert),
+        "-CAkey",
+        str(ca.key),
+        "-CAcreateserial",
+        "-out",
+        f"{name}.pem",
+        "-days",
+        "2",
+        "-extfile",
+        f"{name}.ext",
+        cwd=directory,
+    )
     return Pair(directory / f"{name}.pem", directory / f"{name}.key")
 
 
-SERVER_EXT = ("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
-              "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+SERVER_EXT = (
+    "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+    "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+)
 CLIENT_EXT = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n"
 
 

@@ -36,7 +36,9 @@ settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE_ENV, "dev"))
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgresql: needs the PostgreSQL server (deselect with -m 'not postgresql')")
-    config.addinivalue_line("markers", f"{tiers.SLOW}: in the rest, not the default set (tests/tiers.py; run with -m slow)")
+    config.addinivalue_line(
+        "markers", f"{tiers.SLOW}: in the rest, not the default set (tests/tiers.py; run with -m slow)"
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by the marks

@@ -17,8 +17,9 @@ from bnserve.store.model import Model
 
 
 @contextmanager
-def running_app(directory: Path, models: Mapping[str, Model | Sequence[Model]] = {},
-                ready_seconds: float = 30, **config: Any) -> Iterator[App]:
+def running_app(
+    directory: Path, models: Mapping[str, Model | Sequence[Model]] = {}, ready_seconds: float = 30, **config: Any
+) -> Iterator[App]:
     """Publish ``models`` (name -> model, or its versions in order) into a store in
     ``directory``, start the server on it, wait until it has read the store, and stop it after.
     ``config``: further ServeConfig fields (e.g. tls_cert, auth_token_file, metrics_port)."""

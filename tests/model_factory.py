@@ -82,8 +82,13 @@ def kdb_model(
     return Model((class_variable, *features), (Network(tuple(nodes)),), "kdb", params={"k": k}).validate()
 
 
-def random_cpt(rng: np.random.Generator, card: int, parent_cards: tuple[int, ...], alpha: float = 1.0,
-               dtype: np.dtype | type = np.float64) -> np.ndarray:
+def random_cpt(
+    rng: np.random.Generator,
+    card: int,
+    parent_cards: tuple[int, ...],
+    alpha: float = 1.0,
+    dtype: np.dtype | type = np.float64,
+) -> np.ndarray:
     """A CPT of shape (card, *parent_cards) whose every column is a Dirichlet(alpha) draw."""
     draws = rng.dirichlet(np.full(card, alpha), size=math.prod(parent_cards))  # (configs, card)
     cpt = draws.T.reshape((card, *parent_cards)).astype(dtype)

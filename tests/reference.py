@@ -85,8 +85,14 @@ def models(draw, combination: str = SINGLE, max_features: int = 6, max_card: int
     random feature subsets."""
     n_networks = 1 if combination == SINGLE else draw(st.integers(1, 3))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    return random_model(rng, n_features=draw(st.integers(1, max_features)), cardinalities=(2, max_card),
-                        n_networks=n_networks, combination=combination, all_features=combination == SINGLE)
+    return random_model(
+        rng,
+        n_features=draw(st.integers(1, max_features)),
+        cardinalities=(2, max_card),
+        n_networks=n_networks,
+        combination=combination,
+        all_features=combination == SINGLE,
+    )
 
 
 @st.composite
@@ -96,4 +102,3 @@ def coded_rows(draw, model: Model, max_rows: int = 6, allow_missing: bool = True
     low = -1 if allow_missing else 0
     rows = [[draw(st.integers(low, v.cardinality - 1)) for v in model.features] for _ in range(n_rows)]
     return np.array(rows, dtype=np.intp).reshape(n_rows, len(model.features))
-

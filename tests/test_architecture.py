@@ -23,7 +23,10 @@ PACKAGES = {"store": "bnserve.store", "trainer": "bnserve.trainer", "server": "b
 FACADE = "bnserve"
 FOLDERS = {**PACKAGES, FACADE: FACADE}
 GENERATED = ("bnserve.server.api",)
-BASE = {"bnserve.argtypes", "bnserve.lazy"}  # below the three packages: the argument types both command lines share, lazy package names
+BASE = {
+    "bnserve.argtypes",
+    "bnserve.lazy",
+}  # below the three packages: the argument types both command lines share, lazy package names
 
 # Rooms of each package, bottom first: a module may import from its own room and the ones before it.
 LAYERS = {
@@ -120,7 +123,7 @@ def room(module: str) -> tuple[str, int] | None:
     """(package, layer index) of a module; None for the package itself and generated code."""
     for package, layers in LAYERS.items():
         if module.startswith(package + "."):
-            first = module[len(package) + 1:].split(".")[0]
+            first = module[len(package) + 1 :].split(".")[0]
             for i, names in enumerate(layers):
                 if first in names:
                     return package, i
@@ -135,8 +138,11 @@ def test_every_module_has_a_room():
 
 
 def test_packages_import_only_downwards():
-    allowed = {"bnserve.store": {"bnserve.store"}, "bnserve.trainer": {"bnserve.trainer", "bnserve.store"},
-               "bnserve.server": {"bnserve.server", "bnserve.store"}}
+    allowed = {
+        "bnserve.store": {"bnserve.store"},
+        "bnserve.trainer": {"bnserve.trainer", "bnserve.store"},
+        "bnserve.server": {"bnserve.server", "bnserve.store"},
+    }
     wrong = []
     for importer, imported in sorted(arrows()):
         top, target = (package_of(module) for module in (importer, imported))
@@ -173,7 +179,7 @@ def test_no_import_cycle():
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycle.extend(path[path.index(nxt):] + [node, nxt] if nxt in path else [node, nxt])
+                cycle.extend(path[path.index(nxt) :] + [node, nxt] if nxt in path else [node, nxt])
                 return True
             if state.get(nxt) is None and visit(nxt, path + [node]):
                 return True
@@ -193,8 +199,10 @@ def test_every_folder_of_modules_is_a_package():
         str(folder.relative_to(ROOT))
         for top in FOLDERS
         for folder in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]
-        if "__pycache__" not in folder.parts and "migrations" not in folder.parts
-        and any(folder.glob("*.py")) and not (folder / "__init__.py").exists()
+        if "__pycache__" not in folder.parts
+        and "migrations" not in folder.parts
+        and any(folder.glob("*.py"))
+        and not (folder / "__init__.py").exists()
     ]
     assert loose == []
 
@@ -205,7 +213,8 @@ def test_pyproject_lists_every_package_folder():
     assert folders == {package: folder for folder, package in FOLDERS.items()}
     expected = sorted(
         ".".join((package, *init.parent.relative_to(ROOT / folder).parts))
-        for package, folder in folders.items() for init in (ROOT / folder).rglob("__init__.py")
+        for package, folder in folders.items()
+        for init in (ROOT / folder).rglob("__init__.py")
     )
     assert sorted(setuptools["packages"]) == expected
 

@@ -16,10 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_package_imports_from_the_clones_root():
-    probe = ("from bnserve import Client; import bnserve.server.app, bnserve.store.db, bnserve.trainer.cli, bnserve; "
-             "print(bnserve.store.db.__file__)")
+    probe = (
+        "from bnserve import Client; import bnserve.server.app, bnserve.store.db, bnserve.trainer.cli, bnserve; "
+        "print(bnserve.store.db.__file__)"
+    )
     env = {"PYTHONPATH": os.pathsep.join(site.getsitepackages()), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    result = subprocess.run([sys.executable, "-S", "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert Path(result.stdout.strip()) == ROOT / "store" / "db" / "__init__.py"

@@ -16,8 +16,13 @@ END_TO_END = "tests/e2e/test_quick_start.py"  # trainer fit and publish, server 
 
 
 def _collected(*args: str) -> set[str]:
-    result = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-                            cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode in (0, 5), result.stdout[-3000:] + result.stderr[-3000:]  # 5: none selected
     return {line for line in result.stdout.splitlines() if "::" in line}
 

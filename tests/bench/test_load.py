@@ -19,6 +19,13 @@ def test_eight_streams_for_ten_seconds_lose_nothing_and_do_not_grow_the_server()
     assert result["errors"] == 0
     assert not result["traceback_in_log"]
     assert result["rss_growth_mib"] < load.RSS_BOUND_MIB, result
-    record("load, CI size (8 streams x 10 s)", "sqlite", requests=result["requests"], errors=0, lost=0,
-           rss_growth_mib=round(result["rss_growth_mib"], 1), p50_ms=round(phase["p50_ms"], 2),
-           p99_ms=round(phase["p99_ms"], 2))
+    record(
+        "load, CI size (8 streams x 10 s)",
+        "sqlite",
+        requests=result["requests"],
+        errors=0,
+        lost=0,
+        rss_growth_mib=round(result["rss_growth_mib"], 1),
+        p50_ms=round(phase["p50_ms"], 2),
+        p99_ms=round(phase["p99_ms"], 2),
+    )

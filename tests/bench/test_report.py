@@ -12,8 +12,8 @@ from bench.report import Row, Section, fit_exponent, fmt, median, ratio, render_
 
 def test_fit_exponent_recovers_a_power_law():
     sizes = [1e4, 1e5, 1e6]
-    assert fit_exponent(sizes, [2e-3 * m ** 1.0 for m in sizes]) == pytest.approx(1.0)
-    assert fit_exponent(sizes, [5.0 * m ** 0.5 for m in sizes]) == pytest.approx(0.5)
+    assert fit_exponent(sizes, [2e-3 * m**1.0 for m in sizes]) == pytest.approx(1.0)
+    assert fit_exponent(sizes, [5.0 * m**0.5 for m in sizes]) == pytest.approx(0.5)
     # least squares over noisy points: the slope of the best line, not of the end points
     noisy = [1.0, 12.0, 100.0]
     want = np.polyfit(np.log(sizes), np.log(noisy), 1)[0]
@@ -53,7 +53,7 @@ def test_render_table_aligns_columns_and_marks_goals():
     assert "—" in lines[4] and not lines[4].endswith(("yes", "MISSED"))
     # columns line up: every row's ratio column starts where the header's does
     column = lines[0].index("ratio")
-    assert all(line[column - 2:column] == "  " for line in lines[2:])
+    assert all(line[column - 2 : column] == "  " for line in lines[2:])
 
 
 def test_render_markdown_is_a_table_with_escaped_pipes():

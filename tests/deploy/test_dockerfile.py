@@ -23,6 +23,7 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 
 # --- .dockerignore ---------------------------------------------------------------------
 
+
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     """Go's filepath.Match syntax plus Docker's ``**`` (any number of folders)."""
     out, i = "", 0
@@ -37,7 +38,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
             out, i = out + "[^/]", i + 1
         elif pattern[i] == "[" and "]" in pattern[i:]:
             j = pattern.index("]", i)
-            out, i = out + "[" + pattern[i + 1:j].replace("\\", "\\\\") + "]", j + 1
+            out, i = out + "[" + pattern[i + 1 : j].replace("\\", "\\\\") + "]", j + 1
         else:
             out, i = out + re.escape(pattern[i]), i + 1
     return re.compile(out + r"\Z")
@@ -92,6 +93,7 @@ def test_dockerignore_matching_follows_docker_rules():
 
 # --- Dockerfile ------------------------------------------------------------------------
 
+
 def instructions() -> list[tuple[int, str, str]]:
     """(stage index, INSTRUCTION, arguments) with continuation lines joined; comments dropped."""
     out: list[tuple[int, str, str]] = []
@@ -139,7 +141,7 @@ def test_build_context_holds_what_pip_install_needs_and_nothing_else():
 
     def folder(package: str) -> Path:
         top = max((p for p in folders if package == p or package.startswith(p + ".")), key=len)
-        return ROOT / folders[top] / package[len(top):].lstrip(".").replace(".", "/")
+        return ROOT / folders[top] / package[len(top) :].lstrip(".").replace(".", "/")
 
     for package, globs in setuptools.get("package-data", {}).items():
         for glob in globs:
@@ -152,9 +154,13 @@ def test_build_context_holds_what_pip_install_needs_and_nothing_else():
     assert all(s in context or any(f.startswith(s + "/") for f in context) for s in sources), sources
     assert [f for f in needed if not any(f == s or f.startswith(s + "/") for s in sources)] == []
 
-    unwanted = [f for f in context
-                if f.split("/")[0] in {".git", ".venv", "tests", "docs", "bench", "deploy", ".ci"}
-                or "__pycache__" in f or f.endswith((".pyc", ".db", ".db-wal", ".db-shm"))]
+    unwanted = [
+        f
+        for f in context
+        if f.split("/")[0] in {".git", ".venv", "tests", "docs", "bench", "deploy", ".ci"}
+        or "__pycache__" in f
+        or f.endswith((".pyc", ".db", ".db-wal", ".db-shm"))
+    ]
     assert unwanted == []
 
 
@@ -188,4 +194,3 @@ def test_image_runs_the_server_as_non_root_with_the_servers_ports():
     serve = build_parser(environ={}).parse_args(["serve"])
     exposed = {int(p) for e in _stage(final, "EXPOSE") for p in e.split()}
     assert exposed == {serve.port, serve.metrics_port}
-

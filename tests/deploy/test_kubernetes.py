@@ -41,9 +41,21 @@ DASK_SCHEDULER = "tls://bnserve-dask-scheduler:8786"  # TLS only: every Dask con
 DASK_VOLUMES = {"dask-config": "/etc/dask", "dask-tls": "/etc/dask-tls"}  # Dask's configuration, its certificate
 # The kinds `kubectl apply -k` creates, by kustomization folder.
 EXPECTED_KINDS = {
-    K8S: Counter({"Namespace": 1, "ServiceAccount": 1, "ConfigMap": 1, "Deployment": 1, "Service": 2,
-                  "HorizontalPodAutoscaler": 1, "PodDisruptionBudget": 1, "NetworkPolicy": 2,
-                  "PersistentVolumeClaim": 1, "CronJob": 1, "ServiceMonitor": 1}),
+    K8S: Counter(
+        {
+            "Namespace": 1,
+            "ServiceAccount": 1,
+            "ConfigMap": 1,
+            "Deployment": 1,
+            "Service": 2,
+            "HorizontalPodAutoscaler": 1,
+            "PodDisruptionBudget": 1,
+            "NetworkPolicy": 2,
+            "PersistentVolumeClaim": 1,
+            "CronJob": 1,
+            "ServiceMonitor": 1,
+        }
+    ),
     POSTGRES: Counter({"Secret": 1, "ConfigMap": 1, "Service": 1, "StatefulSet": 1}),
     DASK: Counter({"ConfigMap": 1, "Deployment": 2, "Service": 1, "NetworkPolicy": 1}),
 }
@@ -59,23 +71,32 @@ SERVICE_MONITOR_SCHEMA = {
         "apiVersion": {"const": "monitoring.coreos.com/v1"},
         "kind": {"const": "ServiceMonitor"},
         "metadata": {
-            "type": "object", "required": ["name"], "additionalProperties": False,
+            "type": "object",
+            "required": ["name"],
+            "additionalProperties": False,
             "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}, "labels": _LABELS},
         },
         "spec": {
-            "type": "object", "required": ["selector", "endpoints"], "additionalProperties": False,
+            "type": "object",
+            "required": ["selector", "endpoints"],
+            "additionalProperties": False,
             "properties": {
-                "selector": {"type": "object", "additionalProperties": False,
-                             "properties": {"matchLabels": _LABELS}},
+                "selector": {"type": "object", "additionalProperties": False, "properties": {"matchLabels": _LABELS}},
                 "endpoints": {
-                    "type": "array", "minItems": 1,
+                    "type": "array",
+                    "minItems": 1,
                     "items": {
-                        "type": "object", "required": ["port"], "additionalProperties": False,
+                        "type": "object",
+                        "required": ["port"],
+                        "additionalProperties": False,
                         "properties": {
                             "port": {"type": "string"},
                             "path": {"type": "string", "pattern": "^/"},
                             "scheme": {"enum": ["http", "https"]},
-                            "interval": {"type": "string", "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                            "interval": {
+                                "type": "string",
+                                "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$",
+                            },
                         },
                     },
                 },
@@ -86,6 +107,7 @@ SERVICE_MONITOR_SCHEMA = {
 
 
 # --- loading -----------------------------------------------------------------------------
+
 
 def documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
@@ -101,8 +123,11 @@ def applied(folder: Path = K8S) -> list[dict[str, Any]]:
 
 
 def one(kind: str, name: str | None = None, docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    found = [d for d in (applied() if docs is None else docs)
-             if d["kind"] == kind and (name is None or d["metadata"].get("name") == name)]
+    found = [
+        d
+        for d in (applied() if docs is None else docs)
+        if d["kind"] == kind and (name is None or d["metadata"].get("name") == name)
+    ]
     assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
     return found[0]
 
@@ -137,6 +162,7 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
 def expand(arg: str, env: dict[str, str]) -> str:
     """The kubelet's $(VAR) expansion in command and args ($$ escapes); an unknown variable
     is left as is by the kubelet, and is an error here."""
+
     def sub(m: re.Match[str]) -> str:
         if m.group(0) == "$$":
             return "$"
@@ -155,6 +181,7 @@ def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 
 # --- schema validation ---------------------------------------------------------------
+
 
 def validate(doc: dict[str, Any]) -> None:
     if doc["kind"] == "ServiceMonitor":
@@ -227,6 +254,7 @@ def test_secrets_and_one_off_job_are_not_applied_by_kustomize():
 
 # --- the server -----------------------------------------------------------------------
 
+
 def server_container() -> dict[str, Any]:
     (container,) = one("Deployment")["spec"]["template"]["spec"]["containers"]
     return container
@@ -240,7 +268,9 @@ def test_deployment_keeps_two_replicas_through_a_rollout():
     assert matches(spec["selector"]["matchLabels"], spec["template"]["metadata"]["labels"])
     pod = spec["template"]["spec"]
     spread = pod.get("topologySpreadConstraints", [])
-    assert any(c["topologyKey"] == "kubernetes.io/hostname" for c in spread) or "podAntiAffinity" in pod.get("affinity", {})
+    assert any(c["topologyKey"] == "kubernetes.io/hostname" for c in spread) or "podAntiAffinity" in pod.get(
+        "affinity", {}
+    )
 
 
 def test_server_settings_parse_with_the_servers_parser_and_match_the_ports():
@@ -332,13 +362,17 @@ def test_workers_fit_in_the_cpu_limit():
     assert int(config().get("BNSERVE_WORKERS", "1")) <= max(1, limit)
 
 
-@pytest.mark.parametrize("what, secret", [("Deployment", STORE_SECRET), ("CronJob", WRITER_SECRET),
-                                          ("Job", WRITER_SECRET), ("Dask Job", WRITER_SECRET)])
+@pytest.mark.parametrize(
+    "what, secret",
+    [("Deployment", STORE_SECRET), ("CronJob", WRITER_SECRET), ("Job", WRITER_SECRET), ("Dask Job", WRITER_SECRET)],
+)
 def test_store_url_comes_from_the_secret_and_settings_from_the_configmap(what, secret):
     (container,) = dict(pod_specs())[what]["containers"]
     (store,) = [v for v in container["env"] if v["name"] == "BNSERVE_STORE_URL"]
-    assert store == {"name": "BNSERVE_STORE_URL",
-                     "valueFrom": {"secretKeyRef": {"name": secret, "key": STORE_SECRET_KEY}}}
+    assert store == {
+        "name": "BNSERVE_STORE_URL",
+        "valueFrom": {"secretKeyRef": {"name": secret, "key": STORE_SECRET_KEY}},
+    }
     assert all("value" not in v for v in container["env"]), "no literal settings beside the ConfigMap"
     assert [s["configMapRef"]["name"] for s in container["envFrom"]] == [one("ConfigMap")["metadata"]["name"]]
 
@@ -425,13 +459,16 @@ def test_service_monitor_scrapes_the_services_metrics_port():
     monitor = one("ServiceMonitor")
     service = one("Service", "bnserve")
     assert matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
-    assert not matches(monitor["spec"]["selector"]["matchLabels"], one("Service", "bnserve-headless")["metadata"]["labels"])
+    assert not matches(
+        monitor["spec"]["selector"]["matchLabels"], one("Service", "bnserve-headless")["metadata"]["labels"]
+    )
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]} and endpoint["port"] == "metrics"
     assert endpoint["path"] == "/metrics" and endpoint["interval"] == "15s"
 
 
 # --- the schema migration -------------------------------------------------------------
+
 
 def migrate_container() -> dict:
     (container,) = one("Deployment")["spec"]["template"]["spec"]["initContainers"]
@@ -441,8 +478,9 @@ def migrate_container() -> dict:
 def test_the_migration_runs_before_the_server_with_the_writers_secret_and_the_same_image():
     container = migrate_container()
     assert container["image"] == server_container()["image"]
-    assert container["env"] == [{"name": "BNSERVE_STORE_URL",
-                                 "valueFrom": {"secretKeyRef": {"name": WRITER_SECRET, "key": STORE_SECRET_KEY}}}]
+    assert container["env"] == [
+        {"name": "BNSERVE_STORE_URL", "valueFrom": {"secretKeyRef": {"name": WRITER_SECRET, "key": STORE_SECRET_KEY}}}
+    ]
 
 
 def test_the_migration_command_creates_a_store_the_server_then_opens(tmp_path, monkeypatch):
@@ -467,6 +505,7 @@ def test_the_migration_command_creates_a_store_the_server_then_opens(tmp_path, m
 
 
 # --- training --------------------------------------------------------------------------
+
 
 def training_argv(what: str) -> list[str]:
     """The trainer's command line as the kubelet runs it, $(VAR)s expanded."""
@@ -528,6 +567,7 @@ def test_training_command_publishes_the_production_alias(tmp_path, monkeypatch):
 
 # --- the Dask cluster -------------------------------------------------------------------
 
+
 def dask_container(name: str) -> dict[str, Any]:
     (container,) = dict(pod_specs())[name]["containers"]
     return container
@@ -542,9 +582,15 @@ def test_the_dask_job_is_the_training_job_with_dask_in_place_of_jobs():
 
     def strip(spec: dict[str, Any]) -> dict[str, Any]:
         """The pod spec without the arguments and the Dask volumes (the workers' own)."""
-        containers = [{**c, "args": None, "volumeMounts": [m for m in c["volumeMounts"] if m["name"] not in DASK_VOLUMES]}
-                      for c in spec["containers"]]
-        return {**spec, "containers": containers, "volumes": [v for v in spec["volumes"] if v["name"] not in DASK_VOLUMES]}
+        containers = [
+            {**c, "args": None, "volumeMounts": [m for m in c["volumeMounts"] if m["name"] not in DASK_VOLUMES]}
+            for c in spec["containers"]
+        ]
+        return {
+            **spec,
+            "containers": containers,
+            "volumes": [v for v in spec["volumes"] if v["name"] not in DASK_VOLUMES],
+        }
 
     assert strip(dask_job["spec"]["template"]["spec"]) == strip(job["spec"]["template"]["spec"])
     worker = dict(pod_specs())["bnserve-dask-worker"]
@@ -621,8 +667,13 @@ def dask_secret(directory: Path) -> Path:
 
     directory.mkdir()
     ca = _ca(directory, "ca")
-    pair = _signed(directory, ca, "dask", "/CN=bnserve-dask", "basicConstraints=CA:FALSE\n"
-                   "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n")
+    pair = _signed(
+        directory,
+        ca,
+        "dask",
+        "/CN=bnserve-dask",
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
     secret = directory / "secret"
     secret.mkdir()
     for name, path in (("ca.crt", ca.cert), ("tls.crt", pair.cert), ("tls.key", pair.key)):
@@ -676,11 +727,23 @@ def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch)
     assert settings["distributed.comm.require-encryption"] is True
     env = {**os.environ, **{e["name"]: e["value"] for e in worker["env"]}, "DASK_CONFIG": str(tmp_path / "dask")}
     env.pop("MALLOC_TRIM_THRESHOLD_", None)  # a pod starts without it (a LocalCluster may have set it here)
-    procs = [subprocess.Popen([dask_cli, *scheduler["command"][1:], *scheduler_args], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [dask_cli, *scheduler["command"][1:], *scheduler_args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
-        procs.append(subprocess.Popen([dask_cli, *worker["command"][1:], *local(worker["args"])], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [dask_cli, *worker["command"][1:], *local(worker["args"])],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         from distributed import Client
 
         with dask.config.set(settings):  # the Dask Job's mounted configuration
@@ -706,6 +769,7 @@ def test_the_manifests_commands_run_a_cluster_that_trains(tmp_path, monkeypatch)
 
 # --- the example PostgreSQL ----------------------------------------------------------
 
+
 def example_store_url(name: str) -> Any:
     from sqlalchemy import make_url
 
@@ -726,7 +790,10 @@ def test_example_store_url_matches_the_example_postgres(name):
     role = EXAMPLE_ROLES[name]
     assert url.drivername == "postgresql+psycopg"
     assert (url.username, url.password, url.database) == (
-        credentials[f"{role}_USER"], credentials[f"{role}_PASSWORD"], credentials["POSTGRES_DB"])
+        credentials[f"{role}_USER"],
+        credentials[f"{role}_PASSWORD"],
+        credentials["POSTGRES_DB"],
+    )
     assert url.host == postgres["Service"]["metadata"]["name"] and url.port == 5432
     assert postgres["StatefulSet"]["spec"]["serviceName"] == postgres["Service"]["metadata"]["name"]
     pods = postgres["StatefulSet"]["spec"]["template"]["metadata"]["labels"]

@@ -39,15 +39,21 @@ CONFIG = PROMETHEUS_DIR / "prometheus.yml"
 RULE_FILES = [PROMETHEUS_DIR / "rules" / "recording.yml", PROMETHEUS_DIR / "rules" / "alerts.yml"]
 RULE_TESTS = sorted((PROMETHEUS_DIR / "tests").glob("*.yml"))
 DASHBOARD = REPO / "deploy" / "grafana" / "bnserve-dashboard.json"
-ALERTS = {"BnserveDown", "BnserveErrorRatioHigh", "BnserveLatencyHigh", "BnserveModelReloadFailing",
-          "BnserveStoreUnreachable"}
+ALERTS = {
+    "BnserveDown",
+    "BnserveErrorRatioHigh",
+    "BnserveLatencyHigh",
+    "BnserveModelReloadFailing",
+    "BnserveStoreUnreachable",
+}
 NO_KUBERNETES_SD = "field kubernetes_sd_configs not found"
 DEADLINE = 60.0
 
 
 def promtool(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run([require_tool("promtool"), *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    return subprocess.run(
+        [require_tool("promtool"), *map(str, args)], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
 
 
 def assert_promtool_ok(result: subprocess.CompletedProcess) -> None:
@@ -59,7 +65,9 @@ def assert_promtool_ok(result: subprocess.CompletedProcess) -> None:
 K8S_SD_BLOCK = re.compile(r"^    kubernetes_sd_configs:\n(?:      .*\n)+", re.MULTILINE)
 
 
-def static_targets_config(directory: Path, targets: list[tuple[str, dict[str, str]]], interval: str | None = None) -> Path:
+def static_targets_config(
+    directory: Path, targets: list[tuple[str, dict[str, str]]], interval: str | None = None
+) -> Path:
     """Write into ``directory`` the deployed config with its Kubernetes discovery replaced
     by ``targets`` ((address, __meta_kubernetes_* labels) each), beside a copy of the
     rules directory so its relative ``rule_files`` resolve; optionally every interval
@@ -149,7 +157,7 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test():
     lines = (PROMETHEUS_DIR / "tests" / "alerts_test.yml").read_text().splitlines()
     for i, line in enumerate(lines):
         if m := re.fullmatch(r"\s+alertname: (\w+)", line):
-            expected = next(rest for rest in lines[i + 1:] if rest.strip().startswith("exp_alerts:"))
+            expected = next(rest for rest in lines[i + 1 :] if rest.strip().startswith("exp_alerts:"))
             cases[m.group(1)].add(expected.strip() != "exp_alerts: []")
     assert all(cases[name] == {True, False} for name in ALERTS), cases
 
@@ -161,8 +169,10 @@ def test_promtool_failures_fail_these_tests(tmp_path):
     broken.write_text("groups:\n  - name: g\n    rules:\n      - record: x:y:z\n        expr: sum(rate(x[5m])\n")
     assert promtool("check", "rules", broken).returncode != 0
     wrong = tmp_path / "wrong_test.yml"
-    wrong.write_text(f"rule_files: [{RULE_FILES[1]}]\ntests:\n  - interval: 1m\n    input_series: []\n"
-                     "    alert_rule_test:\n      - eval_time: 5m\n        alertname: BnserveDown\n        exp_alerts: []\n")
+    wrong.write_text(
+        f"rule_files: [{RULE_FILES[1]}]\ntests:\n  - interval: 1m\n    input_series: []\n"
+        "    alert_rule_test:\n      - eval_time: 5m\n        alertname: BnserveDown\n        exp_alerts: []\n"
+    )
     assert promtool("test", "rules", wrong).returncode != 0  # absent(up) fires: the test fails
 
 
@@ -196,11 +206,18 @@ def test_dashboard_is_valid_grafana_json():
         assert panel["targets"] and all(t["expr"].strip() for t in panel["targets"]), panel["title"]
     exprs = " ".join(expr for _, expr in dashboard_exprs())
     assert "$" not in exprs
-    for needed in ("grpc_server_handled_total", "bnserve:grpc_server_errors:ratio_rate5m",
-                   "bnserve:grpc_server_handling_seconds:p99_rate5m", "bnserve_prediction_rows_total",
-                   "bnserve_predicted_class_rows_total", "bnserve_request_rows_bucket", "bnserve_model_info",
-                   "bnserve:store_reload_age:seconds", "bnserve_model_load_failures_total",
-                   "bnserve_store_poll_errors_total"):
+    for needed in (
+        "grpc_server_handled_total",
+        "bnserve:grpc_server_errors:ratio_rate5m",
+        "bnserve:grpc_server_handling_seconds:p99_rate5m",
+        "bnserve_prediction_rows_total",
+        "bnserve_predicted_class_rows_total",
+        "bnserve_request_rows_bucket",
+        "bnserve_model_info",
+        "bnserve:store_reload_age:seconds",
+        "bnserve_model_load_failures_total",
+        "bnserve_store_poll_errors_total",
+    ):
         assert needed in exprs, needed
 
 
@@ -216,9 +233,15 @@ class Prometheus:
         self.log = directory / "prometheus.log"
         with self.log.open("w") as log:
             self.proc = subprocess.Popen(
-                [require_tool("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={directory / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT, cwd=directory,
+                [
+                    require_tool("prometheus"),
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={directory / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=directory,
             )
 
     def get(self, path: str, **params: str) -> Any:
@@ -270,15 +293,41 @@ def chess_server(tmp_path):
     (process, gRPC channel, metrics port)."""
     require_tool("prometheus")  # before the slower set-up
     store = f"sqlite:///{tmp_path / 'store.db'}"
-    fit = run_cli("trainer", "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess",
-                  "--alias", "production", "--store", store)
+    fit = run_cli(
+        "trainer",
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--alias",
+        "production",
+        "--store",
+        store,
+    )
     assert fit.returncode == 0, fit.stderr
     port, metrics_port = free_port(), free_port()
     log = (tmp_path / "server.log").open("w")
     proc = subprocess.Popen(
-        [str(BIN / "server"), "serve", "--store", store, "--host", "127.0.0.1", "--port", str(port),
-         "--metrics-port", str(metrics_port), "--poll-seconds", "1"],
-        stdout=log, stderr=subprocess.STDOUT, text=True,
+        [
+            str(BIN / "server"),
+            "serve",
+            "--store",
+            store,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics-port",
+            str(metrics_port),
+            "--poll-seconds",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
@@ -307,7 +356,7 @@ def send_predictions(channel: grpc.Channel, ok_calls: int, bad_calls: int) -> No
     states = {v.name: v.states for v in data.variables}
     stub = predictor_pb2_grpc.PredictorStub(channel)
     for call in range(ok_calls):
-        rows = data.X[call * 10:(call + 1) * 10]
+        rows = data.X[call * 10 : (call + 1) * 10]
         instances = [pb.Instance(values={n: states[n][c] for n, c in zip(names, row)}) for row in rows]
         reply = stub.Predict(pb.PredictRequest(model="chess", instances=instances), timeout=10)
         assert len(reply.predictions) == 10
@@ -318,10 +367,15 @@ def send_predictions(channel: grpc.Channel, ok_calls: int, bad_calls: int) -> No
 
 
 RECORDED_WHEN_HEALTHY = [
-    "bnserve:grpc_requests:rate5m", "bnserve:grpc_server_errors:ratio_rate5m",
-    "bnserve:grpc_server_handling_seconds_bucket:rate5m", "bnserve:grpc_server_handling_seconds:p50_rate5m",
-    "bnserve:grpc_server_handling_seconds:p99_rate5m", "bnserve:prediction_rows:rate5m",
-    "bnserve:predicted_class_rows:rate5m", "bnserve:request_rows:p50_rate5m", "bnserve:request_rows:p99_rate5m",
+    "bnserve:grpc_requests:rate5m",
+    "bnserve:grpc_server_errors:ratio_rate5m",
+    "bnserve:grpc_server_handling_seconds_bucket:rate5m",
+    "bnserve:grpc_server_handling_seconds:p50_rate5m",
+    "bnserve:grpc_server_handling_seconds:p99_rate5m",
+    "bnserve:prediction_rows:rate5m",
+    "bnserve:predicted_class_rows:rate5m",
+    "bnserve:request_rows:p50_rate5m",
+    "bnserve:request_rows:p99_rate5m",
     "bnserve:store_reload_age:seconds",
 ]
 # Dashboard panels with no series while the server is healthy: no version was refused.
@@ -333,22 +387,38 @@ def test_real_prometheus_scrapes_the_server_with_the_deployed_rules(chess_server
     ok_calls, bad_calls = 6, 2
     # One pod that asks to be scraped on the metrics port (its discovered address has
     # the gRPC port, which the relabelling replaces), one that does not ask.
-    config = static_targets_config(tmp_path, [
-        ("127.0.0.1:1", pod_labels("bnserve-test-0", "true", metrics_port)),
-        ("127.0.0.1:2", pod_labels("bnserve-test-1", "false", metrics_port)),
-    ], interval="1s")
+    config = static_targets_config(
+        tmp_path,
+        [
+            ("127.0.0.1:1", pod_labels("bnserve-test-0", "true", metrics_port)),
+            ("127.0.0.1:2", pod_labels("bnserve-test-1", "false", metrics_port)),
+        ],
+        interval="1s",
+    )
     prometheus = Prometheus(config, tmp_path)
     try:
-        prometheus.wait_for("prometheus ready", lambda: urllib.request.urlopen(f"{prometheus.url}/-/ready", timeout=2).status == 200)
+        prometheus.wait_for(
+            "prometheus ready", lambda: urllib.request.urlopen(f"{prometheus.url}/-/ready", timeout=2).status == 200
+        )
 
         # the target, relabelled as in a cluster
-        targets = prometheus.wait_for("the targets", lambda: [
-            d for d in [prometheus.get("/api/v1/targets")["data"]] if d["activeTargets"] or d["droppedTargets"]])[0]
+        targets = prometheus.wait_for(
+            "the targets",
+            lambda: [
+                d for d in [prometheus.get("/api/v1/targets")["data"]] if d["activeTargets"] or d["droppedTargets"]
+            ],
+        )[0]
         (active,) = targets["activeTargets"]
-        assert active["labels"] == {"job": "bnserve", "namespace": "bnserve", "pod": "bnserve-test-0",
-                                    "instance": f"127.0.0.1:{metrics_port}"}
+        assert active["labels"] == {
+            "job": "bnserve",
+            "namespace": "bnserve",
+            "pod": "bnserve-test-0",
+            "instance": f"127.0.0.1:{metrics_port}",
+        }
         assert active["scrapeUrl"] == f"http://127.0.0.1:{metrics_port}/metrics"
-        assert [t["discoveredLabels"]["__meta_kubernetes_pod_name"] for t in targets["droppedTargets"]] == ["bnserve-test-1"]
+        assert [t["discoveredLabels"]["__meta_kubernetes_pod_name"] for t in targets["droppedTargets"]] == [
+            "bnserve-test-1"
+        ]
         up = prometheus.wait_for("up == 1", lambda: prometheus.query('up{job="bnserve"} == 1'))
         assert up[0]["metric"]["instance"] == f"127.0.0.1:{metrics_port}"
 
@@ -356,24 +426,45 @@ def test_real_prometheus_scrapes_the_server_with_the_deployed_rules(chess_server
         # a series' first value: one call, scraped, then the rest.
         predict = 'job="bnserve", grpc_service="bnserve.v1.Predictor", grpc_method="Predict"'
         send_predictions(channel, 1, 0)
-        prometheus.wait_for("the first Predict call scraped", lambda: prometheus.query(
-            f'grpc_server_handled_total{{{predict}, grpc_code="OK"}}'))
+        prometheus.wait_for(
+            "the first Predict call scraped",
+            lambda: prometheus.query(f'grpc_server_handled_total{{{predict}, grpc_code="OK"}}'),
+        )
         send_predictions(channel, ok_calls - 1, bad_calls)
-        prometheus.wait_for(f"{ok_calls} OK Predict calls scraped", lambda: values(prometheus.query(
-            f'sum(grpc_server_handled_total{{{predict}, grpc_code="OK"}})')) >= [ok_calls])
-        prometheus.wait_for(f"{bad_calls} INVALID_ARGUMENT calls scraped", lambda: values(prometheus.query(
-            f'sum(grpc_server_handled_total{{{predict}, grpc_code="INVALID_ARGUMENT"}})')) >= [bad_calls])
+        prometheus.wait_for(
+            f"{ok_calls} OK Predict calls scraped",
+            lambda: (
+                values(prometheus.query(f'sum(grpc_server_handled_total{{{predict}, grpc_code="OK"}})')) >= [ok_calls]
+            ),
+        )
+        prometheus.wait_for(
+            f"{bad_calls} INVALID_ARGUMENT calls scraped",
+            lambda: (
+                values(prometheus.query(f'sum(grpc_server_handled_total{{{predict}, grpc_code="INVALID_ARGUMENT"}})'))
+                >= [bad_calls]
+            ),
+        )
 
         # the recording rules, on what was scraped after the calls
         for rule in RECORDED_WHEN_HEALTHY:
             prometheus.wait_for(f"{rule} recorded", lambda rule=rule: prometheus.query(rule))
-        assert values(prometheus.wait_for("Predict rate > 0", lambda: prometheus.query(
-            f'bnserve:grpc_requests:rate5m{{{predict}}} > 0'))) != []
-        assert values(prometheus.query(f"bnserve:grpc_server_errors:ratio_rate5m{{{predict}}}")) == [0.0]  # client errors only
+        assert (
+            values(
+                prometheus.wait_for(
+                    "Predict rate > 0", lambda: prometheus.query(f"bnserve:grpc_requests:rate5m{{{predict}}} > 0")
+                )
+            )
+            != []
+        )
+        assert values(prometheus.query(f"bnserve:grpc_server_errors:ratio_rate5m{{{predict}}}")) == [
+            0.0
+        ]  # client errors only
         assert prometheus.query("bnserve:grpc_server_errors:rate5m") == []
         p99 = values(prometheus.query(f"bnserve:grpc_server_handling_seconds:p99_rate5m{{{predict}}}"))
         assert len(p99) == 1 and 0 < p99[0] <= 10, p99
-        prometheus.wait_for("chess rows/s > 0", lambda: prometheus.query('bnserve:prediction_rows:rate5m{model="chess"} > 0'))
+        prometheus.wait_for(
+            "chess rows/s > 0", lambda: prometheus.query('bnserve:prediction_rows:rate5m{model="chess"} > 0')
+        )
         age = values(prometheus.query("bnserve:store_reload_age:seconds"))
         assert len(age) == 1 and age[0] < 30, age
         # health checks (wait_serving made some) are scraped but left out of the figures
@@ -384,6 +475,7 @@ def test_real_prometheus_scrapes_the_server_with_the_deployed_rules(chess_server
         def rules_evaluated() -> list[dict]:
             rules = [r for g in prometheus.get("/api/v1/rules")["data"]["groups"] for r in g["rules"]]
             return rules if all(r["health"] == "ok" for r in rules) else []
+
         rules = prometheus.wait_for("every rule evaluated", rules_evaluated)
         assert {r["name"] for r in rules if r["type"] == "alerting"} == ALERTS
         assert {r["name"] for r in rules if r["type"] == "recording"} >= set(RECORDED_WHEN_HEALTHY)
@@ -399,9 +491,14 @@ def test_real_prometheus_scrapes_the_server_with_the_deployed_rules(chess_server
         # the server goes away: BnserveDown goes pending (it fires after 2 minutes)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-        pending = prometheus.wait_for("BnserveDown pending", lambda: [
-            a for a in prometheus.get("/api/v1/alerts")["data"]["alerts"]
-            if a["labels"]["alertname"] == "BnserveDown" and a["state"] == "pending"])
+        pending = prometheus.wait_for(
+            "BnserveDown pending",
+            lambda: [
+                a
+                for a in prometheus.get("/api/v1/alerts")["data"]["alerts"]
+                if a["labels"]["alertname"] == "BnserveDown" and a["state"] == "pending"
+            ],
+        )
         assert pending[0]["labels"]["pod"] == "bnserve-test-0"
     finally:
         prometheus.stop()

@@ -63,6 +63,7 @@ def in_secret(path: str, mounts: dict[str, str]) -> tuple[str, str]:
 
 # --- the server: TLS and a token, from Secrets ------------------------------------------
 
+
 def serve_args(environ: dict[str, str]) -> Any:
     from bnserve.server.cli import parse_args
 
@@ -94,8 +95,14 @@ def _secret_files(tmp_path: Path, server_name: str) -> dict[str, Path]:
     pki = tmp_path / "pki"
     pki.mkdir()
     ca = _ca(pki, "ca")
-    server = _signed(pki, ca, "server", f"/CN={server_name}", "basicConstraints=CA:FALSE\n"
-                     f"keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:{server_name}\n")
+    server = _signed(
+        pki,
+        ca,
+        "server",
+        f"/CN={server_name}",
+        "basicConstraints=CA:FALSE\n"
+        f"keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:{server_name}\n",
+    )
     tls, auth = tmp_path / "tls", tmp_path / "auth"
     tls.mkdir()
     auth.mkdir()
@@ -127,13 +134,19 @@ def test_the_server_as_configured_wants_tls_and_a_token_and_its_probes_pass(tmp_
     environ = {k: localise(v) for k, v in container_env(container).items()}
     args = serve_args(environ)
     model = random_model(np.random.default_rng(8), n_features=2)
-    with running_app(tmp_path, {"m": model}, tls_cert=args.tls_cert, tls_key=args.tls_key,
-                     auth_token_file=args.auth_token_file) as app:
+    with running_app(
+        tmp_path, {"m": model}, tls_cert=args.tls_cert, tls_key=args.tls_key, auth_token_file=args.auth_token_file
+    ) as app:
         target = f"127.0.0.1:{app.port}"
         for probe in PROBES:  # in the container's environment, as the kubelet runs it
             command = [localise(a).replace("127.0.0.1:50051", target) for a in container[probe]["exec"]["command"]]
-            done = subprocess.run([str(Path(sys.executable).parent / command[0]), *command[1:]],
-                                  env={**os.environ, **environ}, capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [str(Path(sys.executable).parent / command[0]), *command[1:]],
+                env={**os.environ, **environ},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 0 and done.stdout.strip() == "SERVING", f"{probe}: {done.stderr}"
         token = (files[AUTH_SECRET] / "tokens").read_text().strip()
         ca = (files[TLS_SECRET] / "ca.crt").read_bytes()
@@ -141,8 +154,10 @@ def test_the_server_as_configured_wants_tls_and_a_token_and_its_probes_pass(tmp_
         with Client(target, retries=0, timeout=5) as plaintext, pytest.raises(grpc.RpcError) as refused:
             plaintext.list_models()
         assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-        with Client(target, root_certificates=ca, options=name, retries=0) as anonymous, \
-                pytest.raises(grpc.RpcError) as refused:
+        with (
+            Client(target, root_certificates=ca, options=name, retries=0) as anonymous,
+            pytest.raises(grpc.RpcError) as refused,
+        ):
             anonymous.list_models()
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         with Client(target, root_certificates=ca, options=name, token=token, retries=0) as client:
@@ -150,6 +165,7 @@ def test_the_server_as_configured_wants_tls_and_a_token_and_its_probes_pass(tmp_
 
 
 # --- the example store: the server may only read --------------------------------------
+
 
 def test_the_servers_example_role_is_not_the_writers():
     reader, writer = example_store_url(STORE_SECRET), example_store_url(WRITER_SECRET)
@@ -177,9 +193,15 @@ def test_the_example_postgres_makes_a_role_that_may_only_read(pg_fresh_database,
         (tmp_path / file).write_text(text.replace(mount["mountPath"] + "/", f"{tmp_path}/"))
     url = make_url(pg_fresh_database)
     reader = f"reader_{secrets.token_hex(4)}"
-    env = {**os.environ, "PGHOST": url.host or "127.0.0.1", "PGPORT": str(url.port or 5432),
-           "POSTGRES_USER": url.username, "POSTGRES_DB": url.database,
-           "BNSERVE_READER_USER": reader, "BNSERVE_READER_PASSWORD": "pw"}
+    env = {
+        **os.environ,
+        "PGHOST": url.host or "127.0.0.1",
+        "PGPORT": str(url.port or 5432),
+        "POSTGRES_USER": url.username,
+        "POSTGRES_DB": url.database,
+        "BNSERVE_READER_USER": reader,
+        "BNSERVE_READER_PASSWORD": "pw",
+    }
     (script,) = [f for f in scripts if f.endswith(".sh")]
     done = subprocess.run(["sh", str(tmp_path / script)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -207,7 +229,9 @@ def test_dask_speaks_only_tls_with_the_certificate_of_a_secret():
     comm = settings["distributed"]["comm"]
     assert comm["require-encryption"] is True, "a tcp:// connection is refused"
     tls = comm["tls"]
-    files = [tls["ca-file"]] + [tls[role][part] for role in ("scheduler", "worker", "client") for part in ("cert", "key")]
+    files = [tls["ca-file"]] + [
+        tls[role][part] for role in ("scheduler", "worker", "client") for part in ("cert", "key")
+    ]
     for what in DASK_PODS:
         spec = dict(pod_specs())[what]
         (container,) = spec["containers"]

@@ -99,9 +99,22 @@ class Served:
 def serving(store: str) -> Iterator[Served]:
     """A real ``server serve`` process on ``store``, on free loopback ports, SERVING; killed after."""
     port, metrics_port = free_port(), free_port()
-    proc = subprocess.Popen([str(BIN / "server"), "serve", "--store", store, "--host", "127.0.0.1",
-                             "--port", str(port), "--metrics-port", str(metrics_port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "server"),
+            "serve",
+            "--store",
+            store,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics-port",
+            str(metrics_port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
         wait_serving(channel)
@@ -147,15 +160,15 @@ class PredictLoop:
     call's ``Outcome`` is kept, in order per thread. A call never hangs the loop: a call
     that outlives its deadline is a DEADLINE_EXCEEDED outcome."""
 
-    def __init__(self, target: str, request, threads: int = 2, timeout: float = 30.0,
-                 stop_on_error: bool = False):
+    def __init__(self, target: str, request, threads: int = 2, timeout: float = 30.0, stop_on_error: bool = False):
         self.target, self.request, self.timeout = target, request, timeout
         self.stop_on_error = stop_on_error
         self.outcomes: list[Outcome] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"predict-loop-{i}", daemon=True)
-                         for i in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"predict-loop-{i}", daemon=True) for i in range(threads)
+        ]
 
     def __enter__(self) -> PredictLoop:
         for t in self._threads:
@@ -185,8 +198,11 @@ class PredictLoop:
                     outcome = Outcome(thread, started, time.monotonic(), exc.code().name, details=exc.details() or "")
                 else:
                     n = len(reply.classes)
-                    proba = (np.array(reply.dense.probabilities).reshape(-1, n) if reply.HasField("dense")
-                             else np.array([p.probabilities for p in reply.predictions]))
+                    proba = (
+                        np.array(reply.dense.probabilities).reshape(-1, n)
+                        if reply.HasField("dense")
+                        else np.array([p.probabilities for p in reply.predictions])
+                    )
                     outcome = Outcome(thread, started, time.monotonic(), "OK", reply.version, proba)
                 with self._lock:
                     self.outcomes.append(outcome)
@@ -224,9 +240,18 @@ def wait_until(predicate, what: str, timeout: float = 60.0) -> None:
     raise AssertionError(f"never saw {what}")
 
 
-def write_version(url: str, name: str, version: int, model: Model, *, flip_a_cpt_byte: bool = False,
-                  alias: str | None = None, params_json: str | None = None, columns: dict | None = None,
-                  tags: dict | None = None) -> None:
+def write_version(
+    url: str,
+    name: str,
+    version: int,
+    model: Model,
+    *,
+    flip_a_cpt_byte: bool = False,
+    alias: str | None = None,
+    params_json: str | None = None,
+    columns: dict | None = None,
+    tags: dict | None = None,
+) -> None:
     """Insert ``model`` as ``version`` of ``name`` straight into the tables, in one transaction
     with moving ``alias`` to it, as a writer that does not count its writes (a trainer before
     schema 0005) would; with ``flip_a_cpt_byte`` one byte of its first CPT blob is changed after
@@ -244,14 +269,19 @@ def write_version(url: str, name: str, version: int, model: Model, *, flip_a_cpt
             header = keyed.header if params_json is None else {**keyed.header, "params_json": params_json}
             conn.execute(sa.insert(SqlModelVersion), [{**header, **(columns or {})}])
             if tags:
-                conn.execute(sa.insert(SqlModelVersionTag), [
-                    {"model_id": model_id, "version": version, "key": k, "value": v} for k, v in tags.items()])
+                conn.execute(
+                    sa.insert(SqlModelVersionTag),
+                    [{"model_id": model_id, "version": version, "key": k, "value": v} for k, v in tags.items()],
+                )
             conn.execute(sa.insert(SqlVariable), keyed.variables)
             conn.execute(sa.insert(SqlCpt), cpts)
             if keyed.arcs:
                 conn.execute(sa.insert(SqlArc), keyed.arcs)
             if alias is not None:
-                conn.execute(sa.update(SqlModelAlias).where(SqlModelAlias.model_id == model_id,
-                                                            SqlModelAlias.alias == alias).values(version=version))
+                conn.execute(
+                    sa.update(SqlModelAlias)
+                    .where(SqlModelAlias.model_id == model_id, SqlModelAlias.alias == alias)
+                    .values(version=version)
+                )
     finally:
         engine.dispose()

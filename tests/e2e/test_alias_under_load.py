@@ -35,21 +35,30 @@ def three_state_model(seed: int):
 def test_alias_moves_under_load_lose_nothing_and_answer_from_an_aliased_version(store_url):
     backend = "postgresql" if store_url.startswith("postgresql") else "sqlite"
     rows = np.random.default_rng(0).integers(0, 3, size=(4, FEATURES))
-    request = pb.PredictRequest(model="m", alias="production",
-                                dense=pb.DenseBatch(features=[f"f{i}" for i in range(FEATURES)],
-                                                    codes=rows.ravel().tolist()))
+    request = pb.PredictRequest(
+        model="m",
+        alias="production",
+        dense=pb.DenseBatch(features=[f"f{i}" for i in range(FEATURES)], codes=rows.ravel().tolist()),
+    )
     store = ModelStore(store_url)
     try:
         store.publish("m", three_state_model(1), aliases=["production"])
         aliased = [1]
-        with Server(store_url, extra=("--poll-seconds", "0.2")) as server, \
-                PredictLoop(server.target, request, threads=4) as calls:
+        with (
+            Server(store_url, extra=("--poll-seconds", "0.2")) as server,
+            PredictLoop(server.target, request, threads=4) as calls,
+        ):
             calls.wait_for(lambda o: len(o) >= 20, "20 answers")
 
             def reaches_clients(version: int) -> None:
                 mark = len(calls.snapshot())
-                calls.wait_for(lambda o: {x.version for x in o[mark:] if x.code == "OK"} >= {version} and
-                               all(x.version == version for x in o[-4:]), f"production at version {version}")
+                calls.wait_for(
+                    lambda o: (
+                        {x.version for x in o[mark:] if x.code == "OK"} >= {version}
+                        and all(x.version == version for x in o[-4:])
+                    ),
+                    f"production at version {version}",
+                )
 
             for version in range(2, 8):
                 seed_model = three_state_model(version)
@@ -82,6 +91,13 @@ def test_alias_moves_under_load_lose_nothing_and_answer_from_an_aliased_version(
     for thread in range(4):
         before_rollback = [o.version for o in outcomes[:forward] if o.thread == thread]
         assert before_rollback == sorted(before_rollback), f"thread {thread} went back while production moved forward"
-    record("alias moves under load (4 client threads by alias production)", backend,
-           requests=len(outcomes), errors=0, versions=7, lost=0, alias_moves=len(aliased) - 1,
-           versions_answered=sorted(answered))
+    record(
+        "alias moves under load (4 client threads by alias production)",
+        backend,
+        requests=len(outcomes),
+        errors=0,
+        versions=7,
+        lost=0,
+        alias_moves=len(aliased) - 1,
+        versions_answered=sorted(answered),
+    )

@@ -53,11 +53,11 @@ from tests.e2e.serving import Outcome, PredictLoop, scrape
 from tests.reliability import record
 
 THREADS = 8
-BATCH = 20_000        # 14 ms alone, at most 0.25 s with 8 in flight (measured, 2 cores)
-GRACE = 5.0           # 20 times the slowest such call: the claim's condition, with room
-BIG_BATCH = 100_000   # 0.13 s alone, median 0.6 s with 8 in flight
-SHORT_GRACE = 0.1     # far shorter than those handlers: the grace runs out
-MARGIN = 3.0          # beyond grace (+ LINGER_SECONDS): the signal poll, the teardown, a slow machine
+BATCH = 20_000  # 14 ms alone, at most 0.25 s with 8 in flight (measured, 2 cores)
+GRACE = 5.0  # 20 times the slowest such call: the claim's condition, with room
+BIG_BATCH = 100_000  # 0.13 s alone, median 0.6 s with 8 in flight
+SHORT_GRACE = 0.1  # far shorter than those handlers: the grace runs out
+MARGIN = 3.0  # beyond grace (+ LINGER_SECONDS): the signal poll, the teardown, a slow machine
 CUT_AT_GRACE = "Cancelling all calls"  # grpc's details for a call it ends when the grace runs out
 
 
@@ -69,9 +69,11 @@ def benchmark_store():
     requests = {}
     for n in (BATCH, BIG_BATCH):
         rows = np.minimum(np.random.default_rng(1).integers(0, 4, size=(n, len(cards))), cards - 1)
-        requests[n] = pb.PredictRequest(model=MODEL_NAME, dense_response=True,
-                                        dense=pb.DenseBatch(features=[v.name for v in data.features],
-                                                            codes=rows.ravel().tolist()))
+        requests[n] = pb.PredictRequest(
+            model=MODEL_NAME,
+            dense_response=True,
+            dense=pb.DenseBatch(features=[v.name for v in data.features], codes=rows.ravel().tolist()),
+        )
     with temporary_store(model) as url:
         yield url, requests
 
@@ -163,19 +165,34 @@ class Drain:
     def around_the_signal(self) -> str:
         """For a failure's message: the calls that ended after the signal and were not
         refused at connect, with their times from the signal, and the server's log."""
-        lines = [f"thread {o.thread}: {o.started - self.signalled:+.3f} s .. {o.ended - self.signalled:+.3f} s "
-                 f"{o.code} {o.details[:120]}" for o in sorted(self.outcomes, key=lambda o: o.started)
-                 if o.ended > self.signalled and "Failed to connect" not in o.details]
+        lines = [
+            f"thread {o.thread}: {o.started - self.signalled:+.3f} s .. {o.ended - self.signalled:+.3f} s "
+            f"{o.code} {o.details[:120]}"
+            for o in sorted(self.outcomes, key=lambda o: o.started)
+            if o.ended > self.signalled and "Failed to connect" not in o.details
+        ]
         return "\n".join(lines + [f"exit after {self.exited - self.signalled:.3f} s; log:", self.log])
 
 
 def sigterm_under_load(url: str, request, workers: int, grace: float, watch: bool) -> Drain:
     """Start the server, load it with THREADS back-to-back callers, SIGTERM it once each has
     had an answer, and keep calling until every thread has called after its exit."""
-    with Server(url, workers=workers, metrics=True,
-                extra=("--grace-seconds", str(grace), "--log-level", "INFO",
-                       # 8 calls of 100,000 rows are charged 8 x 120 MB: all admitted, drained
-                       "--max-inflight-bytes", str(2**31), "--max-connection-inflight-bytes", str(2**31))) as server:
+    with Server(
+        url,
+        workers=workers,
+        metrics=True,
+        extra=(
+            "--grace-seconds",
+            str(grace),
+            "--log-level",
+            "INFO",
+            # 8 calls of 100,000 rows are charged 8 x 120 MB: all admitted, drained
+            "--max-inflight-bytes",
+            str(2**31),
+            "--max-connection-inflight-bytes",
+            str(2**31),
+        ),
+    ) as server:
         health = HealthWatch(server.target) if watch else None
         with PredictLoop(server.target, request, threads=THREADS, timeout=120) as calls:
             calls.wait_for(lambda o: len(o) >= THREADS, f"{THREADS} answers before the signal", timeout=120)
@@ -187,11 +204,14 @@ def sigterm_under_load(url: str, request, workers: int, grace: float, watch: boo
             except subprocess.TimeoutExpired:
                 server.process.kill()
                 server.process.wait()
-                raise AssertionError(f"no exit within {grace + LINGER_SECONDS + 60} s of SIGTERM; its output:\n"
-                                     f"{server.output()}") from None
+                raise AssertionError(
+                    f"no exit within {grace + LINGER_SECONDS + 60} s of SIGTERM; its output:\n{server.output()}"
+                ) from None
             exited = time.monotonic()
-            calls.wait_for(lambda o: {x.thread for x in o if x.started > exited} == set(range(THREADS)),
-                           "a call from every thread after the exit")
+            calls.wait_for(
+                lambda o: {x.thread for x in o if x.started > exited} == set(range(THREADS)),
+                "a call from every thread after the exit",
+            )
             outcomes = calls.stop()
         if health is not None:
             health.join()
@@ -233,16 +253,27 @@ def test_sigterm_under_load_answers_every_call_it_began(benchmark_store):
     assert drained, "no call in flight at the signal was answered"
     # so every call that did not get OK never reached a handler: refused, or reset by grpc core
     health = drain.health
-    assert "NOT_SERVING" in health.statuses[health.statuses.index("SERVING"):], health.statuses
-    print(f"workers={workers}: {codes}; in flight at SIGTERM {len(drain.in_flight())} ({len(drained)} answered OK); "
-          f"server started {started:.0f}, handled {handled}; exit after {exit_seconds:.2f} s; "
-          f"health {health.statuses} then {health.ended_with}")
-    record(f"SIGTERM under load (--workers {workers}, {THREADS} threads of {BATCH:,}-row batches)", "sqlite",
-           requests=len(drain.outcomes), errors=0, faults=1, lost=0, answered=codes["OK"],
-           in_flight_at_signal=len(drain.in_flight()), in_flight_completed=len(drained),
-           never_started_unavailable=codes.get("UNAVAILABLE", 0),
-           never_started_cancelled=codes.get("CANCELLED", 0), exit_code=drain.exit_code,
-           exit_seconds=round(exit_seconds, 2))
+    assert "NOT_SERVING" in health.statuses[health.statuses.index("SERVING") :], health.statuses
+    print(
+        f"workers={workers}: {codes}; in flight at SIGTERM {len(drain.in_flight())} ({len(drained)} answered OK); "
+        f"server started {started:.0f}, handled {handled}; exit after {exit_seconds:.2f} s; "
+        f"health {health.statuses} then {health.ended_with}"
+    )
+    record(
+        f"SIGTERM under load (--workers {workers}, {THREADS} threads of {BATCH:,}-row batches)",
+        "sqlite",
+        requests=len(drain.outcomes),
+        errors=0,
+        faults=1,
+        lost=0,
+        answered=codes["OK"],
+        in_flight_at_signal=len(drain.in_flight()),
+        in_flight_completed=len(drained),
+        never_started_unavailable=codes.get("UNAVAILABLE", 0),
+        never_started_cancelled=codes.get("CANCELLED", 0),
+        exit_code=drain.exit_code,
+        exit_seconds=round(exit_seconds, 2),
+    )
 
 
 LOST_AT_CLOSE = "Stream removed"  # a call on a connection the draining server reset
@@ -271,19 +302,31 @@ def test_with_nothing_holding_the_drain_the_exit_comes_once_the_calls_end(benchm
         started, handled = predict_counts(drain.metrics)
         assert started > 0 and handled == {"OK": started}, (started, handled)
         lost = started - codes["OK"]
-        at_close = [o for o in drain.outcomes
-                    if o.ended > drain.signalled and (o.code == "CANCELLED" or LOST_AT_CLOSE in o.details)]
+        at_close = [
+            o
+            for o in drain.outcomes
+            if o.ended > drain.signalled and (o.code == "CANCELLED" or LOST_AT_CLOSE in o.details)
+        ]
         assert 0 <= lost <= len(at_close), f"{codes}, server started {started}\n{drain.around_the_signal()}"
     print(f"workers={workers}: {codes}; answers lost at close {lost:.0f}; exit after {exit_seconds:.2f} s")
-    record(f"SIGTERM under load, nothing holding the drain (--workers {workers}, {THREADS} threads of "
-           f"{BATCH:,}-row batches)", "sqlite", requests=len(drain.outcomes), errors=0, faults=1,
-           answers_lost_at_close=int(lost), answered=codes["OK"], cancelled=codes.get("CANCELLED", 0),
-           unavailable=codes.get("UNAVAILABLE", 0), exit_code=drain.exit_code, exit_seconds=round(exit_seconds, 2))
+    record(
+        f"SIGTERM under load, nothing holding the drain (--workers {workers}, {THREADS} threads of "
+        f"{BATCH:,}-row batches)",
+        "sqlite",
+        requests=len(drain.outcomes),
+        errors=0,
+        faults=1,
+        answers_lost_at_close=int(lost),
+        answered=codes["OK"],
+        cancelled=codes.get("CANCELLED", 0),
+        unavailable=codes.get("UNAVAILABLE", 0),
+        exit_code=drain.exit_code,
+        exit_seconds=round(exit_seconds, 2),
+    )
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_when_the_grace_runs_out_calls_still_at_work_end_unavailable_and_the_exit_is_bounded(benchmark_store,
-                                                                                           workers):
+def test_when_the_grace_runs_out_calls_still_at_work_end_unavailable_and_the_exit_is_bounded(benchmark_store, workers):
     url, requests = benchmark_store
     drain = sigterm_under_load(url, requests[BIG_BATCH], workers, SHORT_GRACE, watch=False)
     assert_common(drain, workers)
@@ -298,9 +341,22 @@ def test_when_the_grace_runs_out_calls_still_at_work_end_unavailable_and_the_exi
     assert {o.code for o in cut} == {"UNAVAILABLE"}
     assert all(o.started < drain.exited and o.ended > drain.signalled for o in cut)
     lingered = "exiting without them" in drain.log
-    print(f"workers={workers}: {codes}; server started {started:.0f}; cut at the grace {len(cut)}; "
-          f"exit after {exit_seconds:.2f} s; handlers lingered: {lingered}")
-    record(f"SIGTERM under load, grace {SHORT_GRACE} s run out (--workers {workers}, {THREADS} threads of "
-           f"{BIG_BATCH:,}-row batches)", "sqlite", requests=len(drain.outcomes), errors=0, faults=1, lost=0,
-           answered=codes["OK"], cut_at_grace=len(cut), unavailable=codes.get("UNAVAILABLE", 0),
-           cancelled=codes.get("CANCELLED", 0), exit_code=drain.exit_code, exit_seconds=round(exit_seconds, 2))
+    print(
+        f"workers={workers}: {codes}; server started {started:.0f}; cut at the grace {len(cut)}; "
+        f"exit after {exit_seconds:.2f} s; handlers lingered: {lingered}"
+    )
+    record(
+        f"SIGTERM under load, grace {SHORT_GRACE} s run out (--workers {workers}, {THREADS} threads of "
+        f"{BIG_BATCH:,}-row batches)",
+        "sqlite",
+        requests=len(drain.outcomes),
+        errors=0,
+        faults=1,
+        lost=0,
+        answered=codes["OK"],
+        cut_at_grace=len(cut),
+        unavailable=codes.get("UNAVAILABLE", 0),
+        cancelled=codes.get("CANCELLED", 0),
+        exit_code=drain.exit_code,
+        exit_seconds=round(exit_seconds, 2),
+    )

@@ -37,7 +37,9 @@ def test_learner_is_published_and_served(served, car, algo):
     rows = car.X[::37]
     expected = compile_model(model).predict_proba(rows)
     names = [v.name for v in car.features]
-    reply = stub.Predict(pb.PredictRequest(model=algo, dense=pb.DenseBatch(features=names, codes=rows.ravel().tolist())))
+    reply = stub.Predict(
+        pb.PredictRequest(model=algo, dense=pb.DenseBatch(features=names, codes=rows.ravel().tolist()))
+    )
     np.testing.assert_allclose([p.probabilities for p in reply.predictions], expected, rtol=0, atol=1e-12)
     meta = stub.GetModelMetadata(pb.GetModelMetadataRequest(model=algo))
     assert meta.algorithm == algo and meta.combination == model.combination

@@ -46,8 +46,24 @@ def training_file(path, seed: int) -> str:
 
 
 def fit(store_url: str, data: str, key: str, *more: str) -> str:
-    done = run_cli("trainer", "fit", "--data", data, "--algo", "nb", "--name", "m", "--alias", "production",
-                   "--store", store_url, "--signing-key", key, "--quiet", *more)
+    done = run_cli(
+        "trainer",
+        "fit",
+        "--data",
+        data,
+        "--algo",
+        "nb",
+        "--name",
+        "m",
+        "--alias",
+        "production",
+        "--store",
+        store_url,
+        "--signing-key",
+        key,
+        "--quiet",
+        *more,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -55,8 +71,9 @@ def fit(store_url: str, data: str, key: str, *more: str) -> str:
 def reversed_cpt(model: Model) -> Model:
     """The model with its class prior reversed: still valid, another model."""
     net = model.networks[0]
-    nodes = tuple(dataclasses.replace(n, cpt=np.ascontiguousarray(n.cpt[::-1])) if n.name == "play" else n
-                  for n in net.nodes)
+    nodes = tuple(
+        dataclasses.replace(n, cpt=np.ascontiguousarray(n.cpt[::-1])) if n.name == "play" else n for n in net.nodes
+    )
     return dataclasses.replace(model, networks=(dataclasses.replace(net, nodes=nodes),))
 
 
@@ -71,8 +88,9 @@ def test_a_server_with_the_key_refuses_forged_versions_and_serves_signed_ones(st
     assert made.returncode == 0 and made.stdout.startswith("key "), made.stderr
     private, public = str(keys / "signing-key.pem"), str(keys / "verify-key.pem")
     signer, theirs = SigningKey.read(private), SigningKey.read(generate(str(stranger))[0])
-    published = fit(store_url, training_file(tmp_path / "a.csv", 1), private, "--description", "weekly",
-                    "--tag", "team=ml")
+    published = fit(
+        store_url, training_file(tmp_path / "a.csv", 1), private, "--description", "weekly", "--tag", "team=ml"
+    )
     assert f"signed by key {signer.key_id}" in published
 
     with ModelStore(store_url) as store:
@@ -92,16 +110,21 @@ def test_a_server_with_the_key_refuses_forged_versions_and_serves_signed_ones(st
         7: (v1.model, signed(7, theirs), v1.tags, f"is signed by key {theirs.key_id}, which is not among the keys"),
     }
     flags = ("--poll-seconds", "0.3", "--log-level", "INFO", "--verify-key", public)
-    with Server(store_url, metrics=True, extra=flags) as server, \
-            PredictLoop(server.target, request(alias="production"), threads=1) as calls, \
-            grpc.insecure_channel(server.target) as channel:
+    with (
+        Server(store_url, metrics=True, extra=flags) as server,
+        PredictLoop(server.target, request(alias="production"), threads=1) as calls,
+        grpc.insecure_channel(server.target) as channel,
+    ):
         stub = predictor_pb2_grpc.PredictorStub(channel)
         calls.wait_for(lambda o: len(o) >= 5, "5 answers")
 
         def refused() -> float:
             text = scrape(server.metrics_port)
-            return sample_value(text, "bnserve_model_load_failures_total", model="m") \
-                if "bnserve_model_load_failures_total{" in text else 0.0
+            return (
+                sample_value(text, "bnserve_model_load_failures_total", model="m")
+                if "bnserve_model_load_failures_total{" in text
+                else 0.0
+            )
 
         for version, (model, columns, tags, _) in forgeries.items():
             write_version(store_url, "m", version, model, columns=columns, tags=dict(tags), alias="production")
@@ -136,16 +159,27 @@ def test_a_server_with_the_key_refuses_forged_versions_and_serves_signed_ones(st
     assert "signature: none (unsigned)" in run_cli("trainer", "show", "m:6", "--store", store_url).stdout
     forged = run_cli("trainer", "show", "m:2", "--store", store_url, "--verify-key", public)
     assert (forged.returncode, forged.stdout) == (1, "")
-    assert forged.stderr.startswith("trainer: error: model 'm' version 2: its signature (key") and \
-        forged.stderr.count("\n") == 1
+    assert (
+        forged.stderr.startswith("trainer: error: model 'm' version 2: its signature (key")
+        and forged.stderr.count("\n") == 1
+    )
 
     # Before signing, a server had no key: it serves every forgery, as this one without --verify-key does.
     with Server(store_url) as plain, grpc.insecure_channel(plain.target) as channel:
         stub = predictor_pb2_grpc.PredictorStub(channel)
         served_without_key = sum(stub.Predict(request(version=v), timeout=10).version == v for v in forgeries)
     assert served_without_key == len(forgeries)
-    record(FORGED, backend, requests=len(outcomes), errors=0, faults=len(forgeries), versions=8, lost=0,
-           refused=len(forgeries), served_without_key=served_without_key)
+    record(
+        FORGED,
+        backend,
+        requests=len(outcomes),
+        errors=0,
+        faults=len(forgeries),
+        versions=8,
+        lost=0,
+        refused=len(forgeries),
+        served_without_key=served_without_key,
+    )
 
 
 def test_key_files_that_cannot_be_used_stop_the_commands_naming_them_and_import_signs(tmp_path):
@@ -157,11 +191,13 @@ def test_key_files_that_cannot_be_used_stop_the_commands_naming_them_and_import_
     private = tmp_path / "keys" / "signing-key.pem"
     os.chmod(private, 0o644)
     data = training_file(tmp_path / "a.csv", 1)
-    done = run_cli("trainer", "fit", "--data", data, "--algo", "nb", "--name", "m", "--store", store,
-                   "--signing-key", str(private))
+    done = run_cli(
+        "trainer", "fit", "--data", data, "--algo", "nb", "--name", "m", "--store", store, "--signing-key", str(private)
+    )
     assert done.returncode == 1 and done.stderr == (
         f"trainer: error: --signing-key {private}: the private key is readable by other users (mode 0644); "
-        f"make it readable by its owner only: chmod 600 {private}\n")
+        f"make it readable by its owner only: chmod 600 {private}\n"
+    )
     assert not (tmp_path / "store.db").exists()  # refused before the training and the store
     os.chmod(private, 0o600)
     env = {**os.environ, "BNSERVE_SIGNING_KEY": str(private)}
@@ -173,11 +209,13 @@ def test_key_files_that_cannot_be_used_stop_the_commands_naming_them_and_import_
     assert imported.returncode == 0 and "published m version 2" in imported.stdout, imported.stderr
     assert "signed by key" in imported.stdout
 
-    served = run_cli("server", "serve", "--store", store, "--port", "0", "--metrics-port", "-1",
-                     "--verify-key", str(private))
+    served = run_cli(
+        "server", "serve", "--store", store, "--port", "0", "--metrics-port", "-1", "--verify-key", str(private)
+    )
     assert served.returncode == 1
     assert served.stderr.strip().splitlines()[-1] == (
-        f"server: error: --verify-key {private}: holds a private key; give the public key (`trainer keygen` writes both)")
+        f"server: error: --verify-key {private}: holds a private key; give the public key (`trainer keygen` writes both)"
+    )
 
 
 def test_workers_get_the_verify_key_as_a_flag(tmp_path):
@@ -188,8 +226,9 @@ def test_workers_get_the_verify_key_as_a_flag(tmp_path):
     assert run_cli("trainer", "keygen", "--out", str(tmp_path)).returncode == 0
     url = f"sqlite:///{tmp_path / 'store.db'}"
     upgrade_store(url)
-    config = ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1,
-                         verify_key=str(tmp_path / "verify-key.pem"))
+    config = ServeConfig(
+        store_url=url, host="127.0.0.1", port=0, metrics_port=-1, verify_key=str(tmp_path / "verify-key.pem")
+    )
     supervisor = Supervisor(config, 2)
     try:
         command = supervisor._command()

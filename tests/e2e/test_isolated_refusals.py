@@ -28,7 +28,9 @@ from tests.model_factory import random_model
 from tests.reliability import record
 
 FEATURES = 6
-BAD_VERSIONS = "hostile: one bad version among good ones (JSON nested 200,000 deep; passes validation, fails to compile)"
+BAD_VERSIONS = (
+    "hostile: one bad version among good ones (JSON nested 200,000 deep; passes validation, fails to compile)"
+)
 DEEP_JSON = "[" * 200_000 + "]" * 200_000
 
 

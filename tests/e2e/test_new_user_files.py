@@ -72,7 +72,9 @@ def _fit_all(argvs: list[list[str]]) -> dict:
 def test_every_learner_trains_the_export_with_default_flags_within_1_gib(exports, tool):
     store = f"sqlite:///{exports / f'every-{tool}.db'}"
     data = str(exports / f"{tool}.csv")
-    ran = _fit_all([["fit", "--algo", algo, "--data", data, "--name", algo, "--store", store, "-q"] for algo in LEARNERS])
+    ran = _fit_all(
+        [["fit", "--algo", algo, "--data", data, "--name", algo, "--store", store, "-q"] for algo in LEARNERS]
+    )
     assert ran["codes"] == [0] * len(LEARNERS), dict(zip(LEARNERS, ran["codes"]))
     assert ran["rss"] < GIB
     with ModelStore(store) as opened:
@@ -85,7 +87,9 @@ def test_every_learner_trains_the_export_with_default_flags_within_1_gib(exports
 @pytest.mark.parametrize("tool", ["r", "pandas"])
 def test_auto_trains_the_export_with_default_flags_within_1_gib(exports, tool):
     store = f"sqlite:///{exports / f'auto-{tool}.db'}"
-    ran = _fit_all([["fit", "--algo", "auto", "--data", str(exports / f"{tool}.csv"), "--name", "auto", "--store", store]])
+    ran = _fit_all(
+        [["fit", "--algo", "auto", "--data", str(exports / f"{tool}.csv"), "--name", "auto", "--store", store]]
+    )
     assert ran["codes"] == [0] and ran["rss"] < GIB
 
 
@@ -93,8 +97,20 @@ def test_auto_trains_the_export_with_default_flags_within_1_gib(exports, tool):
 def served(exports):
     """A kdb model of the R export in a store, and a real server on it."""
     store = f"sqlite:///{exports / 'served.db'}"
-    fit = run_cli("trainer", "fit", "--algo", "kdb", "--k", "2", "--data", str(exports / "r.csv"), "--name", "credit",
-                  "--store", store)
+    fit = run_cli(
+        "trainer",
+        "fit",
+        "--algo",
+        "kdb",
+        "--k",
+        "2",
+        "--data",
+        str(exports / "r.csv"),
+        "--name",
+        "credit",
+        "--store",
+        store,
+    )
     assert fit.returncode == 0, fit.stderr
     with serving(store) as served:
         yield store, predictor_pb2_grpc.PredictorStub(served.channel), served.metrics_port
@@ -129,9 +145,11 @@ def test_the_test_file_is_scored_whole_in_batch_by_the_server_and_in_python(expo
     with open(test, newline="") as f:
         rows = list(csv.DictReader(f))
     before = _unknown_count(metrics_port, "Home")
-    reply = stub.Predict(pb.PredictRequest(
-        model="credit", instances=[pb.Instance(values={n: r[n] for n in features if r[n] != ""}) for r in rows]
-    ))
+    reply = stub.Predict(
+        pb.PredictRequest(
+            model="credit", instances=[pb.Instance(values={n: r[n] for n in features if r[n] != ""}) for r in rows]
+        )
+    )
     np.testing.assert_allclose([p.probabilities for p in reply.predictions], expected, rtol=0, atol=1e-12)
     assert _unknown_count(metrics_port, "Home") - before == unseen_home
 

@@ -27,13 +27,27 @@ from tests.e2e.serving import BIN, free_port, run_cli, wait_serving
 @pytest.fixture
 def hepatitis_served(store_url, tmp_path):
     path = write_arff("hepatitis", tmp_path / "hepatitis.arff")
-    fit = run_cli("trainer", "fit", "--algo", "kdb", "--k", "2", "--data", str(path), "--name", "hep",
-                  "--store", store_url)
+    fit = run_cli(
+        "trainer", "fit", "--algo", "kdb", "--k", "2", "--data", str(path), "--name", "hep", "--store", store_url
+    )
     assert fit.returncode == 0, fit.stderr
     port = free_port()
-    proc = subprocess.Popen([str(BIN / "server"), "serve", "--store", store_url, "--host", "127.0.0.1",
-                             "--port", str(port), "--metrics-port", "-1"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(BIN / "server"),
+            "serve",
+            "--store",
+            store_url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics-port",
+            "-1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
         wait_serving(channel)
@@ -61,8 +75,10 @@ def test_raw_numeric_requests_match_the_trainers_evaluation(hepatitis_served):
 
     # numbers as doubles, labels as text
     instances = [
-        pb.Instance(values={n: r[n] for n in features if r[n] != "" and n not in numeric},
-                    numbers={n: float(r[n]) for n in numeric if r[n] != ""})
+        pb.Instance(
+            values={n: r[n] for n in features if r[n] != "" and n not in numeric},
+            numbers={n: float(r[n]) for n in numeric if r[n] != ""},
+        )
         for r in rows
     ]
     reply = stub.Predict(pb.PredictRequest(model="hep", instances=instances))
@@ -72,7 +88,8 @@ def test_raw_numeric_requests_match_the_trainers_evaluation(hepatitis_served):
     variables = {v.name: v for v in model.features}
     values = [
         np.nan if r[n] == "" else float(r[n]) if n in numeric else float(variables[n].code_of(r[n]))
-        for r in rows for n in features
+        for r in rows
+        for n in features
     ]
     reply = stub.Predict(pb.PredictRequest(model="hep", dense=pb.DenseBatch(features=features, values=values)))
     np.testing.assert_allclose([p.probabilities for p in reply.predictions], expected, rtol=0, atol=1e-12)

@@ -34,8 +34,9 @@ def test_the_quick_start_trains_serves_and_answers(tmp_path):
                 pytest.skip(f"port {port} is in use on this machine")
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     env = {k: v for k, v in env.items() if not k.startswith("BNSERVE_")}
-    done = subprocess.run(["bash", "-c", command[len(INSTALL):]], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", "-c", command[len(INSTALL) :]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     published, answer = done.stdout.split("\n", 1)
     assert published == "published chess version 1 (fkdb, k=2); aliases: production"

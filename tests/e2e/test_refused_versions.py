@@ -46,19 +46,25 @@ def test_bad_versions_are_refused_and_the_previous_keeps_serving(store_url, requ
         store.publish("m", v1, aliases=["production"])
     rows = np.random.default_rng(0).integers(0, 3, size=(4, FEATURES))
     features = [f"f{i}" for i in range(FEATURES)]
-    by_alias = pb.PredictRequest(model="m", alias="production",
-                                 dense=pb.DenseBatch(features=features, codes=rows.ravel().tolist()))
+    by_alias = pb.PredictRequest(
+        model="m", alias="production", dense=pb.DenseBatch(features=features, codes=rows.ravel().tolist())
+    )
     expected = {1: compile_model(v1).predict_proba(rows), 4: compile_model(v4).predict_proba(rows)}
 
-    with Server(store_url, metrics=True, extra=("--poll-seconds", "0.3", "--log-level", "INFO")) as server, \
-            PredictLoop(server.target, by_alias, threads=2) as calls, \
-            grpc.insecure_channel(server.target) as channel:
+    with (
+        Server(store_url, metrics=True, extra=("--poll-seconds", "0.3", "--log-level", "INFO")) as server,
+        PredictLoop(server.target, by_alias, threads=2) as calls,
+        grpc.insecure_channel(server.target) as channel,
+    ):
         stub = predictor_pb2_grpc.PredictorStub(channel)
         calls.wait_for(lambda o: len(o) >= 10, "10 answers")
 
         def failures() -> float:
-            return sample_value(scrape(server.metrics_port), "bnserve_model_load_failures_total", model="m") \
-                if "bnserve_model_load_failures_total{" in scrape(server.metrics_port) else 0.0
+            return (
+                sample_value(scrape(server.metrics_port), "bnserve_model_load_failures_total", model="m")
+                if "bnserve_model_load_failures_total{" in scrape(server.metrics_port)
+                else 0.0
+            )
 
         # version 2: a CPT byte flipped, published with the production alias moved to it
         write_version(store_url, "m", 2, three_state_model(2), flip_a_cpt_byte=True, alias="production")
@@ -100,5 +106,13 @@ def test_bad_versions_are_refused_and_the_previous_keeps_serving(store_url, requ
     assert "refused m version 3 at load: " in log and "sum" in log.split("refused m version 3 at load: ")[1]
     assert "alias production of m stays at version 1: version 2 was refused at load" in log
     assert "Traceback" not in log
-    record("versions refused at load (checksum, validation) while serving", backend,
-           requests=len(outcomes), errors=0, faults=2, versions=4, lost=0, refused=2)
+    record(
+        "versions refused at load (checksum, validation) while serving",
+        backend,
+        requests=len(outcomes),
+        errors=0,
+        faults=2,
+        versions=4,
+        lost=0,
+        refused=2,
+    )

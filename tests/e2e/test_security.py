@@ -79,10 +79,31 @@ class Server:
         self.port, self.metrics_port = free_port(), free_port()
         self.log = tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
-            [str(BIN / "server"), "serve", "--store", store_url, "--host", "127.0.0.1", "--port", str(self.port),
-             "--metrics-port", str(self.metrics_port), "--poll-seconds", "60", "--grace-seconds", "1",
-             "--workers", str(workers), "--log-level", "DEBUG", *flags],
-            stdout=self.log, stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **(env or {})),
+            [
+                str(BIN / "server"),
+                "serve",
+                "--store",
+                store_url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--metrics-port",
+                str(self.metrics_port),
+                "--poll-seconds",
+                "60",
+                "--grace-seconds",
+                "1",
+                "--workers",
+                str(workers),
+                "--log-level",
+                "DEBUG",
+                *flags,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=dict(os.environ, **(env or {})),
         )
 
     def output(self) -> str:
@@ -111,9 +132,15 @@ def bearer(token: str):
 def secured_workers(pki, store_file, token_file):
     """Two workers, TLS and the token from BNSERVE_* environment variables (which the
     workers then get as flags)."""
-    server = Server(store_file, workers=2, env={
-        "BNSERVE_TLS_CERT": str(pki.server.cert), "BNSERVE_TLS_KEY": str(pki.server.key),
-        "BNSERVE_AUTH_TOKEN_FILE": str(token_file)})
+    server = Server(
+        store_file,
+        workers=2,
+        env={
+            "BNSERVE_TLS_CERT": str(pki.server.cert),
+            "BNSERVE_TLS_KEY": str(pki.server.key),
+            "BNSERVE_AUTH_TOKEN_FILE": str(token_file),
+        },
+    )
     try:
         with grpc.secure_channel(f"localhost:{server.port}", tls_credentials(pki)) as channel:
             try:
@@ -165,15 +192,28 @@ def test_both_workers_enforce_the_token_over_tls(secured_workers, pki):
 def test_a_plaintext_client_cannot_reach_the_workers(secured_workers):
     with grpc.insecure_channel(f"127.0.0.1:{secured_workers.port}") as channel:
         with pytest.raises(grpc.RpcError) as error:
-            predictor_pb2_grpc.PredictorStub(channel).Predict(pb.PredictRequest(model="m"), timeout=5,
-                                                              metadata=bearer(TOKEN))
+            predictor_pb2_grpc.PredictorStub(channel).Predict(
+                pb.PredictRequest(model="m"), timeout=5, metadata=bearer(TOKEN)
+            )
         assert error.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
 def test_predict_cli_against_the_secured_workers(secured_workers, pki, token_file):
     target = f"localhost:{secured_workers.port}"
-    ok = run_cli("server", "predict", "--target", target, "--model", "m", "--tls-ca", str(pki.ca.cert),
-                 "--token-file", str(token_file), "--wait", "30")
+    ok = run_cli(
+        "server",
+        "predict",
+        "--target",
+        target,
+        "--model",
+        "m",
+        "--tls-ca",
+        str(pki.ca.cert),
+        "--token-file",
+        str(token_file),
+        "--wait",
+        "30",
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)["model"] == "m"
     # the token file from the environment; the first token in it (the old one) is still accepted
@@ -185,9 +225,20 @@ def test_predict_cli_against_the_secured_workers(secured_workers, pki, token_fil
     plaintext = run_cli("server", "predict", "--target", target, "--model", "m", "--token-file", str(token_file))
     assert plaintext.returncode == 1 and "UNAVAILABLE" in plaintext.stderr
     # by IP, checked against the name the certificate holds
-    other_name = run_cli("server", "predict", "--target", f"127.0.0.1:{secured_workers.port}", "--model", "m",
-                         "--tls-ca", str(pki.ca.cert), "--tls-server-name", "localhost",
-                         "--token-file", str(token_file))
+    other_name = run_cli(
+        "server",
+        "predict",
+        "--target",
+        f"127.0.0.1:{secured_workers.port}",
+        "--model",
+        "m",
+        "--tls-ca",
+        str(pki.ca.cert),
+        "--tls-server-name",
+        "localhost",
+        "--token-file",
+        str(token_file),
+    )
     assert other_name.returncode == 0, other_name.stderr
 
 
@@ -195,21 +246,53 @@ def test_predict_cli_against_the_secured_workers(secured_workers, pki, token_fil
 
 
 def test_predict_cli_waits_for_a_mutual_tls_server_and_the_log_holds_no_token(pki, store_file, token_file):
-    server = Server(store_file, "--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key),
-                    "--tls-client-ca", str(pki.ca.cert), "--auth-token-file", str(token_file))
+    server = Server(
+        store_file,
+        "--tls-cert",
+        str(pki.server.cert),
+        "--tls-key",
+        str(pki.server.key),
+        "--tls-client-ca",
+        str(pki.ca.cert),
+        "--auth-token-file",
+        str(token_file),
+    )
     try:
         client = ["--tls-ca", str(pki.ca.cert), "--tls-cert", str(pki.client.cert), "--tls-key", str(pki.client.key)]
         # started at once: --wait polls health over mutual TLS until the server is SERVING
-        ok = run_cli("server", "predict", "--target", f"localhost:{server.port}", "--model", "m", *client,
-                     "--token-file", str(token_file), "--wait", "30")
+        ok = run_cli(
+            "server",
+            "predict",
+            "--target",
+            f"localhost:{server.port}",
+            "--model",
+            "m",
+            *client,
+            "--token-file",
+            str(token_file),
+            "--wait",
+            "30",
+        )
         assert ok.returncode == 0, ok.stderr
         assert json.loads(ok.stdout)["version"] == "1"  # int64 in JSON is a string
-        bad = run_cli("server", "predict", "--target", f"localhost:{server.port}", "--model", "m",
-                      "--tls-ca", str(pki.ca.cert), "--tls-cert", str(pki.other_client.cert),
-                      "--tls-key", str(pki.other_client.key), "--token-file", str(token_file))
+        bad = run_cli(
+            "server",
+            "predict",
+            "--target",
+            f"localhost:{server.port}",
+            "--model",
+            "m",
+            "--tls-ca",
+            str(pki.ca.cert),
+            "--tls-cert",
+            str(pki.other_client.cert),
+            "--tls-key",
+            str(pki.other_client.key),
+            "--token-file",
+            str(token_file),
+        )
         assert bad.returncode == 1 and "UNAVAILABLE" in bad.stderr
-        unauthenticated = run_cli("server", "predict", "--target", f"localhost:{server.port}", "--model", "m",
-                                  *client)
+        unauthenticated = run_cli("server", "predict", "--target", f"localhost:{server.port}", "--model", "m", *client)
         assert unauthenticated.returncode == 1 and "UNAUTHENTICATED" in unauthenticated.stderr
     finally:
         output = server.output()
@@ -222,16 +305,27 @@ def test_predict_cli_waits_for_a_mutual_tls_server_and_the_log_holds_no_token(pk
 # ---------------------------------------------------------------------------- bad flags and files
 
 
-@pytest.mark.parametrize("args, flag", [
-    (["serve", "--tls-cert", "c.pem"], "--tls-cert needs --tls-key"),
-    (["serve", "--tls-key", "k.pem"], "--tls-key needs --tls-cert"),
-    (["serve", "--tls-client-ca", "ca.pem"], "--tls-client-ca needs --tls-cert"),
-    (["serve", "--auth-token-file", ""], "--auth-token-file"),
-    (["predict", "--model", "m", "--tls-cert", "c.pem", "--tls-key", "k.pem"], "--tls-cert needs --tls-ca"),
-    (["predict", "--model", "m", "--tls-ca", "ca.pem", "--tls-key", "k.pem"], "--tls-key needs --tls-cert"),
-    (["predict", "--model", "m", "--tls-server-name", "x"], "--tls-server-name needs --tls-ca"),
-], ids=["cert-alone", "key-alone", "client-ca-alone", "empty-token-path", "predict-cert-no-ca", "predict-key-alone",
-        "predict-name-no-ca"])
+@pytest.mark.parametrize(
+    "args, flag",
+    [
+        (["serve", "--tls-cert", "c.pem"], "--tls-cert needs --tls-key"),
+        (["serve", "--tls-key", "k.pem"], "--tls-key needs --tls-cert"),
+        (["serve", "--tls-client-ca", "ca.pem"], "--tls-client-ca needs --tls-cert"),
+        (["serve", "--auth-token-file", ""], "--auth-token-file"),
+        (["predict", "--model", "m", "--tls-cert", "c.pem", "--tls-key", "k.pem"], "--tls-cert needs --tls-ca"),
+        (["predict", "--model", "m", "--tls-ca", "ca.pem", "--tls-key", "k.pem"], "--tls-key needs --tls-cert"),
+        (["predict", "--model", "m", "--tls-server-name", "x"], "--tls-server-name needs --tls-ca"),
+    ],
+    ids=[
+        "cert-alone",
+        "key-alone",
+        "client-ca-alone",
+        "empty-token-path",
+        "predict-cert-no-ca",
+        "predict-key-alone",
+        "predict-name-no-ca",
+    ],
+)
 def test_bad_flag_combinations_are_usage_errors(args, flag):
     result = run_cli("server", *args)
     assert result.returncode == 2 and flag in result.stderr, result.stderr
@@ -247,9 +341,24 @@ def test_bad_environment_combination_is_a_usage_error(pki):
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_a_missing_certificate_file_fails_the_start_naming_it(pki, tmp_path, workers):
     missing = tmp_path / "missing.pem"
-    result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
-                     "--port", "0", "--metrics-port", "-1", "--workers", workers,
-                     "--tls-cert", str(missing), "--tls-key", str(pki.server.key))
+    result = run_cli(
+        "server",
+        "serve",
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--metrics-port",
+        "-1",
+        "--workers",
+        workers,
+        "--tls-cert",
+        str(missing),
+        "--tls-key",
+        str(pki.server.key),
+    )
     assert result.returncode == 1
     assert f"error: --tls-cert {missing}: cannot read it" in result.stderr, result.stderr
 
@@ -257,8 +366,20 @@ def test_a_missing_certificate_file_fails_the_start_naming_it(pki, tmp_path, wor
 def test_an_empty_token_file_fails_the_start(tmp_path):
     empty = tmp_path / "token"
     empty.write_text("\n  \n")
-    result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
-                     "--port", "0", "--metrics-port", "-1", "--auth-token-file", str(empty))
+    result = run_cli(
+        "server",
+        "serve",
+        "--store",
+        f"sqlite:///{tmp_path / 's.db'}",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--metrics-port",
+        "-1",
+        "--auth-token-file",
+        str(empty),
+    )
     assert result.returncode == 1 and f"error: --auth-token-file {empty}: holds no token" in result.stderr
 
 

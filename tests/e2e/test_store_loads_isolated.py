@@ -72,17 +72,29 @@ def test_a_hung_store_does_not_slow_the_resident_version(stallable):
     the store timeouts), with --threads 4; meanwhile 64-row calls for production, run on that
     pool, each answer within 1 s (one late forgiven) and health says SERVING."""
     proxy, url = stallable
-    flags = ("--threads", "4", "--poll-seconds", "0.5", "--store-connect-timeout", "3",
-             "--store-statement-timeout", "3")
+    flags = (
+        "--threads",
+        "4",
+        "--poll-seconds",
+        "0.5",
+        "--store-connect-timeout",
+        "3",
+        "--store-statement-timeout",
+        "3",
+    )
     big = pb.PredictRequest(model="m", alias="production", dense=dense(BIG_ROWS))
-    with Server(url, metrics=True, extra=flags) as server, \
-            grpc.insecure_channel(server.target, options=OWN_CONNECTION) as channel:
+    with (
+        Server(url, metrics=True, extra=flags) as server,
+        grpc.insecure_channel(server.target, options=OWN_CONNECTION) as channel,
+    ):
         stub = predictor_pb2_grpc.PredictorStub(channel)
         health = health_pb2_grpc.HealthStub(channel)
         assert stub.Predict(big, timeout=10).version == 6
         proxy.stall()
-        old = [PredictLoop(server.target, pb.PredictRequest(model="m", version=v, dense=dense(2)), threads=2,
-                           timeout=30) for v in (1, 2, 3, 4)]
+        old = [
+            PredictLoop(server.target, pb.PredictRequest(model="m", version=v, dense=dense(2)), threads=2, timeout=30)
+            for v in (1, 2, 3, 4)
+        ]
         for loop in old:
             loop.__enter__()
         seconds: list[float] = []
@@ -105,11 +117,20 @@ def test_a_hung_store_does_not_slow_the_resident_version(stallable):
         text = scrape(server.metrics_port)
     late = [s for s in seconds if s > PROMPT_SECONDS]
     codes = {c: sum(o.code == c for o in outcomes) for c in {o.code for o in outcomes}}
-    record("hostile: store hangs while 8 clients ask for 4 versions not in memory (--threads 4)", "postgresql",
-           faults=1, requests=len(seconds) + len(outcomes), errors=0, lost=0,
-           resident_64_row_calls=len(seconds), resident_p50_seconds=round(statistics.median(seconds), 3),
-           resident_slowest_seconds=round(max(seconds), 3), resident_late=len(late), old_version_calls=codes,
-           failed_loads=int(loads(text, "failed")))
+    record(
+        "hostile: store hangs while 8 clients ask for 4 versions not in memory (--threads 4)",
+        "postgresql",
+        faults=1,
+        requests=len(seconds) + len(outcomes),
+        errors=0,
+        lost=0,
+        resident_64_row_calls=len(seconds),
+        resident_p50_seconds=round(statistics.median(seconds), 3),
+        resident_slowest_seconds=round(max(seconds), 3),
+        resident_late=len(late),
+        old_version_calls=codes,
+        failed_loads=int(loads(text, "failed")),
+    )
     assert len(late) <= LATE_FORGIVEN, f"{len(late)} of {len(seconds)} calls over {PROMPT_SECONDS} s: {late}"
     # and not one late call filling the stall: a call held behind the loads lasts the store
     # timeouts (3 s), so two at most would fit, where prompt ones answer hundreds
@@ -120,8 +141,9 @@ def test_a_hung_store_does_not_slow_the_resident_version(stallable):
 
 def _answers(stub, version: int) -> bool:
     try:
-        return stub.Predict(pb.PredictRequest(model="m", version=version, dense=dense(2)), timeout=10).version \
-            == version
+        return (
+            stub.Predict(pb.PredictRequest(model="m", version=version, dense=dense(2)), timeout=10).version == version
+        )
     except grpc.RpcError:
         return False
 
@@ -133,8 +155,16 @@ def test_waiters_beyond_the_cap_and_loads_beyond_the_bound_are_refused_at_once(s
     one version, and a call for a fifth version, are refused with UNAVAILABLE while the calls
     admitted still wait; once the store is back, those load."""
     proxy, url = stallable
-    flags = ("--max-load-waiters", "2", "--store-threads", "1", "--store-connect-timeout", "10",
-             "--store-statement-timeout", "10")
+    flags = (
+        "--max-load-waiters",
+        "2",
+        "--store-threads",
+        "1",
+        "--store-connect-timeout",
+        "10",
+        "--store-statement-timeout",
+        "10",
+    )
     with Server(url, metrics=True, extra=flags) as server, grpc.insecure_channel(server.target) as channel:
         stub = predictor_pb2_grpc.PredictorStub(channel)
         proxy.stall()
@@ -156,15 +186,24 @@ def test_waiters_beyond_the_cap_and_loads_beyond_the_bound_are_refused_at_once(s
         proxy.restore()
         versions = [f.result(timeout=60).version for f in waiting]
         text = scrape(server.metrics_port)
-    record("hostile: calls beyond --max-load-waiters 2 and beyond 4 pending loads (--store-threads 1), store hung",
-           "postgresql", faults=1, requests=len(waiting) + len(refused) + 1, errors=0, lost=0,
-           refused_at_once=[code.name for code, _ in refused], answered_after_the_restore=len(versions))
-    assert refused[0] == (grpc.StatusCode.UNAVAILABLE,
-                          "model 'm' version 1 has 2 calls waiting for its load from the store "
-                          "(--max-load-waiters): retry later")
-    assert refused[1] == (grpc.StatusCode.UNAVAILABLE,
-                          "model 'm' version 5 needs a load from the store, and 4 loads are pending "
-                          "(4 per --store-threads): retry later")
+    record(
+        "hostile: calls beyond --max-load-waiters 2 and beyond 4 pending loads (--store-threads 1), store hung",
+        "postgresql",
+        faults=1,
+        requests=len(waiting) + len(refused) + 1,
+        errors=0,
+        lost=0,
+        refused_at_once=[code.name for code, _ in refused],
+        answered_after_the_restore=len(versions),
+    )
+    assert refused[0] == (
+        grpc.StatusCode.UNAVAILABLE,
+        "model 'm' version 1 has 2 calls waiting for its load from the store (--max-load-waiters): retry later",
+    )
+    assert refused[1] == (
+        grpc.StatusCode.UNAVAILABLE,
+        "model 'm' version 5 needs a load from the store, and 4 loads are pending (4 per --store-threads): retry later",
+    )
     assert sorted(versions) == [1, 1, 2, 3, 4]  # the store came back before their timeouts
     assert sample_value(text, "bnserve_version_calls_shed_total", reason="waiters") == 1
     assert sample_value(text, "bnserve_version_calls_shed_total", reason="pending") == 1
@@ -195,11 +234,19 @@ def test_round_robin_over_20_old_versions_loads_each_once(tmp_path):
         seconds = time.perf_counter() - t0
         text = scrape(server.metrics_port)
     store_reads = sample_value(text, "bnserve_model_load_seconds_count") - sample_value(
-        before, "bnserve_model_load_seconds_count")
+        before, "bnserve_model_load_seconds_count"
+    )
     calls = rounds * OLD_VERSIONS
-    record("hostile: round-robin over 20 versions not in memory (10 rounds, one client)", "sqlite",
-           requests=calls, errors=0, lost=0, store_loads=int(store_reads), calls_per_second=round(calls / seconds),
-           cached_bytes=int(sample_value(text, "bnserve_version_cache_bytes")))
+    record(
+        "hostile: round-robin over 20 versions not in memory (10 rounds, one client)",
+        "sqlite",
+        requests=calls,
+        errors=0,
+        lost=0,
+        store_loads=int(store_reads),
+        calls_per_second=round(calls / seconds),
+        cached_bytes=int(sample_value(text, "bnserve_version_cache_bytes")),
+    )
     assert store_reads == OLD_VERSIONS, f"{store_reads:.0f} store loads for {calls} calls over {OLD_VERSIONS} versions"
     assert loads(text, "loaded") == OLD_VERSIONS
     assert 0 < sample_value(text, "bnserve_version_cache_bytes")

@@ -48,15 +48,18 @@ def test_a_store_outage_loses_no_call_and_the_server_catches_up(pg_fresh_databas
     with ModelStore(direct, create=True) as store:
         assert store.publish("m", v1) == 1
     rows = np.random.default_rng(0).integers(0, 3, size=(4, FEATURES))
-    request = pb.PredictRequest(model="m", dense=pb.DenseBatch(features=[f"f{i}" for i in range(FEATURES)],
-                                                               codes=rows.ravel().tolist()))
+    request = pb.PredictRequest(
+        model="m", dense=pb.DenseBatch(features=[f"f{i}" for i in range(FEATURES)], codes=rows.ravel().tolist())
+    )
     expected = {1: compile_model(v1).predict_proba(rows), 2: compile_model(v2).predict_proba(rows)}
 
     with TcpProxy("127.0.0.1", make_url(direct).port or 5432) as proxy:
         through_proxy = make_url(direct).set(host=proxy.host, port=proxy.port, password=PASSWORD)
         url = through_proxy.render_as_string(hide_password=False)
-        with Server(url, metrics=True, extra=("--poll-seconds", "0.5", "--log-level", "INFO")) as server, \
-                PredictLoop(server.target, request, threads=2, timeout=30) as calls:
+        with (
+            Server(url, metrics=True, extra=("--poll-seconds", "0.5", "--log-level", "INFO")) as server,
+            PredictLoop(server.target, request, threads=2, timeout=30) as calls,
+        ):
             calls.wait_for(lambda o: len(o) >= 20, "20 answers before the outage")
             errors_before = poll_errors(server)
 
@@ -72,8 +75,9 @@ def test_a_store_outage_loses_no_call_and_the_server_catches_up(pg_fresh_databas
 
             proxy.restore()
             restored_at = len(calls.snapshot())
-            calls.wait_for(lambda o: any(x.version == 2 for x in o[restored_at:]), "version 2 after the restore",
-                           timeout=60)
+            calls.wait_for(
+                lambda o: any(x.version == 2 for x in o[restored_at:]), "version 2 after the restore", timeout=60
+            )
             calls.wait_for(lambda o: len(o) >= restored_at + 20, "more answers after the restore")
             outcomes = calls.stop()
             text = scrape(server.metrics_port)
@@ -91,25 +95,38 @@ def test_a_store_outage_loses_no_call_and_the_server_catches_up(pg_fresh_databas
     assert "loaded m version 2" in log
     assert PASSWORD not in log
     assert "Traceback" not in log
-    record("store outage while serving (PostgreSQL behind a cut TCP proxy)", "postgresql",
-           requests=len(outcomes), errors=0, faults=1, versions=2, lost=0,
-           calls_during_outage=len(during), failed_polls=int(sample_value(text, "bnserve_store_poll_errors_total")),
-           proxy_connections_refused=proxy.refused)
+    record(
+        "store outage while serving (PostgreSQL behind a cut TCP proxy)",
+        "postgresql",
+        requests=len(outcomes),
+        errors=0,
+        faults=1,
+        versions=2,
+        lost=0,
+        calls_during_outage=len(during),
+        failed_polls=int(sample_value(text, "bnserve_store_poll_errors_total")),
+        proxy_connections_refused=proxy.refused,
+    )
 
 
 def test_a_server_pointed_at_a_dead_store_refuses_to_start(pg_fresh_database):
     """Nothing listens at the address: `server serve` exits 1 at once, naming the store
     (password hidden) and the driver's reason; it never reports SERVING with nothing loaded."""
     dead = make_url(pg_fresh_database).set(port=free_port(), password=PASSWORD).render_as_string(hide_password=False)
-    result = run_cli("server", "serve", "--store", dead, "--host", "127.0.0.1", "--port", "0",
-                     "--metrics-port", "-1")
+    result = run_cli("server", "serve", "--store", dead, "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1")
     assert result.returncode == 1, result.stderr
     shown = make_url(dead).render_as_string(hide_password=True)
     assert f"error: opening the store at {shown}: the store failed:" in result.stderr
     assert "Connection refused" in result.stderr or "connection" in result.stderr
     assert PASSWORD not in result.stderr + result.stdout
-    record("server started against a dead store address", "postgresql", faults=1, errors=0, lost=0,
-           exit_code=result.returncode)
+    record(
+        "server started against a dead store address",
+        "postgresql",
+        faults=1,
+        errors=0,
+        lost=0,
+        exit_code=result.returncode,
+    )
 
 
 def test_a_store_cut_before_the_server_starts_is_the_same_refusal(pg_fresh_database):
@@ -117,8 +134,18 @@ def test_a_store_cut_before_the_server_starts_is_the_same_refusal(pg_fresh_datab
     with TcpProxy("127.0.0.1", make_url(pg_fresh_database).port or 5432) as proxy:
         proxy.cut()
         url = make_url(pg_fresh_database).set(host=proxy.host, port=proxy.port, password=PASSWORD)
-        result = run_cli("server", "serve", "--store", url.render_as_string(hide_password=False),
-                         "--host", "127.0.0.1", "--port", "0", "--metrics-port", "-1")
+        result = run_cli(
+            "server",
+            "serve",
+            "--store",
+            url.render_as_string(hide_password=False),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+        )
     assert result.returncode == 1, result.stderr
     assert "error: opening the store at " in result.stderr and PASSWORD not in result.stderr
 
@@ -139,8 +166,18 @@ def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database
 
     with TcpProxy("127.0.0.1", make_url(direct).port or 5432) as proxy:
         url = make_url(direct).set(host=proxy.host, port=proxy.port).render_as_string(hide_password=False)
-        flags = ("--poll-seconds", "0.5", "--poll-stall-seconds", "1", "--log-level", "INFO",
-                 "--store-connect-timeout", "2", "--store-statement-timeout", "2")
+        flags = (
+            "--poll-seconds",
+            "0.5",
+            "--poll-stall-seconds",
+            "1",
+            "--log-level",
+            "INFO",
+            "--store-connect-timeout",
+            "2",
+            "--store-statement-timeout",
+            "2",
+        )
         with Server(url, metrics=True, extra=flags) as server, grpc.insecure_channel(server.target) as channel:
             stub = predictor_pb2_grpc.PredictorStub(channel)
             assert stub.Predict(pb.PredictRequest(model="m", version=1, dense=dense), timeout=10).version == 1
@@ -158,8 +195,11 @@ def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database
 
             loader = threading.Thread(target=load_version_2, daemon=True)
             loader.start()
-            wait_until(lambda: sample_value(scrape(server.metrics_port), "bnserve_store_poll_stalls_total")
-                       > stalls, "the stalled poll counted", timeout=30)
+            wait_until(
+                lambda: sample_value(scrape(server.metrics_port), "bnserve_store_poll_stalls_total") > stalls,
+                "the stalled poll counted",
+                timeout=30,
+            )
             answered = 0
             while loader.is_alive():  # its version is out of reach: the others answer meanwhile
                 for selector in ({"version": 1}, {}):  # on demand, and the latest
@@ -179,8 +219,10 @@ def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database
             assert reply.version == 2
             with ModelStore(direct) as store:
                 assert store.publish("n", three_state_model(5)) == 2
-            wait_until(lambda: stub.Predict(pb.PredictRequest(model="n", dense=dense), timeout=5).version == 2,
-                       "n version 2 after the partition")
+            wait_until(
+                lambda: stub.Predict(pb.PredictRequest(model="n", dense=dense), timeout=5).version == 2,
+                "n version 2 after the partition",
+            )
             text = scrape(server.metrics_port)
             server.stop()
             log = server.output()
@@ -189,7 +231,14 @@ def test_a_store_that_hangs_delays_only_the_calls_that_need_it(pg_fresh_database
     assert "store poll still running after 1 s (--poll-stall-seconds): the store may be hanging" in log
     assert "the stalled store poll ended after " in log
     assert "Traceback" not in log
-    record("hostile: store hangs while serving (PostgreSQL behind a stalled TCP proxy)", "postgresql",
-           faults=1, errors=0, lost=0, requests=answered, calls_answered_during_stall=answered,
-           stall_seconds=round(stall_seconds, 1),
-           stalled_polls=int(sample_value(text, "bnserve_store_poll_stalls_total")))
+    record(
+        "hostile: store hangs while serving (PostgreSQL behind a stalled TCP proxy)",
+        "postgresql",
+        faults=1,
+        errors=0,
+        lost=0,
+        requests=answered,
+        calls_answered_during_stall=answered,
+        stall_seconds=round(stall_seconds, 1),
+        stalled_polls=int(sample_value(text, "bnserve_store_poll_stalls_total")),
+    )

@@ -36,15 +36,43 @@ def chess_rows():
 @pytest.fixture
 def served(store_url, tmp_path):
     """Train FKDB k=2 on chess into the store, start `server serve`, yield (url, channel, metrics port)."""
-    fit = run_cli("trainer", "fit", "--algo", "fkdb", "--k", "2", "--data", "builtin:chess",
-                  "--name", "chess", "--store", store_url, "--alias", "production")
+    fit = run_cli(
+        "trainer",
+        "fit",
+        "--algo",
+        "fkdb",
+        "--k",
+        "2",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--store",
+        store_url,
+        "--alias",
+        "production",
+    )
     assert fit.returncode == 0, fit.stderr
     assert re.search(r"\bversion 1\b", fit.stdout), fit.stdout
     port, metrics_port = free_port(), free_port()
     proc = subprocess.Popen(
-        [str(BIN / "server"), "serve", "--store", store_url, "--host", "127.0.0.1", "--port", str(port),
-         "--metrics-port", str(metrics_port), "--poll-seconds", "0.3"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            str(BIN / "server"),
+            "serve",
+            "--store",
+            store_url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics-port",
+            str(metrics_port),
+            "--poll-seconds",
+            "0.3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
@@ -91,15 +119,18 @@ def test_fkdb_on_chess_over_the_wire(served, chess_rows):
     codes = np.full((1, len(names)), -1)
     for n, label in partial.items():
         codes[0, names.index(n)] = states[n].index(label)
-    np.testing.assert_allclose(reply_missing.predictions[0].probabilities, compile_model(model).predict_proba(codes)[0], atol=1e-12)
+    np.testing.assert_allclose(
+        reply_missing.predictions[0].probabilities, compile_model(model).predict_proba(codes)[0], atol=1e-12
+    )
 
     # errors carry the right status and name the culprit
     with pytest.raises(grpc.RpcError) as err:
         stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values={"nosuch": "f"})]))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "nosuch" in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
-        stub.Predict(pb.PredictRequest(model="chess", instances=[pb.Instance(values={"bkblk": "maybe"})],
-                                       unknown="error"))
+        stub.Predict(
+            pb.PredictRequest(model="chess", instances=[pb.Instance(values={"bkblk": "maybe"})], unknown="error")
+        )
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "maybe" in err.value.details()
     with pytest.raises(grpc.RpcError) as err:
         stub.Predict(pb.PredictRequest(model="no-such-model"))
@@ -123,8 +154,17 @@ def test_fkdb_on_chess_over_the_wire(served, chess_rows):
 
     # metrics moved
     text = scrape(metrics_port)
-    assert sample_value(text, "grpc_server_handled_total", grpc_method="Predict", grpc_code="OK",
-                        grpc_service="bnserve.v1.Predictor", grpc_type="UNARY") >= 3
+    assert (
+        sample_value(
+            text,
+            "grpc_server_handled_total",
+            grpc_method="Predict",
+            grpc_code="OK",
+            grpc_service="bnserve.v1.Predictor",
+            grpc_type="UNARY",
+        )
+        >= 3
+    )
     assert sample_value(text, "grpc_server_handled_total", grpc_method="Predict", grpc_code="INVALID_ARGUMENT") >= 2
     assert sample_value(text, "grpc_server_handled_total", grpc_method="Predict", grpc_code="NOT_FOUND") >= 2
     assert sample_value(text, "grpc_server_started_total", grpc_method="Predict") >= 7
@@ -132,16 +172,30 @@ def test_fkdb_on_chess_over_the_wire(served, chess_rows):
     assert latency_observations >= 7  # one histogram observation per call
     predicted = sample_value(text, "bnserve_prediction_rows_total", model="chess")
     assert predicted >= 401
-    assert sum(sample_value(text, "bnserve_predicted_class_rows_total", model="chess", **{"class": c})
-               for c in ("nowin", "won")) == predicted
+    assert (
+        sum(
+            sample_value(text, "bnserve_predicted_class_rows_total", model="chess", **{"class": c})
+            for c in ("nowin", "won")
+        )
+        == predicted
+    )
     assert sample_value(text, "bnserve_request_rows_sum", model="chess") == predicted
     assert sample_value(text, "bnserve_request_seconds_count", model="chess") == sample_value(
-        text, "bnserve_request_rows_count", model="chess")
+        text, "bnserve_request_rows_count", model="chess"
+    )
     assert sample_value(text, "bnserve_model_info", model="chess", version="1", algorithm="fkdb") == 1
 
     # the CLI client says the same
-    cli = run_cli("server", "predict", "--target", f"127.0.0.1:{port}", "--model", "chess",
-                  "--instance", ",".join(f"{k}={v}" for k, v in rows[0].items()))
+    cli = run_cli(
+        "server",
+        "predict",
+        "--target",
+        f"127.0.0.1:{port}",
+        "--model",
+        "chess",
+        "--instance",
+        ",".join(f"{k}={v}" for k, v in rows[0].items()),
+    )
     assert cli.returncode == 0, cli.stderr
     answer = json.loads(cli.stdout)
     np.testing.assert_allclose(answer["predictions"][0]["probabilities"], expected[0], atol=1e-12)
@@ -154,8 +208,18 @@ def test_server_predict_takes_several_instances_as_pairs_or_json(served, chess_r
     data, names, states = chess_rows
     first = dict(zip(names[:2], (states[names[0]][0], states[names[1]][1])))
     second = {names[2]: states[names[2]][0]}
-    done = run_cli("server", "predict", "--target", f"127.0.0.1:{port}", "--model", "chess",
-                   "--instance", ",".join(f"{k}={v}" for k, v in first.items()), "--instance", json.dumps(second))
+    done = run_cli(
+        "server",
+        "predict",
+        "--target",
+        f"127.0.0.1:{port}",
+        "--model",
+        "chess",
+        "--instance",
+        ",".join(f"{k}={v}" for k, v in first.items()),
+        "--instance",
+        json.dumps(second),
+    )
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     model = ModelStore(store_url).load("chess").model

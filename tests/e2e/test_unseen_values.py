@@ -59,8 +59,9 @@ def files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("unseen")
     store = f"sqlite:///{tmp / 'store.db'}"
     train = _write(tmp / "train.csv", _rows(400, seed=1))
-    fit = run_cli("trainer", "fit", "--algo", "tan", "--data", train, "--nominal", "Time", "--name", "credit",
-                  "--store", store)
+    fit = run_cli(
+        "trainer", "fit", "--algo", "tan", "--data", train, "--nominal", "Time", "--name", "credit", "--store", store
+    )
     assert fit.returncode == 0, fit.stderr
     body = _rows(60, seed=2)
     for r, (column, value) in UNSEEN.items():
@@ -104,8 +105,12 @@ def test_trainer_predict_strict_refuses_naming_the_column_and_value_and_writes_n
 def server(files):
     store = files[0]
     with serving(store) as served:
-        yield (predictor_pb2_grpc.PredictorStub(served.channel),
-               grpc_service_pb2_grpc.GRPCInferenceServiceStub(served.channel), served.metrics_port, served.port)
+        yield (
+            predictor_pb2_grpc.PredictorStub(served.channel),
+            grpc_service_pb2_grpc.GRPCInferenceServiceStub(served.channel),
+            served.metrics_port,
+            served.port,
+        )
 
 
 def _unseen_counts(metrics_port: int) -> dict[str, float]:
@@ -142,12 +147,16 @@ def test_the_server_answers_every_row_counts_per_feature_and_refuses_when_strict
 
     # the dense form: numbers far outside the training range fall into the edge intervals
     amounts = [-1e6, 1e9, float(OUT_OF_RANGE[9]), float(OUT_OF_RANGE[11])]
-    dense = predictor.Predict(pb.PredictRequest(model="credit", dense=pb.DenseBatch(features=["Amount"],
-                                                                                   values=amounts)))
-    one_by_one = [predictor.Predict(pb.PredictRequest(model="credit", instances=[pb.Instance(numbers={"Amount": x})]))
-                  for x in amounts]
-    assert [list(p.probabilities) for p in dense.predictions] == [list(r.predictions[0].probabilities)
-                                                                  for r in one_by_one]
+    dense = predictor.Predict(
+        pb.PredictRequest(model="credit", dense=pb.DenseBatch(features=["Amount"], values=amounts))
+    )
+    one_by_one = [
+        predictor.Predict(pb.PredictRequest(model="credit", instances=[pb.Instance(numbers={"Amount": x})]))
+        for x in amounts
+    ]
+    assert [list(p.probabilities) for p in dense.predictions] == [
+        list(r.predictions[0].probabilities) for r in one_by_one
+    ]
 
     # strict: refused as before, naming the feature and value, and nothing counted
     refusals = [
@@ -166,7 +175,8 @@ def test_the_server_answers_every_row_counts_per_feature_and_refuses_when_strict
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     text = scrape(metrics_port)
     assert [line for line in text.splitlines() if line.startswith("bnserve_unknown_values_total{")] == [
-        f'bnserve_unknown_values_total{{feature="{f}",model="credit"}} {n}' for f, n in (("Time", 6.0), ("Purpose", 4.0))
+        f'bnserve_unknown_values_total{{feature="{f}",model="credit"}} {n}'
+        for f, n in (("Time", 6.0), ("Purpose", 4.0))
     ]
 
 

@@ -58,14 +58,44 @@ def predicts_served_by(metrics_dir: str, pid: int) -> float:
 
 @pytest.fixture
 def workers(store_url):
-    fit = run_cli("trainer", "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess",
-                  "--store", store_url, "--alias", "production")
+    fit = run_cli(
+        "trainer",
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--store",
+        store_url,
+        "--alias",
+        "production",
+    )
     assert fit.returncode == 0, fit.stderr
     port, metrics_port = free_port(), free_port()
     proc = subprocess.Popen(
-        [str(BIN / "server"), "serve", "--store", store_url, "--host", "127.0.0.1", "--port", str(port),
-         "--metrics-port", str(metrics_port), "--poll-seconds", "0.3", "--workers", "2", "--grace-seconds", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            str(BIN / "server"),
+            "serve",
+            "--store",
+            store_url,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics-port",
+            str(metrics_port),
+            "--poll-seconds",
+            "0.3",
+            "--workers",
+            "2",
+            "--grace-seconds",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
@@ -97,8 +127,10 @@ def test_two_workers_answer_and_count_into_one_metrics_endpoint(workers):
         with grpc.insecure_channel(f"127.0.0.1:{port}", options=OWN_CONNECTION) as channel:
             stub = predictor_pb2_grpc.PredictorStub(channel)
             health = health_pb2_grpc.HealthStub(channel)
-            assert health.Check(health_pb2.HealthCheckRequest(service="bnserve.v1.Predictor")).status == \
-                health_pb2.HealthCheckResponse.SERVING
+            assert (
+                health.Check(health_pb2.HealthCheckRequest(service="bnserve.v1.Predictor")).status
+                == health_pb2.HealthCheckResponse.SERVING
+            )
             request = pb.PredictRequest(model="chess", dense=pb.DenseBatch(features=names, codes=data.X[i].tolist()))
             for _ in range(CALLS_PER_CHANNEL):
                 reply = stub.Predict(request)
@@ -123,8 +155,10 @@ def test_two_workers_answer_and_count_into_one_metrics_endpoint(workers):
     wait_until(lambda: len(children(proc.pid)) == 2 and pids[0] not in children(proc.pid), "the replacement worker")
     replacement = next(pid for pid in children(proc.pid) if pid not in pids)
     # it has loaded the model once it has set its model-info gauge
-    wait_until(lambda: os.path.exists(os.path.join(metrics_dir, f"gauge_livemax_{replacement}.db")),
-             "the replacement worker's model load")
+    wait_until(
+        lambda: os.path.exists(os.path.join(metrics_dir, f"gauge_livemax_{replacement}.db")),
+        "the replacement worker's model load",
+    )
     assert not os.path.exists(os.path.join(metrics_dir, f"gauge_livemax_{pids[0]}.db"))  # the dead one's is gone
     pids = children(proc.pid)
     text = scrape(metrics_port)
@@ -159,8 +193,23 @@ def still_running(pids: list[int]) -> list[int]:
 
 def test_new_versions_reach_every_worker(workers):
     store_url, port, metrics_port, proc = workers
-    assert run_cli("trainer", "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess",
-                   "--store", store_url, "--alias", "production").returncode == 0
+    assert (
+        run_cli(
+            "trainer",
+            "fit",
+            "--algo",
+            "nb",
+            "--data",
+            "builtin:chess",
+            "--name",
+            "chess",
+            "--store",
+            store_url,
+            "--alias",
+            "production",
+        ).returncode
+        == 0
+    )
 
     def every_connection_sees_version_2() -> bool:
         for _ in range(12):
@@ -173,8 +222,10 @@ def test_new_versions_reach_every_worker(workers):
     text = scrape(metrics_port)
     assert sample_value(text, "bnserve_model_info", model="chess", version="2", aliases="production") == 1
     # version 1 is no longer held: a multiprocess gauge cannot drop it, so it reads 0
-    wait_until(lambda: sample_value(scrape(metrics_port), "bnserve_model_info", model="chess", version="1") == 0,
-             "version 1 released by both workers")
+    wait_until(
+        lambda: sample_value(scrape(metrics_port), "bnserve_model_info", model="chess", version="1") == 0,
+        "version 1 released by both workers",
+    )
 
 
 @contextlib.contextmanager
@@ -189,8 +240,20 @@ def _held_port(tmp_path) -> Iterator[int]:
 
 def test_workers_refuse_a_port_held_by_another_process(tmp_path):
     with _held_port(tmp_path) as port:
-        result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
-                         "--port", str(port), "--metrics-port", "-1", "--workers", "2")
+        result = run_cli(
+            "server",
+            "serve",
+            "--store",
+            f"sqlite:///{tmp_path / 's.db'}",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics-port",
+            "-1",
+            "--workers",
+            "2",
+        )
         assert result.returncode == 1
         assert re.search(rf"error: cannot bind gRPC port 127\.0\.0\.1:{port}", result.stderr), result.stderr
 
@@ -201,8 +264,15 @@ def test_one_server_names_a_port_held_by_another_process(tmp_path, which):
     0), a busy metrics port "Address already in use" without the port."""
     with _held_port(tmp_path) as port:
         ports = {"--port": "0", "--metrics-port": "0", which: str(port)}
-        result = run_cli("server", "serve", "--store", f"sqlite:///{tmp_path / 's.db'}", "--host", "127.0.0.1",
-                         *[a for flag, value in ports.items() for a in (flag, value)])
+        result = run_cli(
+            "server",
+            "serve",
+            "--store",
+            f"sqlite:///{tmp_path / 's.db'}",
+            "--host",
+            "127.0.0.1",
+            *[a for flag, value in ports.items() for a in (flag, value)],
+        )
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         what = "gRPC port" if which == "--port" else "the metrics port"
         assert re.search(rf"server: error: cannot bind {what} 127\.0\.0\.1:{port}", result.stderr), result.stderr

@@ -190,16 +190,33 @@ def test_tls_and_the_bearer_token(fitted, tmp_path):
     pki = make_pki(tmp_path / "pki")
     tokens = tmp_path / "tokens"
     tokens.write_text("s3cret-token\n")
-    with running_app(tmp_path, {"hepatitis": clf.model_}, tls_cert=str(pki.server.cert),
-                     tls_key=str(pki.server.key), tls_client_ca=str(pki.ca.cert),
-                     auth_token_file=str(tokens)) as app:
+    with running_app(
+        tmp_path,
+        {"hepatitis": clf.model_},
+        tls_cert=str(pki.server.cert),
+        tls_key=str(pki.server.key),
+        tls_client_ca=str(pki.ca.cert),
+        auth_token_file=str(tokens),
+    ) as app:
         target = f"localhost:{app.port}"
-        with Client(target, root_certificates=str(pki.ca.cert), certificate_chain=str(pki.client.cert),
-                    private_key=str(pki.client.key), token="s3cret-token") as client:
+        with Client(
+            target,
+            root_certificates=str(pki.ca.cert),
+            certificate_chain=str(pki.client.cert),
+            private_key=str(pki.client.key),
+            token="s3cret-token",
+        ) as client:
             answer = client.predict("hepatitis", X.head(3))
         np.testing.assert_allclose(answer.probabilities, clf.predict_proba(X.head(3)), rtol=0, atol=1e-12)
-        with Client(target, root_certificates=pki.ca.cert.read_bytes(), certificate_chain=str(pki.client.cert),
-                    private_key=str(pki.client.key)) as client, pytest.raises(grpc.RpcError) as no_token:
+        with (
+            Client(
+                target,
+                root_certificates=pki.ca.cert.read_bytes(),
+                certificate_chain=str(pki.client.cert),
+                private_key=str(pki.client.key),
+            ) as client,
+            pytest.raises(grpc.RpcError) as no_token,
+        ):
             client.list_models()
         assert no_token.value.code() == grpc.StatusCode.UNAUTHENTICATED
     with pytest.raises(ValueError, match="together"):
@@ -251,8 +268,12 @@ def test_publish_and_load_between_notebook_store_and_server(fitted, empty_url, t
     clf, X = fitted
     codes = BayesNetClassifier("nb").fit(X, pd.read_csv(DATA / "hepatitis.csv.gz")["class"].map({"DIE": 0, "LIVE": 1}))
     assert publish(clf, "hepatitis", ["production"], store=empty_url) == 1
-    assert publish(codes, "hepatitis", ["staging"], store=empty_url, description="integer labels",
-                   tags={"owner": "ds-team"}) == 2
+    assert (
+        publish(
+            codes, "hepatitis", ["staging"], store=empty_url, description="integer labels", tags={"owner": "ds-team"}
+        )
+        == 2
+    )
     with ModelStore(empty_url) as store:
         (second,) = [v for v in store.list_versions("hepatitis") if v.version == 2]
     assert (second.description, dict(second.tags)) == ("integer labels", {"owner": "ds-team"})

@@ -145,11 +145,18 @@ def test_scikit_learn_workflows(tmp_path):
     assert scores.shape == (5,) and scores.mean() > 0.75
     search = GridSearchCV(BayesNetClassifier(), {"algo": ["nb", "tan", "kdb"], "k": [1, 2]}, cv=3).fit(X, y)
     assert search.best_params_["algo"] in {"nb", "tan", "kdb"} and search.best_score_ > 0.75
-    pipeline = Pipeline([
-        ("columns", ColumnTransformer([("keep", "passthrough", ["AGE", "SEX", "BILIRUBIN", "ALBUMIN", "PROTIME"])],
-                                      verbose_feature_names_out=False).set_output(transform="pandas")),
-        ("bn", BayesNetClassifier("tan")),
-    ]).fit(X, y)
+    pipeline = Pipeline(
+        [
+            (
+                "columns",
+                ColumnTransformer(
+                    [("keep", "passthrough", ["AGE", "SEX", "BILIRUBIN", "ALBUMIN", "PROTIME"])],
+                    verbose_feature_names_out=False,
+                ).set_output(transform="pandas"),
+            ),
+            ("bn", BayesNetClassifier("tan")),
+        ]
+    ).fit(X, y)
     assert [v.name for v in pipeline[-1].model_.features] == ["AGE", "SEX", "BILIRUBIN", "ALBUMIN", "PROTIME"]
     restored = pickle.loads(pickle.dumps(pipeline))
     np.testing.assert_array_equal(restored.predict_proba(X), pipeline.predict_proba(X))

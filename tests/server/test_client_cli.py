@@ -56,8 +56,9 @@ def test_insecure_token_sends_it_in_plaintext_beyond_loopback(tmp_path, token_fi
     model = random_model(np.random.default_rng(3), n_features=2)
     with running_app(tmp_path, {"m": model}, host="0.0.0.0", auth_token_file=str(token_file)) as app:
         target = f"{address}:{app.port}"
-        ok = run_cli("server", "predict", "--target", target, "--model", "m", "--token-file", str(token_file),
-                     "--insecure-token")
+        ok = run_cli(
+            "server", "predict", "--target", target, "--model", "m", "--token-file", str(token_file), "--insecure-token"
+        )
         assert ok.returncode == 0, ok.stderr
         assert json.loads(ok.stdout)["model"] == "m"
         refused = run_cli("server", "predict", "--target", target, "--model", "m", "--token-file", str(token_file))
@@ -69,26 +70,37 @@ def test_insecure_token_sends_it_in_plaintext_beyond_loopback(tmp_path, token_fi
 def test_a_good_reply_prints_as_before():
     """One row per instance, as the PredictResponse's JSON (int64 as a string)."""
     with hostile() as target:
-        result = run_cli("server", "predict", "--target", target, "--model", "m", "--instance", "a=x",
-                         "--instance", '{"a": "y"}')
+        result = run_cli(
+            "server", "predict", "--target", target, "--model", "m", "--instance", "a=x", "--instance", '{"a": "y"}'
+        )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
-        "model": "m", "version": "1", "classes": ["A", "B"],
+        "model": "m",
+        "version": "1",
+        "classes": ["A", "B"],
         "predictions": [{"label": "A", "probabilities": [0.75, 0.25]}, {"label": "B", "probabilities": [0.5, 0.5]}],
     }
 
 
-@pytest.mark.parametrize("reply, problem", [
-    (_predict(labels=[0]), "invalid Predict reply: 1 labels for 2 rows"),
-    (_predict(proba=[1.5, -0.5, 0.5, 0.5]), "invalid Predict reply: a probability is not in [0, 1]"),
-    (_predict(model="n"), "invalid Predict reply: names model 'n', not 'm'"),
-    (pb.PredictResponse(model="m", version=1, classes=["A", "B"]), "invalid Predict reply: 0 labels for 2 rows"),
-    (b"\x1a" + bytes([0x80, 0x80, 0x80, 0x80, 0x01]) + b"\x00" * 16, "invalid PredictResponse reply: a field runs past the end"),
-], ids=["too-few-labels", "probability-out-of-range", "other-model", "not-dense", "truncated"])
+@pytest.mark.parametrize(
+    "reply, problem",
+    [
+        (_predict(labels=[0]), "invalid Predict reply: 1 labels for 2 rows"),
+        (_predict(proba=[1.5, -0.5, 0.5, 0.5]), "invalid Predict reply: a probability is not in [0, 1]"),
+        (_predict(model="n"), "invalid Predict reply: names model 'n', not 'm'"),
+        (pb.PredictResponse(model="m", version=1, classes=["A", "B"]), "invalid Predict reply: 0 labels for 2 rows"),
+        (
+            b"\x1a" + bytes([0x80, 0x80, 0x80, 0x80, 0x01]) + b"\x00" * 16,
+            "invalid PredictResponse reply: a field runs past the end",
+        ),
+    ],
+    ids=["too-few-labels", "probability-out-of-range", "other-model", "not-dense", "truncated"],
+)
 def test_a_malformed_reply_is_an_error_and_nothing_is_printed(reply, problem):
     with hostile(Predict=reply) as target:
-        result = run_cli("server", "predict", "--target", target, "--model", "m", "--instance", "a=x",
-                         "--instance", "a=y")
+        result = run_cli(
+            "server", "predict", "--target", target, "--model", "m", "--instance", "a=x", "--instance", "a=y"
+        )
     assert result.returncode == 1 and result.stdout == "", result.stdout
     assert f"server: error: {problem}" in result.stderr, result.stderr
 
@@ -97,8 +109,9 @@ def test_a_reply_past_the_receive_bound_is_refused():
     """80 MiB of class names, past the 64 MiB a reply may take: refused, not parsed."""
     big = _predict(classes=["A", "B", *(f"{i:0>1000}" for i in range(80 * MIB // 1000))])
     with hostile(Predict=big) as target:
-        result = run_cli("server", "predict", "--target", target, "--model", "m", "--instance", "a=x",
-                         "--instance", "a=y")
+        result = run_cli(
+            "server", "predict", "--target", target, "--model", "m", "--instance", "a=x", "--instance", "a=y"
+        )
     assert result.returncode == 1 and result.stdout == ""
     assert "server: error: the Predict reply is larger than max_receive_bytes" in result.stderr, result.stderr
 

@@ -47,7 +47,11 @@ OUT_OF_BOUNDS = [
         "plan_cache_bytes must be 0 or more, got -1 (--plan-cache-bytes, BNSERVE_PLAN_CACHE_BYTES)",
     ),
     ("store_threads", 0, "store_threads must be at least 1, got 0 (--store-threads, BNSERVE_STORE_THREADS)"),
-    ("max_load_waiters", 0, "max_load_waiters must be at least 1, got 0 (--max-load-waiters, BNSERVE_MAX_LOAD_WAITERS)"),
+    (
+        "max_load_waiters",
+        0,
+        "max_load_waiters must be at least 1, got 0 (--max-load-waiters, BNSERVE_MAX_LOAD_WAITERS)",
+    ),
     (
         "version_cache_bytes",
         -1,

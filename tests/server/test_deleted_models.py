@@ -67,7 +67,11 @@ def test_the_server_logs_each_version_it_drops_and_each_alias_that_moves(model_s
             caplog.clear()
             with caplog.at_level("INFO", logger="bnserve.server.repository"):
                 app.repository.refresh()
-            return [r.getMessage() for r in caplog.records if r.levelname == "INFO" and not r.getMessage().startswith("loaded")]
+            return [
+                r.getMessage()
+                for r in caplog.records
+                if r.levelname == "INFO" and not r.getMessage().startswith("loaded")
+            ]
 
         model_store.set_alias("m", "production", 3)
         model_store.set_alias("m", "staging", 2)

@@ -24,8 +24,13 @@ from bnserve.store.predictor import compile_model
 from tests.in_process_server import running_app
 from tests.model_factory import random_model
 
-DOCUMENTED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
-              grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.FAILED_PRECONDITION}
+DOCUMENTED = {
+    grpc.StatusCode.OK,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.FAILED_PRECONDITION,
+}
 MAX_ROWS = 50
 MAX_MESSAGE_BYTES = 256 * 1024
 MODELS = {
@@ -38,8 +43,9 @@ SETTINGS = settings(max_examples=700, deadline=None, suppress_health_check=[Heal
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("store"), MODELS, max_rows=MAX_ROWS,
-                     max_message_bytes=MAX_MESSAGE_BYTES) as app:
+    with running_app(
+        tmp_path_factory.mktemp("store"), MODELS, max_rows=MAX_ROWS, max_message_bytes=MAX_MESSAGE_BYTES
+    ) as app:
         with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
             yield channel
 
@@ -61,17 +67,21 @@ texts = st.one_of(
     st.just("x" * 100_000),  # oversized string, still under the message limit
 )
 numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, -1.0, 1e308, -1e-308]))
-codes = st.one_of(st.integers(-3, 6), st.sampled_from([-2**31, 2**31 - 1, -1, 0]))
-model_names = st.one_of(st.sampled_from([*MODELS, "", "missing", "nominal ", "NOMINAL", "x" * 10_000]),
-                        st.text(max_size=10))
+codes = st.one_of(st.integers(-3, 6), st.sampled_from([-(2**31), 2**31 - 1, -1, 0]))
+model_names = st.one_of(
+    st.sampled_from([*MODELS, "", "missing", "nominal ", "NOMINAL", "x" * 10_000]), st.text(max_size=10)
+)
 names = st.one_of(st.sampled_from(FEATURES), texts)
 
 
 @st.composite
 def predict_requests(draw) -> pb.PredictRequest:
-    request = pb.PredictRequest(model=draw(model_names), unseen_as_missing=draw(st.booleans()),
-                                unknown=draw(st.sampled_from(["", "missing", "error", "Error", "x" * 1000])),
-                                dense_response=draw(st.booleans()))
+    request = pb.PredictRequest(
+        model=draw(model_names),
+        unseen_as_missing=draw(st.booleans()),
+        unknown=draw(st.sampled_from(["", "missing", "error", "Error", "x" * 1000])),
+        dense_response=draw(st.booleans()),
+    )
     selector = draw(st.sampled_from(["none", "version", "alias"]))
     if selector == "version":
         request.version = draw(st.sampled_from([-1, 0, 1, 2, 2**62]))
@@ -104,18 +114,24 @@ def predict_requests(draw) -> pb.PredictRequest:
 
 
 DATATYPES = ["BYTES", "INT32", "INT64", "FP32", "FP64", "FP16", "BOOL", "", "UINT8"]
-SHAPES = st.one_of(st.lists(st.integers(-2, 4), max_size=3),
-                   st.sampled_from([[2**40], [2**31, 2**31], [MAX_ROWS + 1], [MAX_ROWS + 1, 4], [0], [0, 4]]))
+SHAPES = st.one_of(
+    st.lists(st.integers(-2, 4), max_size=3),
+    st.sampled_from([[2**40], [2**31, 2**31], [MAX_ROWS + 1], [MAX_ROWS + 1, 4], [0], [0, 4]]),
+)
 
 
 @st.composite
 def infer_requests(draw) -> ipb.ModelInferRequest:
-    request = ipb.ModelInferRequest(model_name=draw(model_names),
-                                    model_version=draw(st.sampled_from(["", "1", "0", "-1", "x", "99", "1.5"])),
-                                    id=draw(st.text(max_size=5)))
+    request = ipb.ModelInferRequest(
+        model_name=draw(model_names),
+        model_version=draw(st.sampled_from(["", "1", "0", "-1", "x", "99", "1.5"])),
+        id=draw(st.text(max_size=5)),
+    )
     raw = draw(st.booleans())
     for _ in range(draw(st.integers(0, 5))):
-        tensor = request.inputs.add(name=draw(st.one_of(names, st.just("codes"))), datatype=draw(st.sampled_from(DATATYPES)))
+        tensor = request.inputs.add(
+            name=draw(st.one_of(names, st.just("codes"))), datatype=draw(st.sampled_from(DATATYPES))
+        )
         shape = draw(SHAPES)
         tensor.shape.extend(shape)
         count = math.prod(shape) if shape and all(0 <= d <= 64 for d in shape) else draw(st.integers(0, 8))
@@ -123,7 +139,9 @@ def infer_requests(draw) -> ipb.ModelInferRequest:
         if raw:
             request.raw_input_contents.append(draw(st.binary(max_size=8 * count + 8)))
         elif tensor.datatype == "BYTES":
-            tensor.contents.bytes_contents.extend(s.encode() for s in draw(st.lists(texts, min_size=count, max_size=count)))
+            tensor.contents.bytes_contents.extend(
+                s.encode() for s in draw(st.lists(texts, min_size=count, max_size=count))
+            )
         elif tensor.datatype in ("FP32", "FP64"):
             tensor.contents.fp64_contents.extend(draw(st.lists(numbers, min_size=count, max_size=count)))
         else:
@@ -136,6 +154,7 @@ def infer_requests(draw) -> ipb.ModelInferRequest:
 
 
 # ------------------------------------------------------------------ the fuzz tests
+
 
 @SETTINGS
 @given(request=predict_requests())
@@ -152,8 +171,12 @@ def test_model_infer_answers_ok_or_a_documented_status(server, request):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(model=model_names, version=st.sampled_from([None, -1, 0, 1, 7]), alias=st.one_of(st.none(), texts),
-       parameters=st.booleans())
+@given(
+    model=model_names,
+    version=st.sampled_from([None, -1, 0, 1, 7]),
+    alias=st.one_of(st.none(), texts),
+    parameters=st.booleans(),
+)
 def test_get_model_metadata_answers_ok_or_a_documented_status(server, model, version, alias, parameters):
     request = pb.GetModelMetadataRequest(model=model, include_parameters=parameters)
     if version is not None:
@@ -164,8 +187,12 @@ def test_get_model_metadata_answers_ok_or_a_documented_status(server, model, ver
     assert status_of(lambda: stub.GetModelMetadata(request, timeout=30)) in DOCUMENTED
 
 
-METHODS = ["/bnserve.v1.Predictor/Predict", "/bnserve.v1.Predictor/GetModelMetadata",
-           "/inference.GRPCInferenceService/ModelInfer", "/inference.GRPCInferenceService/ModelMetadata"]
+METHODS = [
+    "/bnserve.v1.Predictor/Predict",
+    "/bnserve.v1.Predictor/GetModelMetadata",
+    "/inference.GRPCInferenceService/ModelInfer",
+    "/inference.GRPCInferenceService/ModelMetadata",
+]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -177,15 +204,19 @@ def test_random_bytes_as_a_message_are_invalid_argument_not_internal(server, met
 
 # ------------------------------------------------------------------ limits, and still correct after
 
+
 def test_limits_refuse_cheaply_with_resource_exhausted(server):
     stub = predictor_pb2_grpc.PredictorStub(server)
     model = MODELS["nominal"]
     names = [v.name for v in model.features]
-    too_many = pb.PredictRequest(model="nominal", dense=pb.DenseBatch(features=names,
-                                                                        codes=[0] * len(names) * (MAX_ROWS + 1)))
+    too_many = pb.PredictRequest(
+        model="nominal", dense=pb.DenseBatch(features=names, codes=[0] * len(names) * (MAX_ROWS + 1))
+    )
     with pytest.raises(grpc.RpcError) as rows:
         stub.Predict(too_many, timeout=10)
-    assert rows.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and f"at most {MAX_ROWS} rows" in rows.value.details()
+    assert (
+        rows.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and f"at most {MAX_ROWS} rows" in rows.value.details()
+    )
     instances = pb.PredictRequest(model="nominal", instances=[pb.Instance() for _ in range(MAX_ROWS + 1)])
     with pytest.raises(grpc.RpcError) as rows:
         stub.Predict(instances, timeout=10)
@@ -208,9 +239,10 @@ def test_after_the_fuzz_the_server_still_answers_exactly(server):
     stub = predictor_pb2_grpc.PredictorStub(server)
     for name, model in MODELS.items():
         rows = np.array([[0] * len(model.features), [1] * len(model.features)])
-        request = pb.PredictRequest(model=name, dense=pb.DenseBatch(features=[v.name for v in model.features],
-                                                                     codes=rows.ravel().tolist()))
+        request = pb.PredictRequest(
+            model=name, dense=pb.DenseBatch(features=[v.name for v in model.features], codes=rows.ravel().tolist())
+        )
         reply = stub.Predict(request, timeout=10)
-        np.testing.assert_allclose([p.probabilities for p in reply.predictions],
-                                   compile_model(model).predict_proba(rows), rtol=0, atol=1e-12)
-
+        np.testing.assert_allclose(
+            [p.probabilities for p in reply.predictions], compile_model(model).predict_proba(rows), rtol=0, atol=1e-12
+        )

@@ -39,8 +39,13 @@ from tests.model_factory import random_model
 from tests.reference import reference_proba
 
 SERVICE = "inference.GRPCInferenceService"
-CONTENTS_FIELD = {"BYTES": "bytes_contents", "FP32": "fp32_contents", "FP64": "fp64_contents",
-                  "INT32": "int_contents", "INT64": "int64_contents"}
+CONTENTS_FIELD = {
+    "BYTES": "bytes_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+}
 NUMPY_TYPE = {"BYTES": np.object_, "FP32": np.float32, "FP64": np.float64, "INT32": np.int32, "INT64": np.int64}
 OUTPUT_CHOICES = [None, ["label"], ["probabilities"], ["probabilities", "label"]]
 
@@ -51,8 +56,14 @@ def _models() -> dict:
     for i in range(10):
         if i % 5 == 4:
             combination = MEAN_JOINT if i % 10 == 4 else MEAN_POSTERIOR
-            out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 5)), n_networks=3,
-                                        combination=combination, all_features=False, numeric=0.5)
+            out[f"m{i}"] = random_model(
+                rng,
+                n_features=int(rng.integers(1, 5)),
+                n_networks=3,
+                combination=combination,
+                all_features=False,
+                numeric=0.5,
+            )
         else:
             out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 6)), numeric=0.5)
     while True:  # one model with nominal and numeric features, for the error cases
@@ -69,7 +80,9 @@ VERSIONS = [random_model(np.random.default_rng(seed), n_features=2, numeric=0.5)
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     directory = tmp_path_factory.mktemp("store")
-    with ModelStore(f"sqlite:///{directory / 'store.db'}", create=True) as store:  # the alias first; running_app adds the rest
+    with ModelStore(
+        f"sqlite:///{directory / 'store.db'}", create=True
+    ) as store:  # the alias first; running_app adds the rest
         for model in VERSIONS:
             store.publish("multi", model)
         store.set_alias("multi", "production", 2)
@@ -145,11 +158,18 @@ def _text_of(draw, variable, code: int) -> str:
     return variable.states[code]
 
 
-def _infer(client, name: str, tensors, outputs=None, request_id: str = "", version: str = "",
-           parameters=None) -> tc.InferResult:
+def _infer(
+    client, name: str, tensors, outputs=None, request_id: str = "", version: str = "", parameters=None
+) -> tc.InferResult:
     requested = None if outputs is None else [tc.InferRequestedOutput(o) for o in outputs]
-    return client.infer(name, [_input(t) for t in tensors], model_version=version, outputs=requested,
-                        request_id=request_id, parameters=parameters)
+    return client.infer(
+        name,
+        [_input(t) for t in tensors],
+        model_version=version,
+        outputs=requested,
+        request_id=request_id,
+        parameters=parameters,
+    )
 
 
 def _input(tensor: tuple[str, str, np.ndarray]) -> tc.InferInput:
@@ -268,10 +288,12 @@ def test_model_metadata_lists_both_input_forms_and_the_outputs(server):
         assert (metadata.name, list(metadata.versions), metadata.platform) == (name, ["1"], "bnserve")
         n, classes = len(model.features), model.class_variable.cardinality
         assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [
-            *((v.name, "BYTES", [-1]) for v in model.features), ("codes", "INT32", [-1, n])
+            *((v.name, "BYTES", [-1]) for v in model.features),
+            ("codes", "INT32", [-1, n]),
         ]
         assert [(t.name, t.datatype, list(t.shape)) for t in metadata.outputs] == [
-            ("label", "BYTES", [-1]), ("probabilities", "FP32", [-1, classes])
+            ("label", "BYTES", [-1]),
+            ("probabilities", "FP32", [-1, classes]),
         ]
 
 
@@ -379,10 +401,16 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
         (infer(text(nominal.name, ""), version="abc"), "'abc'"),
         (infer(text(nominal.name, ""), version="0"), "'0'"),
         (infer(text(nominal.name, ""), version="-1"), "'-1'"),
-        (lambda: client.infer("mixed", [_input(text(nominal.name, ""))],
-                              outputs=[tc.InferRequestedOutput("label", class_count=2)]), "classification"),
-        (raw((nominal.name, "BYTES", [1]), (numeric.name, "FP64", [1]), raw_contents=[b"\0\0\0\0"]),
-         "raw_input_contents"),
+        (
+            lambda: client.infer(
+                "mixed", [_input(text(nominal.name, ""))], outputs=[tc.InferRequestedOutput("label", class_count=2)]
+            ),
+            "classification",
+        ),
+        (
+            raw((nominal.name, "BYTES", [1]), (numeric.name, "FP64", [1]), raw_contents=[b"\0\0\0\0"]),
+            "raw_input_contents",
+        ),
         (raw((numeric.name, "FP64", [2]), raw_contents=[b"\0" * 12]), repr(numeric.name)),
         (raw((numeric.name, "FP32", [2, 1]), raw_contents=[b"\0" * 4]), repr(numeric.name)),
         (raw((nominal.name, "BYTES", [1]), raw_contents=[b"\5\0\0\0ab"]), repr(nominal.name)),
@@ -428,7 +456,12 @@ def test_reflection_lists_and_describes_the_inference_service(server):
     pool = descriptor_pool.DescriptorPool(database)
     service = pool.FindServiceByName(SERVICE)
     assert [m.name for m in service.methods] == [
-        "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelInfer"
+        "ServerLive",
+        "ServerReady",
+        "ModelReady",
+        "ServerMetadata",
+        "ModelMetadata",
+        "ModelInfer",
     ]
     assert pool.FindServiceByName("bnserve.v1.Predictor").methods_by_name["Predict"]
 
@@ -440,8 +473,10 @@ def test_metrics_label_the_service_and_count_rows(server):
         return REGISTRY.get_sample_value(name, labels) or 0.0
 
     method = dict(grpc_type="UNARY", grpc_service=SERVICE, grpc_method="ModelInfer")
-    ok, bad = sample("grpc_server_handled_total", **method, grpc_code="OK"), \
-        sample("grpc_server_handled_total", **method, grpc_code="INVALID_ARGUMENT")
+    ok, bad = (
+        sample("grpc_server_handled_total", **method, grpc_code="OK"),
+        sample("grpc_server_handled_total", **method, grpc_code="INVALID_ARGUMENT"),
+    )
     classes = MODELS["m1"].class_variable.states
     rows = sample("bnserve_prediction_rows_total", model="m1")
     per_class = [sample("bnserve_predicted_class_rows_total", model="m1", **{"class": c}) for c in classes]
@@ -484,7 +519,8 @@ def test_messages_match_tritonclients_field_for_field():
     for method in ours.services_by_name["GRPCInferenceService"].methods:
         other = their_methods[method.name]
         assert (method.input_type.full_name, method.output_type.full_name) == (
-            other.input_type.full_name, other.output_type.full_name
+            other.input_type.full_name,
+            other.output_type.full_name,
         )
 
 
@@ -503,7 +539,7 @@ import json
 from prometheus_client import REGISTRY
 from bnserve.server.app import App
 from bnserve.server.config import ServeConfig
-app = App(ServeConfig(store_url="sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1))
+app = App(ServeConfig(store_url="sqlite:///{tmp_path / "store.db"}", host="127.0.0.1", port=0, metrics_port=-1))
 get = REGISTRY.get_sample_value
 echo = dict(grpc_type="UNARY", grpc_service="bnserve.v1.Diagnostics", grpc_method="Echo")
 watch = dict(grpc_type="SERVER_STREAM", grpc_service="grpc.health.v1.Health", grpc_method="Watch")

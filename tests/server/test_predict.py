@@ -31,8 +31,9 @@ def _models():
     for i in range(N_MODELS):
         if i % 4 == 3:
             combination = MEAN_JOINT if i % 8 == 3 else MEAN_POSTERIOR
-            out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 6)), n_networks=3,
-                                        combination=combination, all_features=False)
+            out[f"m{i}"] = random_model(
+                rng, n_features=int(rng.integers(1, 6)), n_networks=3, combination=combination, all_features=False
+            )
         else:
             out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 7)), numeric=0.5 * (i % 2))
     return out
@@ -104,7 +105,8 @@ def test_every_wire_form_equals_the_reference(server, data):
     # dense raw values: numbers for numeric features, codes for nominal ones, NaN missing
     values = [
         math.nan if c < 0 else _number_in(v, c, data.draw) if v.kind == NUMERIC else float(c)
-        for row in codes[:, perm] for v, c in zip((model.features[j] for j in perm), row)
+        for row in codes[:, perm]
+        for v, c in zip((model.features[j] for j in perm), row)
     ]
     dense = pb.DenseBatch(features=[model.features[j].name for j in perm], values=values)
     answer = stub.Predict(pb.PredictRequest(model=name, dense=dense))
@@ -147,11 +149,19 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
         (dense([f0.name, f0.name], [0, 0]), f0.name),
         (dense(["zz"], [0]), "'zz'"),
         (dense([], [1]), "no features"),
-        (pb.PredictRequest(model=name, instances=[pb.Instance()], dense=pb.DenseBatch(features=[f0.name], codes=[0])),
-         "not both"),
+        (
+            pb.PredictRequest(
+                model=name, instances=[pb.Instance()], dense=pb.DenseBatch(features=[f0.name], codes=[0])
+            ),
+            "not both",
+        ),
         (pb.PredictRequest(model=name, version=-3), "-3"),
-        (pb.PredictRequest(model=name, instances=[pb.Instance(numbers={f0.name: 1.0})]) if f0.kind != NUMERIC
-         else friendly({f0.name: "abc"}), f0.name),
+        (
+            pb.PredictRequest(model=name, instances=[pb.Instance(numbers={f0.name: 1.0})])
+            if f0.kind != NUMERIC
+            else friendly({f0.name: "abc"}),
+            f0.name,
+        ),
         (pb.PredictRequest(model=name, dense=pb.DenseBatch(features=[f0.name], codes=[0], values=[0.0])), "both"),
     ]
     for request, culprit in bad:
@@ -162,7 +172,9 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
 
 def test_numeric_features_take_numbers_and_unseen_labels_count_as_missing_unless_refused(server):
     stub, _ = server
-    name = next(n for n, m in MODELS.items() if any(v.kind == NUMERIC for v in m.features) and m.combination == "single")
+    name = next(
+        n for n, m in MODELS.items() if any(v.kind == NUMERIC for v in m.features) and m.combination == "single"
+    )
     model = MODELS[name]
     x = next(v for v in model.features if v.kind == NUMERIC)
     last = len(x.cuts)
@@ -263,9 +275,14 @@ def test_a_model_marked_float32_is_served_from_float32_tables(tmp_path):
         assert app.repository.get("m")[0].compiled.dtype == np.float32
         with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
             stub = predictor_pb2_grpc.PredictorStub(channel)
-            reply = stub.Predict(pb.PredictRequest(model="m", dense=pb.DenseBatch(
-                features=[v.name for v in model.features], codes=rows.ravel().tolist())))
+            reply = stub.Predict(
+                pb.PredictRequest(
+                    model="m",
+                    dense=pb.DenseBatch(features=[v.name for v in model.features], codes=rows.ravel().tolist()),
+                )
+            )
     got = np.array([p.probabilities for p in reply.predictions])
     np.testing.assert_allclose(got, compile_model(model).predict_proba(rows), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(got, reference_proba(model, rows), rtol=0,
-                               atol=model.metadata["table_precision"]["bound"])
+    np.testing.assert_allclose(
+        got, reference_proba(model, rows), rtol=0, atol=model.metadata["table_precision"]["bound"]
+    )

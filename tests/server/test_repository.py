@@ -29,8 +29,10 @@ def _corrupt_one_blob(url: str, version: int) -> None:
             sa.text("SELECT node, data FROM cpts WHERE version = :v ORDER BY node LIMIT 1"), {"v": version}
         ).one()
         flipped = bytes([data[0] ^ 0xFF]) + bytes(data[1:])
-        conn.execute(sa.text("UPDATE cpts SET data = :d WHERE version = :v AND node = :n"),
-                     {"d": flipped, "v": version, "n": node})
+        conn.execute(
+            sa.text("UPDATE cpts SET data = :d WHERE version = :v AND node = :n"),
+            {"d": flipped, "v": version, "n": node},
+        )
     engine.dispose()
 
 
@@ -243,8 +245,10 @@ def _deep_params(url: str, name: str, version: int) -> None:
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         conn.execute(
-            sa.text("UPDATE model_versions SET params_json = :deep WHERE version = :v "
-                    "AND model_id = (SELECT id FROM models WHERE name = :n)"),
+            sa.text(
+                "UPDATE model_versions SET params_json = :deep WHERE version = :v "
+                "AND model_id = (SELECT id FROM models WHERE name = :n)"
+            ),
             {"deep": "[" * 200_000 + "]" * 200_000, "v": version, "n": name},
         )
     engine.dispose()

@@ -68,8 +68,9 @@ def code_of(call) -> grpc.StatusCode:
 
 @pytest.fixture(scope="module")
 def tls_server(pki, tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("store"), {"m": MODEL},
-                     tls_cert=str(pki.server.cert), tls_key=str(pki.server.key)) as app:
+    with running_app(
+        tmp_path_factory.mktemp("store"), {"m": MODEL}, tls_cert=str(pki.server.cert), tls_key=str(pki.server.key)
+    ) as app:
         yield app
 
 
@@ -111,8 +112,13 @@ def test_tls_server_accepts_a_client_certificate_without_asking_for_one(tls_serv
 
 @pytest.fixture(scope="module")
 def mtls_server(pki, tmp_path_factory):
-    with running_app(tmp_path_factory.mktemp("store"), {"m": MODEL}, tls_cert=str(pki.server.cert),
-                     tls_key=str(pki.server.key), tls_client_ca=str(pki.ca.cert)) as app:
+    with running_app(
+        tmp_path_factory.mktemp("store"),
+        {"m": MODEL},
+        tls_cert=str(pki.server.cert),
+        tls_key=str(pki.server.key),
+        tls_client_ca=str(pki.ca.cert),
+    ) as app:
         yield app
 
 
@@ -165,31 +171,49 @@ def protected_calls(channel: grpc.Channel):
         tensor = infer.inputs.add(name=variable.name, datatype="BYTES", shape=[1])
         tensor.contents.bytes_contents.append(variable.states[0].encode())
     return [
-        ("bnserve.v1.Predictor", "Predict",
-         lambda md: predictor.Predict(pb.PredictRequest(model="m", instances=[pb.Instance()]), metadata=md)),
-        ("bnserve.v1.Predictor", "GetModelMetadata",
-         lambda md: predictor.GetModelMetadata(pb.GetModelMetadataRequest(model="m"), metadata=md)),
-        ("bnserve.v1.Predictor", "ListModels",
-         lambda md: predictor.ListModels(pb.ListModelsRequest(), metadata=md)),
-        ("bnserve.v1.Diagnostics", "Echo",
-         lambda md: diagnostics.Echo(diagnostics_pb2.EchoRequest(payload=b"x"), metadata=md)),
+        (
+            "bnserve.v1.Predictor",
+            "Predict",
+            lambda md: predictor.Predict(pb.PredictRequest(model="m", instances=[pb.Instance()]), metadata=md),
+        ),
+        (
+            "bnserve.v1.Predictor",
+            "GetModelMetadata",
+            lambda md: predictor.GetModelMetadata(pb.GetModelMetadataRequest(model="m"), metadata=md),
+        ),
+        ("bnserve.v1.Predictor", "ListModels", lambda md: predictor.ListModels(pb.ListModelsRequest(), metadata=md)),
+        (
+            "bnserve.v1.Diagnostics",
+            "Echo",
+            lambda md: diagnostics.Echo(diagnostics_pb2.EchoRequest(payload=b"x"), metadata=md),
+        ),
         ("inference.GRPCInferenceService", "ModelInfer", lambda md: inference.ModelInfer(infer, metadata=md)),
-        ("inference.GRPCInferenceService", "ServerReady",
-         lambda md: inference.ServerReady(triton_pb.ServerReadyRequest(), metadata=md)),
-        ("inference.GRPCInferenceService", "ModelMetadata",
-         lambda md: inference.ModelMetadata(triton_pb.ModelMetadataRequest(name="m"), metadata=md)),
+        (
+            "inference.GRPCInferenceService",
+            "ServerReady",
+            lambda md: inference.ServerReady(triton_pb.ServerReadyRequest(), metadata=md),
+        ),
+        (
+            "inference.GRPCInferenceService",
+            "ModelMetadata",
+            lambda md: inference.ModelMetadata(triton_pb.ModelMetadataRequest(name="m"), metadata=md),
+        ),
     ]
 
 
-@pytest.mark.parametrize("metadata", [
-    None,
-    bearer("wrong-token"),
-    bearer(TOKENS[0] + "x"),
-    bearer(TOKENS[0][:-1]),
-    (("authorization", TOKENS[0]),),  # no scheme
-    (("authorization", f"Basic {TOKENS[0]}"),),
-    (("x-token", TOKENS[0]),),
-], ids=["none", "wrong", "longer", "shorter", "no-scheme", "basic", "other-key"])
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        None,
+        bearer("wrong-token"),
+        bearer(TOKENS[0] + "x"),
+        bearer(TOKENS[0][:-1]),
+        (("authorization", TOKENS[0]),),  # no scheme
+        (("authorization", f"Basic {TOKENS[0]}"),),
+        (("x-token", TOKENS[0]),),
+    ],
+    ids=["none", "wrong", "longer", "shorter", "no-scheme", "basic", "other-key"],
+)
 def test_calls_without_the_right_token_are_unauthenticated_and_counted(token_server, metadata):
     app, channel = token_server
     before = scrape(app.metrics_port)
@@ -202,8 +226,9 @@ def test_calls_without_the_right_token_are_unauthenticated_and_counted(token_ser
     for service, method, _ in protected_calls(channel):
         labels = dict(grpc_service=service, grpc_method=method, grpc_code="UNAUTHENTICATED")
         assert _value(after, **labels) == _value(before, **labels) + 1, method
-        assert _value(after, "grpc_server_handled_total", grpc_method=method, grpc_code="OK") == \
-            _value(before, "grpc_server_handled_total", grpc_method=method, grpc_code="OK")
+        assert _value(after, "grpc_server_handled_total", grpc_method=method, grpc_code="OK") == _value(
+            before, "grpc_server_handled_total", grpc_method=method, grpc_code="OK"
+        )
 
 
 def _value(text: str, name: str = "grpc_server_handled_total", **labels) -> float:
@@ -223,7 +248,10 @@ def test_either_listed_token_is_accepted(token_server, token):
     assert results[3].payload == b"x"
     assert results[4].model_name == "m"
     after = scrape(app.metrics_port)
-    assert _value(after, grpc_method="Predict", grpc_code="OK") == _value(before, grpc_method="Predict", grpc_code="OK") + 1
+    assert (
+        _value(after, grpc_method="Predict", grpc_code="OK")
+        == _value(before, grpc_method="Predict", grpc_code="OK") + 1
+    )
 
 
 def test_the_scheme_is_case_insensitive(token_server):
@@ -235,8 +263,10 @@ def test_health_needs_no_token(token_server):
     _, channel = token_server
     health = health_pb2_grpc.HealthStub(channel)
     for service in ("", "bnserve.v1.Predictor", "inference.GRPCInferenceService"):
-        assert health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status == \
-            health_pb2.HealthCheckResponse.SERVING
+        assert (
+            health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10).status
+            == health_pb2.HealthCheckResponse.SERVING
+        )
 
 
 def test_reflection_needs_the_token(token_server):
@@ -280,16 +310,23 @@ def test_a_changed_token_file_is_read_again(tmp_path):
 def test_token_and_mutual_tls_together(pki, tmp_path):
     token_file = tmp_path / "tokens"
     token_file.write_text(TOKENS[0] + "\n")
-    with running_app(tmp_path, {"m": MODEL}, tls_cert=str(pki.server.cert), tls_key=str(pki.server.key),
-                     tls_client_ca=str(pki.ca.cert), auth_token_file=str(token_file)) as app:
+    with running_app(
+        tmp_path,
+        {"m": MODEL},
+        tls_cert=str(pki.server.cert),
+        tls_key=str(pki.server.key),
+        tls_client_ca=str(pki.ca.cert),
+        auth_token_file=str(token_file),
+    ) as app:
         with tls_channel(app.port, pki.ca, client=pki.client) as channel:
             assert code_of(lambda: predict(channel)) == grpc.StatusCode.UNAUTHENTICATED
             assert predict(channel, metadata=bearer(TOKENS[0])).model == "m"
             health = health_pb2_grpc.HealthStub(channel)
             assert health.Check(health_pb2.HealthCheckRequest()).status == health_pb2.HealthCheckResponse.SERVING
         with tls_channel(app.port, pki.ca) as channel:  # the right token without a client certificate
-            assert code_of(lambda: predict(channel, metadata=bearer(TOKENS[0]), timeout=5)) == \
-                grpc.StatusCode.UNAVAILABLE
+            assert (
+                code_of(lambda: predict(channel, metadata=bearer(TOKENS[0]), timeout=5)) == grpc.StatusCode.UNAVAILABLE
+            )
 
 
 # ---------------------------------------------------------------------------- bad files fail the start
@@ -297,16 +334,32 @@ def test_token_and_mutual_tls_together(pki, tmp_path):
 
 def test_token_file_parsing():
     assert parse_tokens(b"\n a \r\n\n\tb\t\na\n", "f") == (b"a", b"b")
-    for data, message in [(b"", "holds no token"), (b" \n\t\n", "holds no token"),
-                          (b"\nxyz zy\n", "line 2 holds a space"), ("xyzzé".encode(), "non-ASCII")]:
+    for data, message in [
+        (b"", "holds no token"),
+        (b" \n\t\n", "holds no token"),
+        (b"\nxyz zy\n", "line 2 holds a space"),
+        ("xyzzé".encode(), "non-ASCII"),
+    ]:
         with pytest.raises(SecurityConfigError, match=message) as error:
             parse_tokens(data, "/mnt/auth/tokens")
         assert error.value.message.startswith("--auth-token-file /mnt/auth/tokens: ")
         assert "xyz" not in error.value.message  # never the token itself
 
 
-@pytest.mark.parametrize("case", ["missing-cert", "key-is-a-cert", "cert-is-a-key", "mismatch", "corrupt-cert",
-                                  "missing-client-ca", "client-ca-not-pem", "empty-token-file", "missing-token-file"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing-cert",
+        "key-is-a-cert",
+        "cert-is-a-key",
+        "mismatch",
+        "corrupt-cert",
+        "missing-client-ca",
+        "client-ca-not-pem",
+        "empty-token-file",
+        "missing-token-file",
+    ],
+)
 def test_an_unusable_file_fails_the_start_naming_it(pki, tmp_path, case):
     corrupt = tmp_path / "corrupt.pem"
     corrupt.write_text("-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n")
@@ -333,8 +386,16 @@ def test_an_unusable_file_fails_the_start_naming_it(pki, tmp_path, case):
         client_ca = path
     else:
         tokens = path
-    config = ServeConfig(store_url=f"sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1,
-                         tls_cert=cert, tls_key=key, tls_client_ca=client_ca, auth_token_file=tokens)
+    config = ServeConfig(
+        store_url=f"sqlite:///{tmp_path / 'store.db'}",
+        host="127.0.0.1",
+        port=0,
+        metrics_port=-1,
+        tls_cert=cert,
+        tls_key=key,
+        tls_client_ca=client_ca,
+        auth_token_file=tokens,
+    )
     with pytest.raises(SecurityConfigError) as error:
         App(config)
     assert error.value.message.startswith(f"{flag} {path}: ")
@@ -346,8 +407,11 @@ def test_an_encrypted_key_is_refused(pki, tmp_path):
     import subprocess
 
     encrypted = tmp_path / "encrypted.key"
-    subprocess.run(["openssl", "pkey", "-in", str(pki.server.key), "-out", str(encrypted), "-aes256",
-                    "-passout", "pass:secret"], check=True, capture_output=True)
+    subprocess.run(
+        ["openssl", "pkey", "-in", str(pki.server.key), "-out", str(encrypted), "-aes256", "-passout", "pass:secret"],
+        check=True,
+        capture_output=True,
+    )
     with pytest.raises(SecurityConfigError, match="encrypted"):
         load_tls(str(pki.server.cert), str(encrypted))
 
@@ -359,9 +423,16 @@ def test_workers_get_the_file_paths_as_absolute_flags(pki, tmp_path, monkeypatch
     token_file.write_text("tok-9f8e7d\n")
     monkeypatch.chdir(tmp_path)
     upgrade_store(f"sqlite:///{tmp_path / 'store.db'}")
-    config = ServeConfig(store_url=f"sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1,
-                         tls_cert=str(pki.server.cert), tls_key=str(pki.server.key), tls_client_ca=str(pki.ca.cert),
-                         auth_token_file="tokens")
+    config = ServeConfig(
+        store_url=f"sqlite:///{tmp_path / 'store.db'}",
+        host="127.0.0.1",
+        port=0,
+        metrics_port=-1,
+        tls_cert=str(pki.server.cert),
+        tls_key=str(pki.server.key),
+        tls_client_ca=str(pki.ca.cert),
+        auth_token_file="tokens",
+    )
     supervisor = Supervisor(config, 2)
     try:
         command = supervisor._command()
@@ -369,15 +440,24 @@ def test_workers_get_the_file_paths_as_absolute_flags(pki, tmp_path, monkeypatch
         supervisor._close()
     flags = dict(itertools.pairwise(command))
     assert (flags["--tls-cert"], flags["--tls-key"], flags["--tls-client-ca"], flags["--auth-token-file"]) == (
-        str(pki.server.cert), str(pki.server.key), str(pki.ca.cert), str(token_file))
+        str(pki.server.cert),
+        str(pki.server.key),
+        str(pki.ca.cert),
+        str(token_file),
+    )
     assert "tok-9f8e7d" not in " ".join(command)  # the file's path, never its tokens
 
 
 def test_supervisor_checks_the_files_before_starting_workers(tmp_path):
     from bnserve.server.workers import Supervisor
 
-    config = ServeConfig(store_url=f"sqlite:///{tmp_path / 'store.db'}", host="127.0.0.1", port=0, metrics_port=-1,
-                         auth_token_file=str(tmp_path / "missing"))
+    config = ServeConfig(
+        store_url=f"sqlite:///{tmp_path / 'store.db'}",
+        host="127.0.0.1",
+        port=0,
+        metrics_port=-1,
+        auth_token_file=str(tmp_path / "missing"),
+    )
     with pytest.raises(SecurityConfigError, match="--auth-token-file"):
         Supervisor(config, 2)
     assert not (tmp_path / "store.db").exists()

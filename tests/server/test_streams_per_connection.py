@@ -51,17 +51,27 @@ def settings_of(payload: bytes) -> dict[int, int]:
 
 def test_a_stream_past_the_limit_is_refused_and_the_others_carry_on(tmp_path):
     model = random_model(np.random.default_rng(2), n_features=2)
-    with running_app(tmp_path, {"m": model}, max_streams_per_connection=LIMIT) as app, \
-            socket.create_connection(("127.0.0.1", app.port), timeout=10) as conn:
+    with (
+        running_app(tmp_path, {"m": model}, max_streams_per_connection=LIMIT) as app,
+        socket.create_connection(("127.0.0.1", app.port), timeout=10) as conn,
+    ):
         conn.sendall(PREFACE + frame(SETTINGS, 0, 0))
         kind, flags, _, payload = read_frame(conn)
         while not (kind == SETTINGS and not flags & ACK):
             kind, flags, _, payload = read_frame(conn)
         assert settings_of(payload)[MAX_CONCURRENT_STREAMS] == LIMIT, "the server announces the limit"
         conn.sendall(frame(SETTINGS, ACK, 0))
-        headers = b"".join(literal(n, v) for n, v in [
-            (":method", "POST"), (":scheme", "http"), (":path", "/grpc.health.v1.Health/Check"),
-            (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers")])
+        headers = b"".join(
+            literal(n, v)
+            for n, v in [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", "/grpc.health.v1.Health/Check"),
+                (":authority", "localhost"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+            ]
+        )
         streams = [1 + 2 * i for i in range(LIMIT + 1)]  # the last one past the limit
         for stream in streams:  # headers only: each call is open, waiting for its request
             conn.sendall(frame(HEADERS, END_HEADERS, stream, headers))

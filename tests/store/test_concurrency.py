@@ -31,9 +31,11 @@ def assert_all_versions_load(url: str, published: list[tuple[int, int, int]]) ->
     engine = create_engine(url)
     try:
         with engine.connect() as conn:
-            for table, count in (("variables", lambda m: len(m.variables)),
-                                 ("cpts", lambda m: sum(len(n.nodes) for n in m.networks)),
-                                 ("arcs", lambda m: sum(len(n.arcs) for n in m.networks))):
+            for table, count in (
+                ("variables", lambda m: len(m.variables)),
+                ("cpts", lambda m: sum(len(n.nodes) for n in m.networks)),
+                ("arcs", lambda m: sum(len(n.arcs) for n in m.networks)),
+            ):
                 stored = dict(conn.execute(text(f"SELECT version, count(*) FROM {table} GROUP BY version")).all())
                 expected = {v: count(model_for(w, k)) for w, k, v in published}
                 assert {v: stored.get(v, 0) for v in set(stored) | set(expected)} == expected, table
@@ -105,5 +107,11 @@ def test_processes_each_with_its_own_store_publish_distinct_versions(empty_url):
     assert [p.exitcode for p in processes] == [0] * n_processes
     published = [(worker, k, version) for worker, done, _ in reports for k, version in done]
     assert_all_versions_load(store_url, published)
-    record("concurrent publishers (processes) of one model", "postgresql" if store_url.startswith("postgresql")
-           else "sqlite", versions=len(published), errors=0, lost=0, publishers=n_processes)
+    record(
+        "concurrent publishers (processes) of one model",
+        "postgresql" if store_url.startswith("postgresql") else "sqlite",
+        versions=len(published),
+        errors=0,
+        lost=0,
+        publishers=n_processes,
+    )

@@ -24,7 +24,7 @@ def test_interval_labels_follow_weka_and_round_trip_the_cut_points():
     assert interval_labels(CUTS) == ("(-inf--1.5]", "(-1.5-2.45]", "(2.45-4.75]", "(4.75-inf)")
     assert interval_labels(()) == ("(-inf-inf)",)
     cut = 0.1 + 0.2  # shortest repr keeps every bit
-    assert float(interval_labels((cut,))[0][len("(-inf-"):-1]) == cut
+    assert float(interval_labels((cut,))[0][len("(-inf-") : -1]) == cut
 
 
 def test_code_of_takes_a_label_or_a_number_and_codes_of_agrees_with_it():
@@ -43,7 +43,9 @@ def test_code_of_takes_a_label_or_a_number_and_codes_of_agrees_with_it():
     assert nominal.code_of("2.5") == UNKNOWN and Variable("t", ("1", "b")).code_of("1.0") == UNKNOWN
     for text in ("١٣", "1_000", "１２", "\xa012", "1_2.5"):  # float() reads them; they are not ASCII decimals
         assert v.code_of(text) == UNKNOWN and number_of(text) != number_of(text)
-    assert Variable("n", ("12", "13")).code_of("١٣") == UNKNOWN and Variable("n", ("12", "13")).code_of("1_3") == UNKNOWN
+    assert (
+        Variable("n", ("12", "13")).code_of("١٣") == UNKNOWN and Variable("n", ("12", "13")).code_of("1_3") == UNKNOWN
+    )
     for variable in (v, nominal):
         texts = ["(2.45-4.75]", "3", "2.45", " 1e3 ", "-inf", "", "nan", "three", "1", "2", "2.0", "2.5", "١", "1_0"]
         assert variable.codes_of(texts).tolist() == [variable.code_of(t) for t in texts]
@@ -52,7 +54,9 @@ def test_code_of_takes_a_label_or_a_number_and_codes_of_agrees_with_it():
 def _model(feature: Variable) -> Model:
     cls = Variable("c", ("a", "b"), CLASS)
     cpt = np.full((feature.cardinality, 2), 1.0 / feature.cardinality)
-    return Model((feature, cls), (Network((Node("c", (), np.array([0.5, 0.5])), Node(feature.name, ("c",), cpt))),), "t")
+    return Model(
+        (feature, cls), (Network((Node("c", (), np.array([0.5, 0.5])), Node(feature.name, ("c",), cpt))),), "t"
+    )
 
 
 def test_a_numeric_variable_validates_and_only_its_dict_carries_cuts():
@@ -79,7 +83,8 @@ def test_bad_cut_points_are_refused(variable, message):
 def test_the_class_cannot_be_numeric():
     cls = Variable("c", ("(-inf-0.0]", "(0.0-inf)"), CLASS, NUMERIC, (0.0,))
     feature = Variable("f", ("a", "b"))
-    model = Model((feature, cls), (Network((Node("c", (), np.array([0.5, 0.5])),
-                                             Node("f", ("c",), np.full((2, 2), 0.5)))),), "t")
+    model = Model(
+        (feature, cls), (Network((Node("c", (), np.array([0.5, 0.5])), Node("f", ("c",), np.full((2, 2), 0.5)))),), "t"
+    )
     with pytest.raises(InvalidModel, match="must be nominal"):
         model.validate()

@@ -129,14 +129,23 @@ def test_batch_equals_row_by_row(data):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.sampled_from([SINGLE, MEAN_JOINT, MEAN_POSTERIOR]),
-       st.sampled_from([np.float64, np.float32]))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([SINGLE, MEAN_JOINT, MEAN_POSTERIOR]),
+    st.sampled_from([np.float64, np.float32]),
+)
 def test_shared_random_models_equal_reference(seed, combination, dtype):
     """The factory the other suites use: unsorted node lists, feature subsets, float32 CPTs."""
     rng = np.random.default_rng(seed)
     n_networks = 1 if combination == SINGLE else 3
-    model = random_model(rng, n_features=5, n_networks=n_networks, combination=combination,
-                         all_features=combination == SINGLE, dtype=dtype)
+    model = random_model(
+        rng,
+        n_features=5,
+        n_networks=n_networks,
+        combination=combination,
+        all_features=combination == SINGLE,
+        dtype=dtype,
+    )
     codes = np.column_stack([rng.integers(-1, v.cardinality, size=8) for v in model.features])
     # float32 distributions sum to 1 only within ~1e-7, and the compiled path drops factors
     # that sum to one (barren nodes, constants) which the enumeration multiplies in
@@ -166,6 +175,7 @@ def test_log_proba_stays_finite_where_the_probability_underflows(combination):
 
 # ------------------------------------------------------------ a fixed structure
 
+
 def _dirichlet_cpt(rng, card, parent_cards):
     return np.moveaxis(rng.dirichlet(np.ones(card), size=tuple(parent_cards)), -1, 0).copy()
 
@@ -174,8 +184,10 @@ def _blanket_model(combination: str = SINGLE) -> Model:
     """P -> C -> A <- S, A -> B, A -> E, D isolated: MB(C) = {P, A, S}; B, D, E outside it."""
     rng = np.random.default_rng(7)
     card = {"C": 3, "P": 2, "A": 3, "S": 2, "B": 4, "D": 2, "E": 3}
-    variables = (Variable("C", tuple(f"c{i}" for i in range(3)), role=CLASS),
-                 *(Variable(v, tuple(f"s{i}" for i in range(card[v]))) for v in ("P", "A", "S", "B", "D", "E")))
+    variables = (
+        Variable("C", tuple(f"c{i}" for i in range(3)), role=CLASS),
+        *(Variable(v, tuple(f"s{i}" for i in range(card[v]))) for v in ("P", "A", "S", "B", "D", "E")),
+    )
     parents = {"P": (), "C": ("P",), "S": (), "A": ("C", "S"), "B": ("A",), "D": (), "E": ("A",)}
     nodes = tuple(Node(v, ps, _dirichlet_cpt(rng, card[v], [card[p] for p in ps])) for v, ps in parents.items())
     networks = (Network(nodes),) if combination == SINGLE else (Network(nodes), Network(nodes[:4]))
@@ -264,9 +276,14 @@ def test_rows_with_different_patterns_share_component_plans():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 8).flatmap(lambda m: st.tuples(
-    st.lists(st.lists(st.booleans(), min_size=m, max_size=m), min_size=1, max_size=6),
-    st.sets(st.tuples(st.integers(0, m - 1), st.integers(0, m - 1))))))
+@given(
+    st.integers(1, 8).flatmap(
+        lambda m: st.tuples(
+            st.lists(st.lists(st.booleans(), min_size=m, max_size=m), min_size=1, max_size=6),
+            st.sets(st.tuples(st.integers(0, m - 1), st.integers(0, m - 1))),
+        )
+    )
+)
 def test_label_components_matches_union_find(case):
     patterns, pairs = case
     patterns = np.array(patterns)
@@ -290,10 +307,13 @@ def _find(parent, v):
 
 # ------------------------------------------------------------ numeric edge cases
 
+
 def _naive_bayes(cpts: list[np.ndarray], prior: np.ndarray) -> Model:
     c = prior.shape[0]
-    variables = (Variable("C", tuple(f"c{i}" for i in range(c)), role=CLASS),
-                 *(Variable(f"X{i}", tuple(f"s{j}" for j in range(t.shape[0]))) for i, t in enumerate(cpts)))
+    variables = (
+        Variable("C", tuple(f"c{i}" for i in range(c)), role=CLASS),
+        *(Variable(f"X{i}", tuple(f"s{j}" for j in range(t.shape[0]))) for i, t in enumerate(cpts)),
+    )
     nodes = (Node("C", (), prior), *(Node(f"X{i}", ("C",), t) for i, t in enumerate(cpts)))
     return Model(variables, (Network(nodes),), "nb").validate()
 
@@ -319,18 +339,24 @@ def test_hidden_class_parent_with_many_observed_children_does_not_underflow():
     """H -> C, H -> X0..X199, H missing: elimination multiplies 200 small factors over H."""
     rng = np.random.default_rng(5)
     h, c, card = 3, 2, 40
-    variables = (Variable("C", ("a", "b"), role=CLASS), Variable("H", ("h0", "h1", "h2")),
-                 *(Variable(f"X{i}", tuple(f"s{j}" for j in range(card))) for i in range(200)))
+    variables = (
+        Variable("C", ("a", "b"), role=CLASS),
+        Variable("H", ("h0", "h1", "h2")),
+        *(Variable(f"X{i}", tuple(f"s{j}" for j in range(card))) for i in range(200)),
+    )
     cpts = [_dirichlet_cpt(rng, card, [h]) for _ in range(200)]
     c_given_h = _dirichlet_cpt(rng, c, [h])
-    nodes = (Node("H", (), np.full(h, 1 / h)), Node("C", ("H",), c_given_h),
-             *(Node(f"X{i}", ("H",), t) for i, t in enumerate(cpts)))
+    nodes = (
+        Node("H", (), np.full(h, 1 / h)),
+        Node("C", ("H",), c_given_h),
+        *(Node(f"X{i}", ("H",), t) for i, t in enumerate(cpts)),
+    )
     model = Model(variables, (Network(nodes),), "hidden").validate()
     x = rng.integers(0, card, size=(4, 200))
     codes = np.hstack([np.full((4, 1), -1), x])
     # log P(c, x) = logsumexp_h [log P(h) + log P(c | h) + sum_i log P(x_i | h)]
     log_x = np.log(1 / h) + sum(np.log(t[x[:, i]]) for i, t in enumerate(cpts))  # (rows, h)
-    terms = log_x[:, None, :] + np.log(c_given_h)[None, :, :]                    # (rows, c, h)
+    terms = log_x[:, None, :] + np.log(c_given_h)[None, :, :]  # (rows, c, h)
     peak = terms.max(axis=(1, 2), keepdims=True)
     joint = np.exp(terms - peak).sum(axis=2)
     want = joint / joint.sum(axis=1, keepdims=True)
@@ -344,20 +370,26 @@ def test_long_elimination_products_do_not_underflow():
     300 of them, their peaks rotating over H, is below 1e-308 for every h."""
     h, n = 3, 300
     sharp = np.full((3, 3), 0.001) + np.eye(3) * 0.997  # columns sum to 1
-    variables = (Variable("C", ("a", "b"), role=CLASS), Variable("H", ("h0", "h1", "h2")),
-                 *(Variable(f"X{i}", ("x0", "x1", "x2")) for i in range(n)),
-                 *(Variable(f"Y{i}", ("y0", "y1", "y2")) for i in range(n)))
+    variables = (
+        Variable("C", ("a", "b"), role=CLASS),
+        Variable("H", ("h0", "h1", "h2")),
+        *(Variable(f"X{i}", ("x0", "x1", "x2")) for i in range(n)),
+        *(Variable(f"Y{i}", ("y0", "y1", "y2")) for i in range(n)),
+    )
     c_given_h = np.array([[0.2, 0.5, 0.9], [0.8, 0.5, 0.1]])
-    nodes = (Node("H", (), np.full(h, 1 / h)), Node("C", ("H",), c_given_h),
-             *(Node(f"X{i}", ("H",), sharp) for i in range(n)),
-             *(Node(f"Y{i}", (f"X{i}",), sharp) for i in range(n)))
+    nodes = (
+        Node("H", (), np.full(h, 1 / h)),
+        Node("C", ("H",), c_given_h),
+        *(Node(f"X{i}", ("H",), sharp) for i in range(n)),
+        *(Node(f"Y{i}", (f"X{i}",), sharp) for i in range(n)),
+    )
     model = Model(variables, (Network(nodes),), "hidden").validate()
     y = np.array([np.arange(n) % 3, (np.arange(n) + 1) % 3, np.arange(n) % 2])
     codes = np.hstack([np.full((3, 1 + n), -1), y])
     # log P(c, y) = logsumexp_h [log P(h) + log P(c | h) + sum_i log sum_x P(x | h) P(y_i | x)]
-    log_h = np.log(1 / h) + np.log((sharp.T @ sharp.T)[:, y]).sum(axis=2).T   # (rows, h)
+    log_h = np.log(1 / h) + np.log((sharp.T @ sharp.T)[:, y]).sum(axis=2).T  # (rows, h)
     assert np.exp(log_h.max()) == 0.0  # the product underflows in linear space
-    terms = log_h[:, None, :] + np.log(c_given_h)[None, :, :]                 # (rows, c, h)
+    terms = log_h[:, None, :] + np.log(c_given_h)[None, :, :]  # (rows, c, h)
     joint = np.exp(terms - terms.max(axis=(1, 2), keepdims=True)).sum(axis=2)
     want = joint / joint.sum(axis=1, keepdims=True)
     got = compile_model(model).predict_proba(codes)
@@ -389,6 +421,7 @@ def test_nbytes_counts_the_compiled_tables():
 
 # ------------------------------------------------------------ boundary validation
 
+
 @pytest.fixture(scope="module")
 def compiled():
     return compile_model(_blanket_model())
@@ -407,7 +440,10 @@ def test_check_codes_accepts_and_returns_intp(compiled):
         (np.array([0, 1, 1, 2, 1, 0]), r"2-D"),
         (np.array([[0.0, 1.0, 1.0, 2.0, 1.0, 0.0]]), r"integers, got dtype float64"),
         (np.array([[0, 1, 1, 4, 1, 0]]), r"feature 'B' has code 4 in row 0; allowed codes are -1 \(missing\) to 3"),
-        (np.array([[0, 1, 1, 0, 1, 0], [0, -2, 1, 0, 1, 0]]), r"feature 'A' has code -2 in row 1; allowed codes are -1"),
+        (
+            np.array([[0, 1, 1, 0, 1, 0], [0, -2, 1, 0, 1, 0]]),
+            r"feature 'A' has code -2 in row 1; allowed codes are -1",
+        ),
         (np.array([[2, 1, 1, 0, 1, 0]]), r"feature 'P' has code 2 in row 0; allowed codes are -1 \(missing\) to 1"),
     ],
     ids=["width", "1-D", "float", "too large", "below -1", "just too large"],
@@ -424,6 +460,7 @@ def test_predict_log_joint_is_undefined_for_mean_posterior():
 
 # ------------------------------------------------------------ large batches and float32 tables
 
+
 @pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR])
 def test_a_batch_larger_than_a_gather_chunk_equals_small_batches(combination):
     """Batches beyond GATHER_ROWS go in chunks (missing values too); every row's answer is the
@@ -435,7 +472,7 @@ def test_a_batch_larger_than_a_gather_chunk_equals_small_batches(combination):
     codes[rng.random(codes.shape) < 0.05] = -1
     compiled = compile_model(model)
     batch = compiled.predict_proba(codes)
-    pieces = np.vstack([compiled.predict_proba(codes[i:i + 7]) for i in range(0, rows, 7)])
+    pieces = np.vstack([compiled.predict_proba(codes[i : i + 7]) for i in range(0, rows, 7)])
     np.testing.assert_allclose(batch, pieces, rtol=0, atol=1e-12)
     some = rng.choice(rows, size=40, replace=False)
     np.testing.assert_allclose(batch[some], reference_proba(model, codes[some]), rtol=0, atol=TOL)

@@ -28,9 +28,7 @@ def row_counts(raw) -> dict[str, int]:
 
 def node_with_parents(model: Model, at_least: int) -> tuple[int, Node] | None:
     """(network index, node) of the first node with ``at_least`` parents, if any."""
-    return next(
-        ((k, n) for k, net in enumerate(model.networks) for n in net.nodes if len(n.parents) >= at_least), None
-    )
+    return next(((k, n) for k, net in enumerate(model.networks) for n in net.nodes if len(n.parents) >= at_least), None)
 
 
 def model_with_a_node_having(at_least: int) -> tuple[Model, int, Node]:
@@ -146,19 +144,25 @@ def test_a_publish_failing_midway_leaves_nothing(model_store, raw, rng):
 def refuse_new_aliases(raw) -> None:
     with raw.begin() as conn:
         if raw.dialect.name == "sqlite":
-            conn.execute(text(
-                "CREATE TRIGGER refuse_alias BEFORE INSERT ON model_aliases "
-                "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
-            ))
+            conn.execute(
+                text(
+                    "CREATE TRIGGER refuse_alias BEFORE INSERT ON model_aliases "
+                    "BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+                )
+            )
         else:
-            conn.execute(text(
-                "CREATE FUNCTION refuse_alias() RETURNS trigger LANGUAGE plpgsql "
-                "AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$"
-            ))
-            conn.execute(text(
-                "CREATE TRIGGER refuse_alias BEFORE INSERT ON model_aliases "
-                "FOR EACH ROW EXECUTE FUNCTION refuse_alias()"
-            ))
+            conn.execute(
+                text(
+                    "CREATE FUNCTION refuse_alias() RETURNS trigger LANGUAGE plpgsql "
+                    "AS $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$"
+                )
+            )
+            conn.execute(
+                text(
+                    "CREATE TRIGGER refuse_alias BEFORE INSERT ON model_aliases "
+                    "FOR EACH ROW EXECUTE FUNCTION refuse_alias()"
+                )
+            )
 
 
 @pytest.mark.parametrize("dtype", ["|O", "<i8", ">f8", "<U4", "|V8"])

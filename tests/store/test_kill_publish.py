@@ -39,9 +39,14 @@ class Publisher:
     """One child, started at once and told to publish by ``go`` (so its start-up is not timed)."""
 
     def __init__(self, url: str):
-        self.proc = subprocess.Popen([sys.executable, str(CHILD), url, NAME, str(SEED), str(N_FEATURES)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(CHILD), url, NAME, str(SEED), str(N_FEATURES)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
 
     def go(self) -> None:
         ready = self.proc.stdout.readline().strip()
@@ -70,25 +75,37 @@ class Publisher:
 
 
 def expected_rows(model) -> dict[str, int]:
-    return {"variables": len(model.variables),
-            "cpts": sum(len(net.nodes) for net in model.networks),
-            "arcs": sum(len(net.arcs) for net in model.networks)}
+    return {
+        "variables": len(model.variables),
+        "cpts": sum(len(net.nodes) for net in model.networks),
+        "arcs": sum(len(net.arcs) for net in model.networks),
+    }
 
 
 def table_census(engine: sa.Engine) -> tuple[dict[int, dict[str, int]], dict[str, int], dict[str, int]]:
     """(rows per version per table, orphan rows per table, alias -> version), read directly."""
     with engine.connect() as conn:
-        versions = [v for (v,) in conn.execute(sa.text(
-            "SELECT version FROM model_versions v JOIN models m ON m.id = v.model_id WHERE m.name = :n "
-            "ORDER BY version"), {"n": NAME})]
+        versions = [
+            v
+            for (v,) in conn.execute(
+                sa.text(
+                    "SELECT version FROM model_versions v JOIN models m ON m.id = v.model_id WHERE m.name = :n "
+                    "ORDER BY version"
+                ),
+                {"n": NAME},
+            )
+        ]
         per_version = {v: {} for v in versions}
         orphans = {}
         for table in VERSION_TABLES:
             for version, n in conn.execute(sa.text(f"SELECT version, count(*) FROM {table} GROUP BY version")):
                 per_version.setdefault(version, {})[table] = n
-            orphans[table] = conn.execute(sa.text(
-                f"SELECT count(*) FROM {table} t WHERE NOT EXISTS (SELECT 1 FROM model_versions v "
-                f"WHERE v.model_id = t.model_id AND v.version = t.version)")).scalar_one()
+            orphans[table] = conn.execute(
+                sa.text(
+                    f"SELECT count(*) FROM {table} t WHERE NOT EXISTS (SELECT 1 FROM model_versions v "
+                    f"WHERE v.model_id = t.model_id AND v.version = t.version)"
+                )
+            ).scalar_one()
         aliases = dict(conn.execute(sa.text("SELECT alias, version FROM model_aliases")).all())
     return per_version, orphans, aliases
 
@@ -165,6 +182,14 @@ def test_a_publisher_killed_at_random_moments_leaves_only_complete_versions(stor
         store.dispose()
         engine.dispose()
     print(f"{backend}: publish {publish_seconds:.3f} s; kills landed {dict(outcomes)}; committed {dict(committed)}")
-    record("publisher SIGKILLed at a random moment", backend, faults=KILLS, versions=len(versions), lost=0,
-           publish_seconds=round(publish_seconds, 3), kills_landed=dict(outcomes), kills_committed=dict(committed),
-           versions_verified=len(verified))
+    record(
+        "publisher SIGKILLed at a random moment",
+        backend,
+        faults=KILLS,
+        versions=len(versions),
+        lost=0,
+        publish_seconds=round(publish_seconds, 3),
+        kills_landed=dict(outcomes),
+        kills_committed=dict(committed),
+        versions_verified=len(verified),
+    )

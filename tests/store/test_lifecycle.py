@@ -22,8 +22,10 @@ def _rows_of(url: str, version: int) -> dict[str, int]:
     """Rows per table that belong to ``version`` (of any model)."""
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        counts = {t: conn.execute(sa.text(f"SELECT COUNT(*) FROM {t} WHERE version = :v"), {"v": version}).scalar()
-                  for t in VERSION_TABLES}
+        counts = {
+            t: conn.execute(sa.text(f"SELECT COUNT(*) FROM {t} WHERE version = :v"), {"v": version}).scalar()
+            for t in VERSION_TABLES
+        }
     engine.dispose()
     return counts
 
@@ -105,20 +107,27 @@ def test_delete_a_whole_model(three_versions, store_url, rng):
     assert (deleted.versions, dict(deleted.aliases)) == ((1, 2, 3), {"staging": 1})
     assert [s.name for s in store.list_models()] == ["other"]
     assert _rows_of(store_url, 2) == dict.fromkeys(VERSION_TABLES, 0)
-    for call in (lambda: store.resolve("m"), lambda: store.load("m", version=1), lambda: store.delete("m"),
-                 lambda: store.list_versions("m")):
+    for call in (
+        lambda: store.resolve("m"),
+        lambda: store.load("m", version=1),
+        lambda: store.delete("m"),
+        lambda: store.list_versions("m"),
+    ):
         with pytest.raises(NotFound, match="model 'm' not found"):
             call()
     assert store.load("other").aliases == ("production",)
 
 
-@pytest.mark.parametrize(("args", "error", "message"), [
-    (("absent",), NotFound, "model 'absent' not found"),
-    (("absent", 1), NotFound, "model 'absent' not found"),
-    (("m", 9), NotFound, "model 'm' has no version 9"),
-    (("m", 0), InvalidInput, "version 0 is invalid"),
-    (("bad name",), InvalidInput, "model name 'bad name' is invalid"),
-])
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (("absent",), NotFound, "model 'absent' not found"),
+        (("absent", 1), NotFound, "model 'absent' not found"),
+        (("m", 9), NotFound, "model 'm' has no version 9"),
+        (("m", 0), InvalidInput, "version 0 is invalid"),
+        (("bad name",), InvalidInput, "model name 'bad name' is invalid"),
+    ],
+)
 def test_delete_names_what_is_missing_or_wrong(three_versions, args, error, message):
     with pytest.raises(error, match=message):
         three_versions.delete(*args)
@@ -157,18 +166,21 @@ def test_description_and_tags_are_kept_outside_the_checksum(model_store, rng):
     assert first.checksum == second.checksum == model.checksum()
 
 
-@pytest.mark.parametrize(("annotations", "message"), [
-    ({"description": "x" * 1001}, "1001 characters, at most 1000"),
-    ({"description": "bell\x07"}, "control character"),
-    ({"description": 5}, "expected a text"),
-    ({"tags": {"has space": "v"}}, "tag key 'has space' is invalid"),
-    ({"tags": {"": "v"}}, "tag key '' is invalid"),
-    ({"tags": {"k": "x" * 257}}, "257 characters, at most 256"),
-    ({"tags": {"k": "two\nlines"}}, "control character"),
-    ({"tags": {"k": 3}}, "expected a text"),
-    ({"tags": {f"k{i}": "v" for i in range(33)}}, "33 of them, at most 32"),
-    ({"tags": "k=v"}, "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({"description": "x" * 1001}, "1001 characters, at most 1000"),
+        ({"description": "bell\x07"}, "control character"),
+        ({"description": 5}, "expected a text"),
+        ({"tags": {"has space": "v"}}, "tag key 'has space' is invalid"),
+        ({"tags": {"": "v"}}, "tag key '' is invalid"),
+        ({"tags": {"k": "x" * 257}}, "257 characters, at most 256"),
+        ({"tags": {"k": "two\nlines"}}, "control character"),
+        ({"tags": {"k": 3}}, "expected a text"),
+        ({"tags": {f"k{i}": "v" for i in range(33)}}, "33 of them, at most 32"),
+        ({"tags": "k=v"}, "expected a mapping"),
+    ],
+)
 def test_bad_description_or_tags_are_refused_and_nothing_is_written(model_store, rng, annotations, message):
     with pytest.raises(InvalidInput, match=message):
         model_store.publish("m", random_model(rng), **annotations)
@@ -229,8 +241,7 @@ def test_an_old_store_is_refused_then_upgraded_without_losing_anything(store_url
     with ModelStore(store_url) as store:
         after = {(s.name, v): store.load(s.name, version=v).checksum for s in store.list_models() for v in s.versions}
         assert after == before
-        assert {s.name: dict(s.aliases) for s in store.list_models()} == {
-            "m": {"production": 3, "staging": 1}, "n": {}}
+        assert {s.name: dict(s.aliases) for s in store.list_models()} == {"m": {"production": 3, "staging": 1}, "n": {}}
         assert store.load("m", version=2).description is None
         store.delete("m", 3, force=True)
         assert store.publish("m", random_model(rng), tags={"after": "upgrade"}) == 4  # from the versions it held

@@ -46,7 +46,9 @@ def publish_many(store: ModelStore, n: int, seed: int = 0, signer: SigningKey | 
 def statements(store: ModelStore) -> list[str]:
     """Every statement the store's engine sends from now on."""
     seen: list[str] = []
-    sa.event.listen(store.engine, "before_cursor_execute", lambda conn, cursor, statement, *rest: seen.append(statement))
+    sa.event.listen(
+        store.engine, "before_cursor_execute", lambda conn, cursor, statement, *rest: seen.append(statement)
+    )
     return seen
 
 

@@ -63,7 +63,9 @@ def version_row(url: str, version: int = 1) -> dict:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            return dict(conn.execute(sa.select(SqlModelVersion).where(SqlModelVersion.version == version)).one()._mapping)
+            return dict(
+                conn.execute(sa.select(SqlModelVersion).where(SqlModelVersion.version == version)).one()._mapping
+            )
     finally:
         engine.dispose()
 
@@ -108,7 +110,9 @@ TAMPERING = {
         "does not match",
     ),
     "tag value": (
-        lambda url: execute(url, sa.update(SqlModelVersionTag).where(SqlModelVersionTag.key == "team").values(value="x")),
+        lambda url: execute(
+            url, sa.update(SqlModelVersionTag).where(SqlModelVersionTag.key == "team").values(value="x")
+        ),
         "does not match",
     ),
     "tag added": (

@@ -51,8 +51,9 @@ def _with_missing_states(model, rng):
 def cases(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     networks = draw(st.sampled_from([1, 3]))
-    model = random_model(rng, n_features=int(rng.integers(1, 6)), numeric=0.3, n_networks=networks,
-                         all_features=networks == 1)
+    model = random_model(
+        rng, n_features=int(rng.integers(1, 6)), numeric=0.3, n_networks=networks, all_features=networks == 1
+    )
     model = _with_missing_states(model, rng)
     nominal = [j for j, v in enumerate(model.features) if v.kind == NOMINAL]
     assume(nominal)

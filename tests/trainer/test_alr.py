@@ -55,10 +55,12 @@ def test_the_cpts_give_every_posterior_of_the_weighted_tables(net):
     for values in itertools.product(*(range(cards[f]) for f in order)):
         x = dict(zip(order, values))
         weighted = np.array([_log_joint(phi, parents, {**x, "c": c}) for c in range(cards["c"])])
-        proper = np.array([_log_joint({v: np.log(t) for v, t in cpts.items()}, parents, {**x, "c": c})
-                           for c in range(cards["c"])])
-        np.testing.assert_allclose(np.exp(proper - np.logaddexp.reduce(proper)),
-                                   np.exp(weighted - np.logaddexp.reduce(weighted)), atol=1e-12)
+        proper = np.array(
+            [_log_joint({v: np.log(t) for v, t in cpts.items()}, parents, {**x, "c": c}) for c in range(cards["c"])]
+        )
+        np.testing.assert_allclose(
+            np.exp(proper - np.logaddexp.reduce(proper)), np.exp(weighted - np.logaddexp.reduce(weighted)), atol=1e-12
+        )
 
 
 def test_perfect_joins_a_nodes_feature_parents_along_the_order():
@@ -73,8 +75,13 @@ def test_perfect_joins_a_nodes_feature_parents_along_the_order():
 def test_added_arcs_that_would_blow_up_a_table_are_refused():
     # e is the last parent of three children: it would get a, b and d, 12 times the largest table
     card = dict.fromkeys(["c", "a", "b", "d", "e", "g1", "g2", "g3"], 12)
-    given = {"c": (), **dict.fromkeys("abde", ("c",)), "g1": ("c", "a", "e"), "g2": ("c", "b", "e"),
-             "g3": ("c", "d", "e")}
+    given = {
+        "c": (),
+        **dict.fromkeys("abde", ("c",)),
+        "g1": ("c", "a", "e"),
+        "g2": ("c", "b", "e"),
+        "g3": ("c", "d", "e"),
+    }
     made = perfect(given, ["a", "b", "d", "e", "g1", "g2", "g3"], "c")
     assert set(made["e"]) == {"c", "a", "b", "d"}
     with pytest.raises(InvalidInput, match="alr suits nb, tan"):
@@ -148,8 +155,7 @@ def small() -> EncodedData:
     return _data(X, y, [2, 3, 2], classes=3)
 
 
-@pytest.mark.parametrize("algo, params", [("nb", {}), ("tan", {}), ("kdb", {"k": 1}), ("kdb", {"k": 2}),
-                                          ("aode", {})])
+@pytest.mark.parametrize("algo, params", [("nb", {}), ("tan", {}), ("kdb", {"k": 1}), ("kdb", {"k": 2}), ("aode", {})])
 def test_fitted_alr_models_predict_as_the_reference(small, algo, params):
     model = fit(algo, small, "alr:0.5", **params)
     assert model.metadata["estimator"] == "alr:0.5"
@@ -170,9 +176,35 @@ def test_a_general_network_is_refused(small):
 
 
 def test_the_cli_fits_alr_and_refuses_it_with_chunk_rows(capsys, store):
-    code, out, err = run(capsys, "fit", "--algo", "tan", "--estimator", "alr", "--data", "builtin:chess",
-                         "--name", "chess", "--store", store)
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "tan",
+        "--estimator",
+        "alr",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--store",
+        store,
+    )
     assert code == 0, err
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--estimator", "alr:2", "--data", "builtin:chess",
-                       "--name", "chess", "--store", store, "--chunk-rows", "100")
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--estimator",
+        "alr:2",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--store",
+        store,
+        "--chunk-rows",
+        "100",
+    )
     assert code == 2 and "--estimator alr:2 fits on them" in err

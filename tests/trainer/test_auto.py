@@ -18,7 +18,11 @@ LAPLACE = {"estimator": "laplace"}
 
 def test_grid_tries_each_k_and_always_naive_bayes():
     assert candidate_grid(["kdb", "tan"], [1, 3]) == [
-        ("nb", LAPLACE), ("kdb", {"k": 1, **LAPLACE}), ("kdb", {"k": 3, **LAPLACE}), ("tan", LAPLACE)]
+        ("nb", LAPLACE),
+        ("kdb", {"k": 1, **LAPLACE}),
+        ("kdb", {"k": 3, **LAPLACE}),
+        ("tan", LAPLACE),
+    ]
     with pytest.raises(InvalidInput, match="unknown candidate zz"):
         candidate_grid(["zz"], [1])
 
@@ -43,8 +47,12 @@ def test_the_most_accurate_rule_takes_the_cv_best_or_a_blend_that_beats_it(chess
 def test_estimators_are_tried_on_the_two_best_structures(chess):
     choice = choose(chess, ["nb", "tan", "kdb"], [1, 2], estimators=["laplace", "dirichlet:0.5"])
     labels = [e.label for e in choice.scores]
-    assert labels[:4] == ["nb estimator=laplace", "tan estimator=laplace", "kdb k=1 estimator=laplace",
-                          "kdb k=2 estimator=laplace"]
+    assert labels[:4] == [
+        "nb estimator=laplace",
+        "tan estimator=laplace",
+        "kdb k=1 estimator=laplace",
+        "kdb k=2 estimator=laplace",
+    ]
     stage2 = [e.label for e in choice.scores[4:]] + list(choice.dropped)  # tried, or dropped behind the best
     stage1 = sorted(choice.scores[:4], key=lambda e: (-e.accuracy, e.log_loss))
     assert sorted(stage2) == sorted(f"{e.label.rpartition(' ')[0]} estimator=dirichlet:0.5" for e in stage1[:2])
@@ -66,8 +74,26 @@ def test_cli_auto_discretises_by_mdl_keeping_columns_mdl_leaves_whole(tmp_path, 
 
     path = _pairs(tmp_path, 300)
     store = f"sqlite:///{tmp_path / 's.db'}"
-    assert main(["fit", "--algo", "auto", "--candidates", "nb,kdb", "--k", "1", "--data", str(path),
-                 "--name", "auto", "--store", store]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--algo",
+                "auto",
+                "--candidates",
+                "nb,kdb",
+                "--k",
+                "1",
+                "--data",
+                str(path),
+                "--name",
+                "auto",
+                "--store",
+                store,
+            ]
+        )
+        == 0
+    )
     assert main(["fit", "--algo", "kdb", "--k", "1", "--data", str(path), "--name", "kdb", "--store", store]) == 0
     capsys.readouterr()
     with ModelStore(store) as models:
@@ -92,8 +118,24 @@ def test_cli_evaluate_scores_auto_on_the_data_as_auto_reads_it(tmp_path, capsys)
 
     train, test = _pairs(tmp_path, 300), _pairs(tmp_path, 100, "test.csv", seed=6)
     assert [v.cardinality for v in with_auto_discretization(load(str(train))).features] != [1, 1]
-    assert main(["evaluate", "--algo", "nb,auto", "--candidates", "nb,kdb", "--k", "1", "--data", str(train),
-                 "--test", str(test)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--algo",
+                "nb,auto",
+                "--candidates",
+                "nb,kdb",
+                "--k",
+                "1",
+                "--data",
+                str(train),
+                "--test",
+                str(test),
+            ]
+        )
+        == 0
+    )
     assert "auto" in capsys.readouterr().out
     assert main(["evaluate", "--algo", "auto", "--candidates", "nb", "--folds", "3", "--data", str(train)]) == 0
 
@@ -170,8 +212,30 @@ def test_cli_auto_publishes_and_refuses_flags_it_does_not_take(tmp_path, capsys)
     from bnserve.trainer.cli import main
 
     store = f"sqlite:///{tmp_path / 's.db'}"
-    assert main(["fit", "--algo", "auto", "--candidates", "nb,kdb", "--k", "1..2", "--estimator", "laplace",
-                 "--work-budget", "1000000000", "--data", "builtin:chess", "--name", "c", "--store", store]) == 0
+    assert (
+        main(
+            [
+                "fit",
+                "--algo",
+                "auto",
+                "--candidates",
+                "nb,kdb",
+                "--k",
+                "1..2",
+                "--estimator",
+                "laplace",
+                "--work-budget",
+                "1000000000",
+                "--data",
+                "builtin:chess",
+                "--name",
+                "c",
+                "--store",
+                store,
+            ]
+        )
+        == 0
+    )
     assert "(kdb, k=" in capsys.readouterr().out
     assert main(["fit", "--algo", "auto", "--theta", "0.1", "--data", "builtin:chess", "--name", "c"]) == 2
     assert "--theta" in capsys.readouterr().err
@@ -206,8 +270,15 @@ def test_nested_cv_of_auto_uses_the_learners_folds_and_chooses_without_the_test_
 
     monkeypatch.setattr(auto, "search", spy)
     result, by_old_rule = auto.cross_validate_auto(
-        car, ["nb", "kdb"], [1], estimators=["laplace"], folds=4, seed=3, inner_folds=3,
-        rules=[auto.MOST_ACCURATE, auto.SIMPLEST_WITHIN_NOISE])
+        car,
+        ["nb", "kdb"],
+        [1],
+        estimators=["laplace"],
+        folds=4,
+        seed=3,
+        inner_folds=3,
+        rules=[auto.MOST_ACCURATE, auto.SIMPLEST_WITHIN_NOISE],
+    )
     fold = stratified_folds(car.y, 4, 3)
     assert len(seen) == 4  # one inner search per outer fold, shared by the two rules
     for f, train in enumerate(seen):

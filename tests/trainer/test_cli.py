@@ -11,8 +11,24 @@ from tests.trainer.conftest import run
 
 
 def test_fit_list_show_alias_round_trip(capsys, store):
-    code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", "builtin:chess",
-                         "--name", "chess", "--store", store, "--alias", "production", "--alias", "staging")
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "fkdb",
+        "--k",
+        "2",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--store",
+        store,
+        "--alias",
+        "production",
+        "--alias",
+        "staging",
+    )
     assert (code, err) == (0, "")
     assert out.strip() == "published chess version 1 (fkdb, k=2); aliases: production, staging"
     code, out, _ = run(capsys, "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "chess", "--store", store)
@@ -23,7 +39,9 @@ def test_fit_list_show_alias_round_trip(capsys, store):
     lines = out.splitlines()
     assert lines[0].split() == ["NAME", "VERSION", "CREATED", "ALGORITHM", "ALIASES", "DESCRIPTION"]
     assert [line.split()[:2] + line.split()[3:] for line in lines[1:]] == [
-        ["chess", "1", "fkdb", "production,staging", "-"], ["chess", "2", "nb", "-", "-"]]
+        ["chess", "1", "fkdb", "production,staging", "-"],
+        ["chess", "2", "nb", "-", "-"],
+    ]
 
     code, out, _ = run(capsys, "alias", "chess", "2", "staging", "--store", store)
     assert code == 0 and "staging -> version 2" in out
@@ -48,7 +66,7 @@ def test_fit_list_show_alias_round_trip(capsys, store):
     assert out.startswith("chess version 2 ")
     assert "algorithm: nb" in out and "  class -> wtoeg" in out and "  katri  feature  b, n, w" in out
     code, out, _ = run(capsys, "show", "chess:1", "--store", store)
-    assert code == 0 and "aliases: production" in out and "parameters: {\"k\": 2}" in out
+    assert code == 0 and "aliases: production" in out and 'parameters: {"k": 2}' in out
     code, out, _ = run(capsys, "show", "chess", "--store", store)
     assert code == 0
 
@@ -82,7 +100,7 @@ def chess_lines():
 def accuracy_of(report: str, label: str) -> float:
     """The accuracy column of an algorithm's row in `trainer evaluate`'s table."""
     row = next(line for line in report.splitlines() if line.strip().startswith(label + " "))
-    return float(row.strip()[len(label):].split()[0])
+    return float(row.strip()[len(label) :].split()[0])
 
 
 def test_evaluate_cross_validation_and_hold_out(capsys, tmp_path):
@@ -93,26 +111,39 @@ def test_evaluate_cross_validation_and_hold_out(capsys, tmp_path):
     header, rows = chess_lines()[0], chess_lines()[1:]
     (tmp_path / "train.csv").write_text("\n".join([header] + [r for i, r in enumerate(rows) if i % 3]) + "\n")
     (tmp_path / "test.csv").write_text("\n".join([header] + rows[::3]) + "\n")
-    code, out, err = run(capsys, "evaluate", "--algo", "fkdb", "--data", str(tmp_path / "train.csv"),
-                         "--test", str(tmp_path / "test.csv"))
+    code, out, err = run(
+        capsys,
+        "evaluate",
+        "--algo",
+        "fkdb",
+        "--data",
+        str(tmp_path / "train.csv"),
+        "--test",
+        str(tmp_path / "test.csv"),
+    )
     assert (code, err) == (0, "")
     assert "tested on" in out and "(1066 rows)" in out
     assert accuracy_of(out, "fkdb k=2") >= 0.93
     # hdchk=t first occurs on line 2772 of chess; a model trained on the first 1000 rows refuses it
     (tmp_path / "small.csv").write_text("\n".join([header] + rows[:1000]) + "\n")
-    code, out, err = run(capsys, "evaluate", "--algo", "nb", "--data", str(tmp_path / "small.csv"),
-                         "--test", "builtin:chess")
+    code, out, err = run(
+        capsys, "evaluate", "--algo", "nb", "--data", str(tmp_path / "small.csv"), "--test", "builtin:chess"
+    )
     assert code == 1 and out == ""
     assert err == "trainer: error: builtin:chess: line 2772: column 'hdchk': unknown value 't'; known: f\n"
 
 
 def test_evaluate_gives_k_to_the_learners_that_take_it(capsys):
     """A comma list of learners where only some take --k: each gets what it declares."""
-    code, out, err = run(capsys, "evaluate", "--algo", "nb,tan,kdb,fkdb,aode,rtan", "--k", "2",
-                         "--data", "builtin:chess", "--folds", "2")
+    code, out, err = run(
+        capsys, "evaluate", "--algo", "nb,tan,kdb,fkdb,aode,rtan", "--k", "2", "--data", "builtin:chess", "--folds", "2"
+    )
     assert (code, err) == (0, "")
-    labels = [line.split()[0] + (" " + line.split()[1] if "k=" in line else "") for line in out.splitlines()
-              if line.strip().split(" ")[0] in ("nb", "tan", "kdb", "fkdb", "aode", "rtan")]
+    labels = [
+        line.split()[0] + (" " + line.split()[1] if "k=" in line else "")
+        for line in out.splitlines()
+        if line.strip().split(" ")[0] in ("nb", "tan", "kdb", "fkdb", "aode", "rtan")
+    ]
     assert "kdb k=2" in labels and "fkdb k=2" in labels and "nb" in labels and "aode" in labels
     code, _, err = run(capsys, "evaluate", "--algo", "nb,tan", "--k", "2", "--data", "builtin:chess")
     assert code == 2 and "--k does not apply to --algo nb,tan" in err
@@ -153,7 +184,12 @@ def test_bad_input_is_one_line_and_writes_nothing(capsys, tmp_path, store, argv,
 
 
 def test_store_errors_exit_1(capsys, store, tmp_path):
-    for argv in (["show", "nothing"], ["alias", "nothing", "1", "production"], ["list"], ["export", "nothing", "--format", "bif"]):
+    for argv in (
+        ["show", "nothing"],
+        ["alias", "nothing", "1", "production"],
+        ["list"],
+        ["export", "nothing", "--format", "bif"],
+    ):
         code, _, err = run(capsys, *argv, "--store", store)  # a store that does not exist is not made one
         assert code == 1 and "models.db does not exist" in err and "trainer fit" in err and err.count("\n") == 1
     assert not (tmp_path / "models.db").exists()
@@ -176,30 +212,68 @@ MIXED = "size,colour,class\n" + "".join(f"{s},{'rg'[i % 2]},{'ab'[s > 20]}\n" fo
 def test_preprocessing_flags_reach_the_model(capsys, store, tmp_path):
     path = tmp_path / "mixed.csv"
     path.write_text(MIXED)
-    code, out, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store,
-                         "--discretize", "equal-frequency:4", "--discretize", "size=equal-width:2", "--missing", "impute")
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        str(path),
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--discretize",
+        "equal-frequency:4",
+        "--discretize",
+        "size=equal-width:2",
+        "--missing",
+        "impute",
+    )
     assert (code, err) == (0, ""), err
     code, out, _ = run(capsys, "show", "m", "--store", store, "--json")
     doc = json.loads(out)
     size = doc["variables"][0]
     assert (size["kind"], size["cuts"]) == ("numeric", [19.5])
     assert doc["metadata"]["preprocessing"] == {
-        "missing": "impute", "discretization": {"size": "equal-width:2"}, "na_values": list(DEFAULT_NA_VALUES)}
+        "missing": "impute",
+        "discretization": {"size": "equal-width:2"},
+        "na_values": list(DEFAULT_NA_VALUES),
+    }
 
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store,
-                       "--nominal", "size", "--ignore", "colour")
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        str(path),
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--nominal",
+        "size",
+        "--ignore",
+        "colour",
+    )
     assert code == 0, err
     code, out, _ = run(capsys, "show", "m:2", "--store", store, "--json")
     assert [(v["name"], v["kind"], len(v["states"])) for v in json.loads(out)["variables"]] == [
-        ("size", "nominal", 40), ("class", "nominal", 2)]
+        ("size", "nominal", 40),
+        ("class", "nominal", 2),
+    ]
 
 
-@pytest.mark.parametrize("flags, code, message", [
-    (["--discretize", "size=kmeans"], 2, "expected mdl, mdl:N, equal-frequency:N or equal-width:N"),
-    (["--numeric", "nope"], 1, "--numeric: no column 'nope'"),
-    (["--numeric", "colour"], 1, "column 'colour' is numeric, but has the value 'r'"),
-    (["--missing", "guess"], 2, "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "flags, code, message",
+    [
+        (["--discretize", "size=kmeans"], 2, "expected mdl, mdl:N, equal-frequency:N or equal-width:N"),
+        (["--numeric", "nope"], 1, "--numeric: no column 'nope'"),
+        (["--numeric", "colour"], 1, "column 'colour' is numeric, but has the value 'r'"),
+        (["--missing", "guess"], 2, "invalid choice"),
+    ],
+)
 def test_bad_preprocessing_flags_write_nothing(capsys, store, tmp_path, flags, code, message):
     path = tmp_path / "mixed.csv"
     path.write_text(MIXED)
@@ -210,8 +284,20 @@ def test_bad_preprocessing_flags_write_nothing(capsys, store, tmp_path, flags, c
 
 def test_precision_flag_records_the_table_dtype_and_the_check_behind_it(capsys, store):
     for precision in ("auto", "float64", "float32"):
-        code, _, err = run(capsys, "fit", "--algo", "kdb", "--data", "builtin:chess", "--name", precision,
-                           "--store", store, "--precision", precision)
+        code, _, err = run(
+            capsys,
+            "fit",
+            "--algo",
+            "kdb",
+            "--data",
+            "builtin:chess",
+            "--name",
+            precision,
+            "--store",
+            store,
+            "--precision",
+            precision,
+        )
         assert (code, err) == (0, "")
     docs = {}
     for name in ("auto", "float64", "float32"):
@@ -221,33 +307,84 @@ def test_precision_flag_records_the_table_dtype_and_the_check_behind_it(capsys, 
     auto, forced = docs["auto"]["table_precision"], docs["float32"]["table_precision"]
     assert auto["dtype"] == forced["dtype"] == "float32" and auto["requested"] == "auto"
     assert 0 < auto["float32_max_abs_error"] <= auto["bound"] == 1e-5
-    code, _, err = run(capsys, "fit", "--algo", "kdb", "--data", "builtin:chess", "--name", "x", "--store", store,
-                       "--precision", "float16")
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "kdb",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "x",
+        "--store",
+        store,
+        "--precision",
+        "float16",
+    )
     assert code == 2 and "--precision" in err and "float16" in err
 
 
-@pytest.mark.parametrize("content, piece", [
-    (b"", "empty.csv"),
-    (b"a,b,class\n", "empty.csv"),
-    (b"\x00\x01\xff\xfe\x00garbage", "empty.csv"),
-    (b"a,b,class\n1,2,\n3,4,\n", "empty.csv"),
-])
+@pytest.mark.parametrize(
+    "content, piece",
+    [
+        (b"", "empty.csv"),
+        (b"a,b,class\n", "empty.csv"),
+        (b"\x00\x01\xff\xfe\x00garbage", "empty.csv"),
+        (b"a,b,class\n1,2,\n3,4,\n", "empty.csv"),
+    ],
+)
 def test_bad_data_into_an_existing_store_changes_nothing(capsys, tmp_path, store, content, piece):
     """A failed fit leaves a store that already holds a model exactly as it was."""
-    code, _, _ = run(capsys, "fit", "--algo", "nb", "--data", "builtin:chess", "--name", "m", "--store", store,
-                     "--alias", "production")
+    code, _, _ = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--alias",
+        "production",
+    )
     assert code == 0
     before = run(capsys, "list", "--store", store)[1]
     (tmp_path / "empty.csv").write_bytes(content)
-    code, out, err = run(capsys, "fit", "--algo", "nb", "--data", str(tmp_path / "empty.csv"), "--name", "m",
-                         "--store", store, "--alias", "production")
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        str(tmp_path / "empty.csv"),
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--alias",
+        "production",
+    )
     assert code == 1 and out == "" and piece in err and err.count("\n") == 1 and "Traceback" not in err
     assert run(capsys, "list", "--store", store)[1] == before
 
 
 def test_evaluate_auto_by_nested_cross_validation(capsys):
-    code, out, err = run(capsys, "evaluate", "--algo", "nb,auto", "--candidates", "kdb", "--k", "1",
-                         "--data", "builtin:chess", "--folds", "3")
+    code, out, err = run(
+        capsys,
+        "evaluate",
+        "--algo",
+        "nb,auto",
+        "--candidates",
+        "kdb",
+        "--k",
+        "1",
+        "--data",
+        "builtin:chess",
+        "--folds",
+        "3",
+    )
     assert code == 0, err
     assert "auto candidates=kdb ks=1" in out and accuracy_of(out, "auto candidates=kdb ks=1") > accuracy_of(out, "nb")
     code, _, err = run(capsys, "evaluate", "--algo", "auto", "--theta", "0.1", "--data", "builtin:chess")
@@ -260,8 +397,19 @@ def test_alias_takes_one_name_so_a_file_after_it_stays_the_file(capsys, store):
     """Issue 15: `trainer import --alias production FILE` took FILE for a second alias."""
     from tests.trainer.test_cli_formats import FIXTURES
 
-    code, out, err = run(capsys, "import", "--alias", "production", str(FIXTURES / "pgmpy-car.xml"),
-                         "--class", "class", "--name", "car", "--store", store)
+    code, out, err = run(
+        capsys,
+        "import",
+        "--alias",
+        "production",
+        str(FIXTURES / "pgmpy-car.xml"),
+        "--class",
+        "class",
+        "--name",
+        "car",
+        "--store",
+        store,
+    )
     assert (code, err) == (0, "") and out.endswith("aliases: production\n")
 
 
@@ -278,8 +426,18 @@ def test_a_numeric_column_without_cuts_is_shown_as_such(capsys, store, tmp_path)
 
 def test_a_bad_store_url_is_refused_before_the_data_are_read(capsys, tmp_path):
     """Issue 15: a bad --store was found only after training (minutes on a large file)."""
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(tmp_path / "absent.csv"), "--name", "m",
-                       "--store", "nosuchdb://host/x")
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        str(tmp_path / "absent.csv"),
+        "--name",
+        "m",
+        "--store",
+        "nosuchdb://host/x",
+    )
     assert code == 1 and "store URL nosuchdb://host/x cannot be used" in err and "absent.csv" not in err
 
 

@@ -41,14 +41,19 @@ def test_the_table_and_the_warnings(tmp_path):
     lines = text.splitlines()
     assert lines[0].endswith("data.csv: 200 rows, 5 features, class 'class'")
     row = {line.split()[0]: line for line in lines[2:]}
-    assert row["code"].split("  ")[-1].strip() == "0.0%" and "nominal, whole-number codes  4: 3, 5, 7, 10" in row["code"]
+    assert (
+        row["code"].split("  ")[-1].strip() == "0.0%" and "nominal, whole-number codes  4: 3, 5, 7, 10" in row["code"]
+    )
     assert row["score"].endswith("25.0%") and "numeric" in row["score"]  # a quarter of the scores is empty
     assert "200: u0, u1, u10, u100, …" in row["id"] and row["class"].endswith("-")
     assert [w.split("'")[1] for w in warnings] == ["id", "age", "sex"]
     assert all(f"{name} (!)" in text for name in ("id", "age", "sex")) and "code (!)" not in text
     identifier, numeric, lookalike = warnings
     assert "about one per row" in identifier and "pass --ignore id" in identifier
-    assert "numeric but for the value(s) 'unknown' (" in numeric and f"pass --na-values '{','.join(DEFAULT_NA_VALUES)},unknown'" in numeric
+    assert (
+        "numeric but for the value(s) 'unknown' (" in numeric
+        and f"pass --na-values '{','.join(DEFAULT_NA_VALUES)},unknown'" in numeric
+    )
     assert "'Male' and 'male'" in lookalike
     _, warnings = summary_text(load(write(tmp_path, "x,class\n" + "a,Yes\nb,yes\nc,no\n" * 9, "yes.csv")))
     assert warnings == [

@@ -91,8 +91,9 @@ def test_parts_that_see_the_codes_in_another_order_merge_to_the_same_states(tmp_
 
 def test_a_number_equal_to_a_whole_number_state_is_that_state_in_a_test_file(tmp_path):
     train = load(write(tmp_path, _codes_csv(), "train.csv"))
-    test = load_with(write(tmp_path, "code,grade,class\n10.0,a,2\n1e1,b,10.0\n10,,10\n5.00,a,2\n", "test.csv"),
-                     train.variables)
+    test = load_with(
+        write(tmp_path, "code,grade,class\n10.0,a,2\n1e1,b,10.0\n10,,10\n5.00,a,2\n", "test.csv"), train.variables
+    )
     assert test.X[:, 0].tolist() == [3, 3, 3, 1] and test.y.tolist() == [0, 1, 1, 0]
     with pytest.raises(InvalidInput, match=r"test2.csv: line 2: column 'code': unknown value '10.5'"):
         load_with(write(tmp_path, "code,grade,class\n10.5,a,2\n", "test2.csv"), train.variables)

@@ -71,7 +71,9 @@ def test_the_cluster_learns_the_single_process_model(cluster, tmp_path, monkeypa
     prep = Preprocessing(per_column={"weight": Method("equal-frequency", 4)})
     on_cluster = load_streamed(path, None, prep, None, 100, dask=cluster.scheduler_address)
     assert len(on_cluster.reader.parts) == 2 and all(p.byte_range for p in on_cluster.reader.parts)
-    assert_same_model(fit(algo, on_cluster, **_params(algo)), fit(algo, load(path, preprocessing=prep), **_params(algo)))
+    assert_same_model(
+        fit(algo, on_cluster, **_params(algo)), fit(algo, load(path, preprocessing=prep), **_params(algo))
+    )
 
 
 def test_parts_counted_on_the_cluster_are_reported_here(cluster, tmp_path, monkeypatch):
@@ -81,7 +83,10 @@ def test_parts_counted_on_the_cluster_are_reported_here(cluster, tmp_path, monke
     recorder = Recorder()
     with reporting(recorder):
         load_streamed(path, None, Preprocessing(), None, 100, dask=cluster.scheduler_address)
-    assert recorder.stages == [[f"reading {path}", 2, "part", 2, True], [f"counting pairs of {path}", 2, "part", 2, True]]
+    assert recorder.stages == [
+        [f"reading {path}", 2, "part", 2, True],
+        [f"counting pairs of {path}", 2, "part", 2, True],
+    ]
 
 
 @pytest.mark.parametrize("name", ["hepatitis", "dermatology", "ecoli", "wine"])
@@ -123,8 +128,22 @@ def test_a_partitioned_parquet_data_set_on_the_cluster(cluster, tmp_path, algo):
 def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeypatch):
     """--dask and its environment variable; a learner that needs the rows is refused by name."""
     path = write(tmp_path, _mixed_csv(np.random.default_rng(6)))
-    code, out, err = run(capsys, "fit", "--algo", "kdb", "--k", "2", "--data", path, "--name", "m", "--store", store,
-                         "--dask", cluster.scheduler_address)
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "kdb",
+        "--k",
+        "2",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--dask",
+        cluster.scheduler_address,
+    )
     assert (code, err) == (0, "") and "published m version 1" in out
     monkeypatch.setenv("BNSERVE_DASK_SCHEDULER", cluster.scheduler_address)
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store)
@@ -136,8 +155,9 @@ def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeyp
 def test_an_unreachable_scheduler_is_named(capsys, store, tmp_path, monkeypatch):
     monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "1")
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
-                       "--dask", "tcp://127.0.0.1:9")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--dask", "tcp://127.0.0.1:9"
+    )
     assert code == 1 and "--dask tcp://127.0.0.1:9: cannot reach the Dask scheduler" in err
     assert "Traceback" not in err
 
@@ -201,7 +221,7 @@ def _big_glob(tmp_path, files: int = 6, rows: int = 40_000) -> str:
     for i in range(files):
         X = rng.integers(0, 5, size=(rows, 12))
         y = (X[:, 0] + X[:, 1] + rng.integers(0, 2, size=rows)) % 3
-        lines = ["," .join([*(f"x{j}" for j in range(12)), "class"])]
+        lines = [",".join([*(f"x{j}" for j in range(12)), "class"])]
         lines += [",".join(map(str, (*r, c))) for r, c in zip(X.tolist(), y.tolist())]
         (tmp_path / "big" / f"{i}.csv").write_text("\n".join(lines) + "\n")
     return str(tmp_path / "big" / "*.csv")
@@ -213,8 +233,24 @@ def _fit_while_killing(capsys, store: str, pattern: str, scheduler: str) -> tupl
     killer = threading.Thread(target=lambda: killed.extend(_kill_a_busy_worker(scheduler, done)))
     killer.start()
     try:
-        code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", pattern, "--name", "m",
-                             "--store", store, "--chunk-rows", "5000", "--dask", scheduler)
+        code, out, err = run(
+            capsys,
+            "fit",
+            "--algo",
+            "fkdb",
+            "--k",
+            "2",
+            "--data",
+            pattern,
+            "--name",
+            "m",
+            "--store",
+            store,
+            "--chunk-rows",
+            "5000",
+            "--dask",
+            scheduler,
+        )
     finally:
         done.set()
         killer.join()
@@ -244,7 +280,9 @@ def test_a_worker_killed_past_the_allowed_failures_stops_the_fit_with_nothing_pu
     for attempt in range(3):
         store = tmp_path / f"models-{attempt}.db"
         with _cluster(**{"distributed.scheduler.allowed-failures": 0}) as cluster:
-            code, out, err, killed = _fit_while_killing(capsys, f"sqlite:///{store}", pattern, cluster.scheduler_address)
+            code, out, err, killed = _fit_while_killing(
+                capsys, f"sqlite:///{store}", pattern, cluster.scheduler_address
+            )
         assert killed
         if code == 0:
             continue
@@ -284,8 +322,20 @@ def test_a_relative_path_is_the_trainers_file_on_the_workers(elsewhere, capsys, 
     for i in range(2):
         write(tmp_path / "parts", _mixed_csv(rng, rows=500), f"{i}.csv")
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capsys, "fit", "--algo", "tan", "--data", relative, "--name", "m", "--store", store,
-                         "--dask", elsewhere.scheduler_address)
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "tan",
+        "--data",
+        relative,
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--dask",
+        elsewhere.scheduler_address,
+    )
     assert (code, err) == (0, ""), err
     with ModelStore(store) as opened:
         served = opened.load("m").model
@@ -340,22 +390,39 @@ def test_a_scheduler_that_never_answers_ends_the_fit_within_the_timeout(tmp_path
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
     env = {**os.environ, "BNSERVE_DASK_TIMEOUT": "2"}
     with _silent_scheduler() as address:
-        command = [sys.executable, "-m", "bnserve.trainer.cli", "fit", "--algo", "nb", "--data", path,
-                   "--name", "m", "--store", f"sqlite:///{tmp_path / 'models.db'}", "--dask", address]
+        command = [
+            sys.executable,
+            "-m",
+            "bnserve.trainer.cli",
+            "fit",
+            "--algo",
+            "nb",
+            "--data",
+            path,
+            "--name",
+            "m",
+            "--store",
+            f"sqlite:///{tmp_path / 'models.db'}",
+            "--dask",
+            address,
+        ]
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
         took = time.monotonic() - started
     assert done.returncode == 1, done.stderr
-    assert done.stderr == (f"trainer: error: --dask {address}: the Dask scheduler did not answer the handshake "
-                           "within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n")
+    assert done.stderr == (
+        f"trainer: error: --dask {address}: the Dask scheduler did not answer the handshake "
+        "within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n"
+    )
     assert took < 30  # the timeout, Python's start and the import of the trainer
     assert not (tmp_path / "models.db").exists()
 
 
 def test_tls_without_a_certificate_is_refused_in_one_line(capsys, store, tmp_path):
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
-                       "--dask", "tls://127.0.0.1:9")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--dask", "tls://127.0.0.1:9"
+    )
     assert code == 1 and err.count("\n") == 1
     assert err.startswith("trainer: error: --dask tls://127.0.0.1:9: tls:// needs the client's certificate")
     assert "DASK_DISTRIBUTED__COMM__TLS__CA_FILE" in err
@@ -364,11 +431,26 @@ def test_tls_without_a_certificate_is_refused_in_one_line(capsys, store, tmp_pat
 def test_a_tls_configuration_naming_a_missing_file_is_refused_in_one_line(capsys, store, tmp_path):
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
     missing = str(tmp_path / "nowhere.pem")
-    tls = {"distributed.comm.tls.ca-file": missing, "distributed.comm.tls.client.cert": missing,
-           "distributed.comm.tls.client.key": missing}
+    tls = {
+        "distributed.comm.tls.ca-file": missing,
+        "distributed.comm.tls.client.cert": missing,
+        "distributed.comm.tls.client.key": missing,
+    }
     with dask.config.set(tls):
-        code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
-                           "--dask", "tls://127.0.0.1:9")
+        code, _, err = run(
+            capsys,
+            "fit",
+            "--algo",
+            "nb",
+            "--data",
+            path,
+            "--name",
+            "m",
+            "--store",
+            store,
+            "--dask",
+            "tls://127.0.0.1:9",
+        )
     assert code == 1 and err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("trainer: error: --dask tls://127.0.0.1:9: Dask's TLS configuration: ")
 
@@ -376,17 +458,47 @@ def test_a_tls_configuration_naming_a_missing_file_is_refused_in_one_line(capsys
 def _certificates(where) -> dict[str, str]:
     """A CA and one certificate it signed (for the scheduler, the workers and the client),
     made by openssl; Dask's TLS configuration naming them."""
+
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=where, check=True, capture_output=True, timeout=60)
 
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem",
-            "-days", "1", "-subj", "/CN=bnserve test CA")
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca-key.pem",
+        "-out",
+        "ca.pem",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=bnserve test CA",
+    )
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out", "cert.csr", "-subj", "/CN=localhost")
-    openssl("x509", "-req", "-in", "cert.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
-            "-out", "cert.pem", "-days", "1")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "cert.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca-key.pem",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "1",
+    )
     ca, cert, key = (str(where / f) for f in ("ca.pem", "cert.pem", "key.pem"))
-    return {"distributed.comm.tls.ca-file": ca, "distributed.comm.tls.client.cert": cert,
-            "distributed.comm.tls.client.key": key}
+    return {
+        "distributed.comm.tls.ca-file": ca,
+        "distributed.comm.tls.client.cert": cert,
+        "distributed.comm.tls.client.key": key,
+    }
 
 
 def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path, monkeypatch):
@@ -399,21 +511,58 @@ def test_the_cli_trains_on_a_cluster_speaking_tls(capsys, store, tmp_path, monke
     monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "3")
     ca, cert, key = tls.values()
     security = distributed.security.Security(
-        tls_ca_file=ca, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key,
-        tls_client_cert=cert, tls_client_key=key, require_encryption=True,
+        tls_ca_file=ca,
+        tls_scheduler_cert=cert,
+        tls_scheduler_key=key,
+        tls_worker_cert=cert,
+        tls_worker_key=key,
+        tls_client_cert=cert,
+        tls_client_key=key,
+        require_encryption=True,
     )
     path = write(tmp_path, _mixed_csv(np.random.default_rng(11)))
     environ = dict(os.environ)
     try:
-        with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tls://",
-                                      security=security, dashboard_address=":0", silence_logs=50) as cluster:
+        with distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            protocol="tls://",
+            security=security,
+            dashboard_address=":0",
+            silence_logs=50,
+        ) as cluster:
             assert cluster.scheduler_address.startswith("tls://")
             with dask.config.set(tls):
-                code, out, err = run(capsys, "fit", "--algo", "tan", "--data", path, "--name", "m", "--store", store,
-                                     "--dask", cluster.scheduler_address)
+                code, out, err = run(
+                    capsys,
+                    "fit",
+                    "--algo",
+                    "tan",
+                    "--data",
+                    path,
+                    "--name",
+                    "m",
+                    "--store",
+                    store,
+                    "--dask",
+                    cluster.scheduler_address,
+                )
             with dask.config.set(untrusted):
-                refused = run(capsys, "fit", "--algo", "tan", "--data", path, "--name", "other", "--store", store,
-                              "--dask", cluster.scheduler_address.replace("127.0.0.1", "localhost"))  # not the client kept
+                refused = run(
+                    capsys,
+                    "fit",
+                    "--algo",
+                    "tan",
+                    "--data",
+                    path,
+                    "--name",
+                    "other",
+                    "--store",
+                    store,
+                    "--dask",
+                    cluster.scheduler_address.replace("127.0.0.1", "localhost"),
+                )  # not the client kept
     finally:
         os.environ.clear()
         os.environ.update(environ)
@@ -443,20 +592,60 @@ def test_a_scheduler_that_stops_answering_mid_job_ends_the_fit_within_the_timeou
     trainer's next question to it goes unanswered, and the fit ends in one line."""
     file = str(tmp_path / "scheduler.json")
     with _processes(
-        [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--no-dashboard", "--scheduler-file", file],
-        [sys.executable, "-m", "distributed.cli.dask_worker", "--nthreads", "1", "--no-nanny", "--no-dashboard",
-         "--host", "127.0.0.1", "--scheduler-file", file],
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            file,
+        ],
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            "--nthreads",
+            "1",
+            "--no-nanny",
+            "--no-dashboard",
+            "--host",
+            "127.0.0.1",
+            "--scheduler-file",
+            file,
+        ],
     ) as (scheduler, worker):
         with distributed.Client(scheduler_file=file, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(1, timeout=60)
             address = client.scheduler.address
         worker.send_signal(signal.SIGSTOP)
         path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
-        command = [sys.executable, "-m", "bnserve.trainer.cli", "fit", "--algo", "nb", "--data", path, "--name", "m",
-                   "--store", f"sqlite:///{tmp_path / 'models.db'}", "--dask", address]
-        trainer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                   env={**os.environ, "BNSERVE_DASK_TIMEOUT": "2"})
+        command = [
+            sys.executable,
+            "-m",
+            "bnserve.trainer.cli",
+            "fit",
+            "--algo",
+            "nb",
+            "--data",
+            path,
+            "--name",
+            "m",
+            "--store",
+            f"sqlite:///{tmp_path / 'models.db'}",
+            "--dask",
+            address,
+        ]
+        trainer = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "BNSERVE_DASK_TIMEOUT": "2"},
+        )
         with distributed.Client(address, timeout=60, set_as_default=False) as client:
             while not any(client.processing().values()):  # the trainer's part, held for the stopped worker
                 assert trainer.poll() is None, trainer.communicate()
@@ -470,22 +659,33 @@ def test_a_scheduler_that_stops_answering_mid_job_ends_the_fit_within_the_timeou
             trainer.wait()
         took = time.monotonic() - stopped
     assert trainer.returncode == 1, err
-    assert err == (f"trainer: error: --dask {address}: the Dask scheduler did not answer while the parts were "
-                   "counted within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n")
+    assert err == (
+        f"trainer: error: --dask {address}: the Dask scheduler did not answer while the parts were "
+        "counted within 2 s ($BNSERVE_DASK_TIMEOUT); nothing was published\n"
+    )
     assert took < 20  # at most two timeouts and the grace: the wait for a part, then the question
     assert not (tmp_path / "models.db").exists()
 
 
-@pytest.mark.parametrize(("address", "timeout", "said"), [
-    ("tcp://user:s3cret@127.0.0.1:9", "1", "--dask tcp://user:***@127.0.0.1:9: not a Dask address: invalid address"),
-    ("tcp://127.0.0.1", "1", "--dask tcp://127.0.0.1: not a Dask address: missing port number"),
-    ("tcp://127.0.0.1:9", "soon", "$BNSERVE_DASK_TIMEOUT: 'soon' is not a number of seconds above 0"),
-    ("tcp://127.0.0.1:9", "0", "$BNSERVE_DASK_TIMEOUT: '0' is not a number of seconds above 0"),
-])
+@pytest.mark.parametrize(
+    ("address", "timeout", "said"),
+    [
+        (
+            "tcp://user:s3cret@127.0.0.1:9",
+            "1",
+            "--dask tcp://user:***@127.0.0.1:9: not a Dask address: invalid address",
+        ),
+        ("tcp://127.0.0.1", "1", "--dask tcp://127.0.0.1: not a Dask address: missing port number"),
+        ("tcp://127.0.0.1:9", "soon", "$BNSERVE_DASK_TIMEOUT: 'soon' is not a number of seconds above 0"),
+        ("tcp://127.0.0.1:9", "0", "$BNSERVE_DASK_TIMEOUT: '0' is not a number of seconds above 0"),
+    ],
+)
 def test_a_bad_address_or_timeout_is_refused_in_one_line(capsys, store, tmp_path, monkeypatch, address, timeout, said):
     """Refused before any connection, the password of an address hidden."""
     monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", timeout)
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--dask", address)
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--dask", address
+    )
     assert code == 1 and err.startswith(f"trainer: error: {said}") and err.count("\n") == 1
     assert "s3cret" not in err

@@ -107,7 +107,9 @@ def test_encode_with_known_missing_and_unknown(tmp_path):
 
 def test_load_with_matches_columns_by_name(tmp_path):
     train = load(write(tmp_path, SMALL))
-    test = load_with(write(tmp_path, "label,size,colour,extra\nno,small,red,9\n,small,blue,9\n", "t.csv"), train.variables)
+    test = load_with(
+        write(tmp_path, "label,size,colour,extra\nno,small,red,9\n,small,blue,9\n", "t.csv"), train.variables
+    )
     assert test.X.tolist() == [[1, 1]]
     assert test.y.tolist() == [0]
     assert test.n_rows_dropped == 1

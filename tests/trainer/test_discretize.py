@@ -62,13 +62,20 @@ def test_equal_frequency_and_equal_width():
     assert equal_width_cuts(np.array([0.0, 10.0, 3.0]), 5) == (2.0, 4.0, 6.0, 8.0)
     assert equal_width_cuts(np.array([3.0, 3.0]), 5) == ()
     assert equal_frequency_cuts(np.array([1.0] * 9 + [2.0]), 3) == (1.5,)  # a run of ties moves the cut to its end
-    assert equal_frequency_cuts(np.array([1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 3.0]), 2) == (2.5,)  # rank 4: the nearer end of the run
+    assert equal_frequency_cuts(np.array([1.0, 2.0, 2.0, 2.0, 2.0, 2.0, 3.0]), 2) == (
+        2.5,
+    )  # rank 4: the nearer end of the run
 
 
-@pytest.mark.parametrize("text, method", [
-    ("mdl", Method("mdl")), ("equal-frequency:3", Method("equal-frequency", 3)), ("equal-width:10", Method("equal-width", 10)),
-    ("mdl:16", Method("mdl", 16)),
-])
+@pytest.mark.parametrize(
+    "text, method",
+    [
+        ("mdl", Method("mdl")),
+        ("equal-frequency:3", Method("equal-frequency", 3)),
+        ("equal-width:10", Method("equal-width", 10)),
+        ("mdl:16", Method("mdl", 16)),
+    ],
+)
 def test_method_parses_and_prints_back(text, method):
     assert Method.parse(text) == method and str(method) == text
 
@@ -79,11 +86,11 @@ def test_bad_method_is_refused(text):
         Method.parse(text)
 
 
-
-
-NUMERIC_CSV = "x,code,word,c\n" + "".join(
-    f"{x},{i % 3},{'ab'[i % 2]},{'yn'[x > 50]}\n" for i, x in enumerate(range(0, 100, 2))
-) + ",1,a,y\n"
+NUMERIC_CSV = (
+    "x,code,word,c\n"
+    + "".join(f"{x},{i % 3},{'ab'[i % 2]},{'yn'[x > 50]}\n" for i, x in enumerate(range(0, 100, 2)))
+    + ",1,a,y\n"
+)
 
 
 def test_columns_are_typed_numeric_nominal_codes_and_words(tmp_path):
@@ -114,8 +121,7 @@ def test_only_ascii_decimals_make_a_column_numeric(tmp_path):
     assert x.kind == "nominal" and {"1_000", "١٣"} <= set(x.states)
     with pytest.raises(InvalidInput, match=r"line 2: column 'x' is numeric, but has the value '1_000'"):
         load(path, preprocessing=Preprocessing(numeric=("x",)))
-    arff = write(tmp_path, "@relation r\n@attribute x numeric\n@attribute c {y,n}\n@data\n12,y\n١٣,n\n",
-                 "data.arff")
+    arff = write(tmp_path, "@relation r\n@attribute x numeric\n@attribute c {y,n}\n@data\n12,y\n١٣,n\n", "data.arff")
     with pytest.raises(InvalidInput, match=r"column 'x' is numeric, but has the value '١٣'"):
         load(arff)
     assert Method.parse("mdl:16").bins == 16
@@ -123,12 +129,15 @@ def test_only_ascii_decimals_make_a_column_numeric(tmp_path):
         Method.parse("mdl:١٦")
 
 
-@pytest.mark.parametrize("prep, pieces", [
-    (Preprocessing(numeric=("word",)), ["line 2", "'word'", "'a'"]),
-    (Preprocessing(numeric=("nope",)), ["--numeric", "'nope'"]),
-    (Preprocessing(ignore=("c",)), ["class column"]),
-    (Preprocessing(numeric=("x",), nominal=("x",)), ["both"]),
-])
+@pytest.mark.parametrize(
+    "prep, pieces",
+    [
+        (Preprocessing(numeric=("word",)), ["line 2", "'word'", "'a'"]),
+        (Preprocessing(numeric=("nope",)), ["--numeric", "'nope'"]),
+        (Preprocessing(ignore=("c",)), ["class column"]),
+        (Preprocessing(numeric=("x",), nominal=("x",)), ["both"]),
+    ],
+)
 def test_bad_typing_is_refused_naming_the_column(tmp_path, prep, pieces):
     with pytest.raises(InvalidInput) as err:
         load(write(tmp_path, NUMERIC_CSV), preprocessing=prep)
@@ -137,8 +146,10 @@ def test_bad_typing_is_refused_naming_the_column(tmp_path, prep, pieces):
 
 
 def test_impute_fills_training_rows_with_modes_and_means(tmp_path):
-    data = load(write(tmp_path, "x,n,c\n1,a,y\n2,a,y\n,,y\n9,b,n\n10,,n\n"), preprocessing=Preprocessing(
-        numeric=("x",), discretize=Method("equal-width", 2), missing=IMPUTE))
+    data = load(
+        write(tmp_path, "x,n,c\n1,a,y\n2,a,y\n,,y\n9,b,n\n10,,n\n"),
+        preprocessing=Preprocessing(numeric=("x",), discretize=Method("equal-width", 2), missing=IMPUTE),
+    )
     assert (data.X >= 0).all()
     assert data.X[2].tolist() == [int(5.5 > data.features[0].cuts[0]), 0]  # mean 5.5, mode "a"
 
@@ -157,7 +168,12 @@ WEKA_CUTS = json.loads((FIXTURES / "weka_mdl_cuts.json").read_text())
 
 def test_the_weka_fixture_covers_33_columns_of_five_data_sets():
     assert {file: len(columns) for file, columns in WEKA_CUTS.items()} == {
-        "wine.csv": 13, "ecoli.csv": 7, "hepatitis.csv": 6, "dermatology.csv": 1, "adult-train.csv": 6}
+        "wine.csv": 13,
+        "ecoli.csv": 7,
+        "hepatitis.csv": 6,
+        "dermatology.csv": 1,
+        "adult-train.csv": 6,
+    }
 
 
 @pytest.mark.parametrize("file", sorted(WEKA_CUTS))
@@ -174,15 +190,22 @@ def test_mdl_cut_points_equal_wekas(file):
 
 
 def test_declared_types_win_over_inference_and_keep_the_declared_label_order(tmp_path):
-    arff = ("@relation t\n@attribute scale numeric\n@attribute colour {red, green, blue}\n@attribute c {n, y}\n@data\n"
-            + "".join(f"{1 + i % 5},{('red', 'green')[i % 2]},{'ny'[i % 5 > 2]}\n" for i in range(60)))
+    arff = (
+        "@relation t\n@attribute scale numeric\n@attribute colour {red, green, blue}\n@attribute c {n, y}\n@data\n"
+        + "".join(f"{1 + i % 5},{('red', 'green')[i % 2]},{'ny'[i % 5 > 2]}\n" for i in range(60))
+    )
     data = load(write(tmp_path, arff, "t.arff"))
     scale, colour = data.features
     assert scale.kind == NUMERIC and scale.cuts == (3.5,)  # in a CSV, 1-5 would read as nominal codes
     assert colour.states == ("red", "green", "blue")
     assert data.class_variable.states == ("n", "y")
-    csv_data = load(write(tmp_path, "scale,colour,c\n" + "".join(
-        f"{1 + i % 5},{('red', 'green')[i % 2]},{'ny'[i % 5 > 2]}\n" for i in range(60))))
+    csv_data = load(
+        write(
+            tmp_path,
+            "scale,colour,c\n"
+            + "".join(f"{1 + i % 5},{('red', 'green')[i % 2]},{'ny'[i % 5 > 2]}\n" for i in range(60)),
+        )
+    )
     assert csv_data.features[0].kind == "nominal"
 
 
@@ -214,7 +237,7 @@ def test_value_tables_of_chunks_merge_to_the_same_cut_points(method):
     y = rng.integers(0, 3, size=3000)
     x = np.round(rng.normal(y, 1.0), 2)
     x[rng.random(3000) < 0.05] = np.nan
-    chunks = [value_table(x[i:i + 700], y[i:i + 700], 3) for i in range(0, 3000, 700)]
+    chunks = [value_table(x[i : i + 700], y[i : i + 700], 3) for i in range(0, 3000, 700)]
     values, counts = merge_value_tables(chunks)
     whole = value_table(x, y, 3)
     np.testing.assert_array_equal(values, whole[0])

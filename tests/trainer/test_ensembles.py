@@ -28,8 +28,12 @@ def small() -> EncodedData:
     X = np.stack([a, b, c], axis=1).astype(np.int32)
     X[[3, 17, 40], [0, 1, 2]] = -1
     X[25, [0, 2]] = -1
-    variables = (Variable("a", ("a0", "a1")), Variable("b", ("b0", "b1", "b2")), Variable("c", ("c0", "c1")),
-                 Variable("class", ("x", "y", "z"), CLASS))
+    variables = (
+        Variable("a", ("a0", "a1")),
+        Variable("b", ("b0", "b1", "b2")),
+        Variable("c", ("c0", "c1")),
+        Variable("class", ("x", "y", "z"), CLASS),
+    )
     return EncodedData(variables, X, y.astype(np.int64), source="small")
 
 
@@ -142,17 +146,21 @@ def test_rtan_is_deterministic_for_a_seed(small):
 def test_rtan_averages_its_members_posteriors(small):
     model = fit("rtan", small, members=3, sample_seed=2)
     rows = all_rows(small)
-    singles = [compile_model(fit("tan", small.subset(s))).predict_proba(rows)
-               for s in bootstrap_samples(small.n_rows, 3, 2)]
+    singles = [
+        compile_model(fit("tan", small.subset(s))).predict_proba(rows) for s in bootstrap_samples(small.n_rows, 3, 2)
+    ]
     assert np.allclose(compile_model(model).predict_proba(rows), np.mean(singles, axis=0), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"members": 0}, "members must be a positive integer"),
-    ({"members": 2.5}, "members must be a positive integer"),
-    ({"sample_seed": -1}, "sample_seed must be a non-negative integer"),
-    ({"k": 2}, "takes no k"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"members": 0}, "members must be a positive integer"),
+        ({"members": 2.5}, "members must be a positive integer"),
+        ({"sample_seed": -1}, "sample_seed must be a non-negative integer"),
+        ({"k": 2}, "takes no k"),
+    ],
+)
 def test_rtan_refuses_bad_parameters(small, params, match):
     with pytest.raises(InvalidInput, match=match):
         fit("rtan", small, **params)
@@ -161,11 +169,14 @@ def test_rtan_refuses_bad_parameters(small, params, match):
 # ------------------------------------------------------------------ both
 
 
-@pytest.mark.parametrize("algo, params, networks", [
-    ("aode", {}, 36),
-    ("rtan", {"members": 3, "sample_seed": 0}, 3),
-    ("rtan", {}, 10),
-])
+@pytest.mark.parametrize(
+    "algo, params, networks",
+    [
+        ("aode", {}, 36),
+        ("rtan", {"members": 3, "sample_seed": 0}, 3),
+        ("rtan", {}, 10),
+    ],
+)
 def test_fit_gives_valid_models_that_predict_distributions(chess, algo, params, networks):
     model = fit(algo, chess, **params)
     assert model.validate() is model

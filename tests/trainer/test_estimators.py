@@ -56,17 +56,20 @@ def test_the_text_form_round_trips(text):
     assert str(Estimator.parse(text)) == text
 
 
-@pytest.mark.parametrize("text, message", [
-    ("bayes", "must be one of"),
-    ("laplace:2", "takes no value"),
-    ("dirichlet", "needs a value"),
-    ("dirichlet:x", "is not a number"),
-    ("dirichlet:0", "finite positive"),
-    ("m:-1", "finite positive"),
-    ("m:inf", "finite positive"),
-    ("hdp:0", "must be positive"),
-    ("hdp:1.5", "is not a number"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("bayes", "must be one of"),
+        ("laplace:2", "takes no value"),
+        ("dirichlet", "needs a value"),
+        ("dirichlet:x", "is not a number"),
+        ("dirichlet:0", "finite positive"),
+        ("m:-1", "finite positive"),
+        ("m:inf", "finite positive"),
+        ("hdp:0", "must be positive"),
+        ("hdp:1.5", "is not a number"),
+    ],
+)
 def test_bad_estimators_are_refused_by_name(text, message):
     with pytest.raises(InvalidInput, match=message):
         Estimator.parse(text)
@@ -89,15 +92,39 @@ def test_a_fit_records_its_estimator_and_uses_it_for_every_node():
 
 
 def test_the_cli_takes_an_estimator_for_fit_and_evaluate(capsys, store):
-    code, out, err = run(capsys, "fit", "--algo", "tan", "--estimator", "dirichlet:0.5", "--data",
-                         "builtin:chess", "--name", "chess", "--store", store)
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "tan",
+        "--estimator",
+        "dirichlet:0.5",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--store",
+        store,
+    )
     assert code == 0, err
     code, out, _ = run(capsys, "show", "chess", "--store", store, "--json")
     assert '"estimator": "dirichlet:0.5"' in out
-    code, out, err = run(capsys, "fit", "--algo", "tan", "--estimator", "dirichlet:-2", "--data",
-                         "builtin:chess", "--name", "chess", "--store", store)
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "tan",
+        "--estimator",
+        "dirichlet:-2",
+        "--data",
+        "builtin:chess",
+        "--name",
+        "chess",
+        "--store",
+        store,
+    )
     assert code == 2 and "finite positive" in err
-    code, out, err = run(capsys, "evaluate", "--algo", "nb", "--estimator", "m:2", "--folds", "3",
-                         "--data", str(dataset_path("car")))
+    code, out, err = run(
+        capsys, "evaluate", "--algo", "nb", "--estimator", "m:2", "--folds", "3", "--data", str(dataset_path("car"))
+    )
     assert code == 0 and "estimator=m:2" in out
-

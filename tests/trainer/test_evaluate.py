@@ -37,7 +37,8 @@ def test_cross_validation_is_deterministic(chess):
     b = cross_validate("nb", chess, folds=3, seed=1)
     timing = {"fit_seconds", "predict_seconds"}
     assert {k: v for k, v in a.to_dict().items() if k not in timing} == {
-        k: v for k, v in b.to_dict().items() if k not in timing}
+        k: v for k, v in b.to_dict().items() if k not in timing
+    }
 
 
 def test_holdout_scores_the_test_rows(chess):
@@ -94,8 +95,19 @@ def test_the_cli_prints_per_class_figures_and_writes_them_to_json(capsys, tmp_pa
     from tests.trainer.conftest import run
 
     out_json = tmp_path / "e.json"
-    code, out, err = run(capsys, "evaluate", "--algo", "nb", "--data", "builtin:chess", "--folds", "3",
-                         "--per-class", "--json", str(out_json))
+    code, out, err = run(
+        capsys,
+        "evaluate",
+        "--algo",
+        "nb",
+        "--data",
+        "builtin:chess",
+        "--folds",
+        "3",
+        "--per-class",
+        "--json",
+        str(out_json),
+    )
     assert (code, err) == (0, "")
     assert "true \\ predicted  nowin   won  precision  recall      F1  support" in out
     (evaluation,) = json.loads(out_json.read_text())["evaluations"]

@@ -141,14 +141,16 @@ def test_bad_arguments(chess):
         fit("nb", chess, k=2)
 
 
-
-@pytest.mark.parametrize("source, name", [
-    ("/home/alice/projects/secret/adult.csv", "adult.csv"),
-    ("data/part-*.parquet", "part-*.parquet"),
-    ("s3://bucket/dir/train.csv.gz?X-Amz-Signature=abc", "train.csv.gz"),
-    ("https://user:password@internal.example/exports/rows.tsv#top", "rows.tsv"),
-    ("builtin:chess", "builtin:chess"),
-])
+@pytest.mark.parametrize(
+    "source, name",
+    [
+        ("/home/alice/projects/secret/adult.csv", "adult.csv"),
+        ("data/part-*.parquet", "part-*.parquet"),
+        ("s3://bucket/dir/train.csv.gz?X-Amz-Signature=abc", "train.csv.gz"),
+        ("https://user:password@internal.example/exports/rows.tsv#top", "rows.tsv"),
+        ("builtin:chess", "builtin:chess"),
+    ],
+)
 def test_the_metadata_names_the_data_file_alone(source, name):
     assert source_name(source) == name
 

@@ -140,7 +140,9 @@ def test_xmlbif_table_order_and_a_weka_doctype(tmp_path):
 
 # ---------------------------------------------------------------- malformed files
 
-BIF_HEAD = "network n { }\nvariable A { type discrete [ 2 ] { a0, a1 }; }\nvariable C { type discrete [ 2 ] { c0, c1 }; }\n"
+BIF_HEAD = (
+    "network n { }\nvariable A { type discrete [ 2 ] { a0, a1 }; }\nvariable C { type discrete [ 2 ] { c0, c1 }; }\n"
+)
 BIF_A = "probability ( A ) { table 0.4, 0.6; }\n"
 
 
@@ -148,30 +150,67 @@ BIF_A = "probability ( A ) { table 0.4, 0.6; }\n"
     "body, message",
     [
         (BIF_A + "probability ( C | B ) { table 0.5, 0.5; }\n", r"line 5: variable 'C': unknown parent 'B'"),
-        (BIF_A + "probability ( C | A ) { table 0.1, 0.9, 0.5; }\n",
-         r"line 5: variable 'C': the table has 3 probabilities, expected 4 \(2 states × 2 parent configurations\)"),
-        (BIF_A + "probability ( C | A ) {\n (a0) 0.1, 0.8, 0.1;\n (a1) 0.5, 0.5; }\n",
-         r"line 6: variable 'C': 3 probabilities where 'C' has 2 states"),
-        (BIF_A + "probability ( C | A ) { table 0.1, 0.9, 0.x, 0.5; }\n", r"line 5: variable 'C': '0.x' is not a probability"),
-        (BIF_A + "probability ( C | A ) { table 0.1, 0.9, nan, 0.5; }\n", r"line 5: variable 'C': 'nan' is not a probability"),
-        (BIF_A + "probability ( C | A ) { table 0.1, 0.9,\n -0.5, 1.5; }\n", r"line 6: variable 'C': negative probability -0.5"),
-        ("variable A { type discrete [ 2 ] { x, y }; }\n" + BIF_A + "probability ( C ) { table 0.5, 0.5; }\n",
-         r"line 4: variable 'A': is declared twice \(first on line 2\)"),
+        (
+            BIF_A + "probability ( C | A ) { table 0.1, 0.9, 0.5; }\n",
+            r"line 5: variable 'C': the table has 3 probabilities, expected 4 \(2 states × 2 parent configurations\)",
+        ),
+        (
+            BIF_A + "probability ( C | A ) {\n (a0) 0.1, 0.8, 0.1;\n (a1) 0.5, 0.5; }\n",
+            r"line 6: variable 'C': 3 probabilities where 'C' has 2 states",
+        ),
+        (
+            BIF_A + "probability ( C | A ) { table 0.1, 0.9, 0.x, 0.5; }\n",
+            r"line 5: variable 'C': '0.x' is not a probability",
+        ),
+        (
+            BIF_A + "probability ( C | A ) { table 0.1, 0.9, nan, 0.5; }\n",
+            r"line 5: variable 'C': 'nan' is not a probability",
+        ),
+        (
+            BIF_A + "probability ( C | A ) { table 0.1, 0.9,\n -0.5, 1.5; }\n",
+            r"line 6: variable 'C': negative probability -0.5",
+        ),
+        (
+            "variable A { type discrete [ 2 ] { x, y }; }\n" + BIF_A + "probability ( C ) { table 0.5, 0.5; }\n",
+            r"line 4: variable 'A': is declared twice \(first on line 2\)",
+        ),
         (BIF_A, r"line 3: variable 'C': has no probability block"),
-        (BIF_A + "probability ( C | A ) { table 0.1, 0.9, 0.5, 0.5;\n", r"line 6: .*the probability block opened on line 5 is not closed"),
-        ("probability ( A | C ) { table 0.5, 0.5, 0.5, 0.5; }\nprobability ( C | A ) { table 0.5, 0.5, 0.5, 0.5; }\n",
-         r"the arcs do not form a DAG: the network has a cycle"),
-        (BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; (a2) 0.5, 0.5; }\n",
-         r"line 5: variable 'C': parent 'A' has no state 'a2'; its states are a0, a1"),
-        (BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; }\n",
-         r"line 5: variable 'C': no probabilities for the configuration \(A=a1\)"),
-        (BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; (a1) 0.2, 0.2; }\n",
-         r"line 5: variable 'C': the probabilities for \(A=a1\) sum to 0.4, not 1"),
-        (BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; (a0) 0.5, 0.5; }\n", r"line 5: variable 'C': the configuration \(A=a0\) is given twice \(first on line 5\)"),
-        (BIF_A + "probability ( C ) { table 0.5, 0.5; }\nprobability ( C ) { table 0.5, 0.5; }\n",
-         r"line 6: variable 'C': has a second probability block"),
-        (BIF_A + "probability ( D ) { table 0.5, 0.5; }\n", r"line 5: variable 'D': has a probability block but is not declared"),
-        ("variable D { type discrete [ 3 ] { a, b }; }\n" + BIF_A, r"line 4: variable 'D': declares 3 states but lists 2"),
+        (
+            BIF_A + "probability ( C | A ) { table 0.1, 0.9, 0.5, 0.5;\n",
+            r"line 6: .*the probability block opened on line 5 is not closed",
+        ),
+        (
+            "probability ( A | C ) { table 0.5, 0.5, 0.5, 0.5; }\nprobability ( C | A ) { table 0.5, 0.5, 0.5, 0.5; }\n",
+            r"the arcs do not form a DAG: the network has a cycle",
+        ),
+        (
+            BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; (a2) 0.5, 0.5; }\n",
+            r"line 5: variable 'C': parent 'A' has no state 'a2'; its states are a0, a1",
+        ),
+        (
+            BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; }\n",
+            r"line 5: variable 'C': no probabilities for the configuration \(A=a1\)",
+        ),
+        (
+            BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; (a1) 0.2, 0.2; }\n",
+            r"line 5: variable 'C': the probabilities for \(A=a1\) sum to 0.4, not 1",
+        ),
+        (
+            BIF_A + "probability ( C | A ) { (a0) 0.5, 0.5; (a0) 0.5, 0.5; }\n",
+            r"line 5: variable 'C': the configuration \(A=a0\) is given twice \(first on line 5\)",
+        ),
+        (
+            BIF_A + "probability ( C ) { table 0.5, 0.5; }\nprobability ( C ) { table 0.5, 0.5; }\n",
+            r"line 6: variable 'C': has a second probability block",
+        ),
+        (
+            BIF_A + "probability ( D ) { table 0.5, 0.5; }\n",
+            r"line 5: variable 'D': has a probability block but is not declared",
+        ),
+        (
+            "variable D { type discrete [ 3 ] { a, b }; }\n" + BIF_A,
+            r"line 4: variable 'D': declares 3 states but lists 2",
+        ),
         ("variable D { type continuous; }\n", r"line 4: variable 'D': only discrete variables can be read"),
         ("/* never closed\n" + BIF_A, r"line 4: a /\* comment is never closed"),
         (BIF_A + "probabilty ( C ) { table 0.5, 0.5; }\n", r"line 5: expected 'network', 'variable' or 'probability'"),
@@ -195,28 +234,59 @@ def xmlbif(body: str, head: str = "") -> str:
 @pytest.mark.parametrize(
     "text, message",
     [
-        (xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><GIVEN>B</GIVEN><TABLE>1 0</TABLE></DEFINITION>\n"),
-         r"line 6: variable 'C': unknown parent 'B'"),
-        (xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><GIVEN>A</GIVEN>\n<TABLE>1 0 1</TABLE></DEFINITION>\n"),
-         r"line 7: variable 'C': the table has 3 probabilities, expected 4"),
-        (xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>0.5 NaN</TABLE></DEFINITION>\n"),
-         r"line 6: variable 'C': 'NaN' is not a probability"),
-        (xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>1.5 -0.5</TABLE></DEFINITION>\n"),
-         r"line 6: variable 'C': negative probability -0.5"),
+        (
+            xmlbif(
+                XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><GIVEN>B</GIVEN><TABLE>1 0</TABLE></DEFINITION>\n"
+            ),
+            r"line 6: variable 'C': unknown parent 'B'",
+        ),
+        (
+            xmlbif(
+                XML_A
+                + XML_C
+                + XML_DEF_A
+                + "<DEFINITION><FOR>C</FOR><GIVEN>A</GIVEN>\n<TABLE>1 0 1</TABLE></DEFINITION>\n"
+            ),
+            r"line 7: variable 'C': the table has 3 probabilities, expected 4",
+        ),
+        (
+            xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>0.5 NaN</TABLE></DEFINITION>\n"),
+            r"line 6: variable 'C': 'NaN' is not a probability",
+        ),
+        (
+            xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>1.5 -0.5</TABLE></DEFINITION>\n"),
+            r"line 6: variable 'C': negative probability -0.5",
+        ),
         (xmlbif(XML_A + XML_C + XML_A + XML_DEF_A), r"line 5: variable 'A': is declared twice \(first on line 3\)"),
         (xmlbif(XML_A + XML_C + XML_DEF_A), r"line 4: variable 'C': has no probability block"),
-        (xmlbif(XML_A + XML_C + "<DEFINITION><FOR>A</FOR><GIVEN>C</GIVEN><TABLE>1 0 1 0</TABLE></DEFINITION>\n"
-                "<DEFINITION><FOR>C</FOR><GIVEN>A</GIVEN><TABLE>1 0 1 0</TABLE></DEFINITION>\n"),
-         r"the arcs do not form a DAG"),
-        (xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>0.2 0.2</TABLE></DEFINITION>\n"),
-         r"line 6: variable 'C': the probabilities for \(\) sum to 0.4, not 1"),
-        (xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>0.5 0.5</TABLE>\n"),
-         r"line 7: not well-formed XML: mismatched tag"),
-        (xmlbif(XML_A, head='<!DOCTYPE BIF [ <!ENTITY boom "boom"> ]>\n'), r"line 2: the DOCTYPE declares the entity 'boom'"),
-        (xmlbif(XML_A, head='<!DOCTYPE BIF [ <!ENTITY ext SYSTEM "file:///etc/passwd"> ]>\n'),
-         r"line 2: the DOCTYPE declares the entity 'ext'; files that declare entities are refused"),
+        (
+            xmlbif(
+                XML_A + XML_C + "<DEFINITION><FOR>A</FOR><GIVEN>C</GIVEN><TABLE>1 0 1 0</TABLE></DEFINITION>\n"
+                "<DEFINITION><FOR>C</FOR><GIVEN>A</GIVEN><TABLE>1 0 1 0</TABLE></DEFINITION>\n"
+            ),
+            r"the arcs do not form a DAG",
+        ),
+        (
+            xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>0.2 0.2</TABLE></DEFINITION>\n"),
+            r"line 6: variable 'C': the probabilities for \(\) sum to 0.4, not 1",
+        ),
+        (
+            xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR><TABLE>0.5 0.5</TABLE>\n"),
+            r"line 7: not well-formed XML: mismatched tag",
+        ),
+        (
+            xmlbif(XML_A, head='<!DOCTYPE BIF [ <!ENTITY boom "boom"> ]>\n'),
+            r"line 2: the DOCTYPE declares the entity 'boom'",
+        ),
+        (
+            xmlbif(XML_A, head='<!DOCTYPE BIF [ <!ENTITY ext SYSTEM "file:///etc/passwd"> ]>\n'),
+            r"line 2: the DOCTYPE declares the entity 'ext'; files that declare entities are refused",
+        ),
         (xmlbif(XML_A.replace("nature", "decision") + XML_DEF_A), r"line 3: variable 'A': only chance variables"),
-        (xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR></DEFINITION>\n"), r"line 6: variable 'C': needs one <TABLE>"),
+        (
+            xmlbif(XML_A + XML_C + XML_DEF_A + "<DEFINITION><FOR>C</FOR></DEFINITION>\n"),
+            r"line 6: variable 'C': needs one <TABLE>",
+        ),
     ],
 )
 def test_malformed_xmlbif(tmp_path, text, message):
@@ -228,7 +298,9 @@ def test_malformed_xmlbif(tmp_path, text, message):
 def test_the_class_must_be_a_variable(tmp_path):
     path = write(tmp_path, "n.bif", BIF_HEAD + BIF_A + "probability ( C ) { table 0.5, 0.5; }\n")
     prefix = "^" + re.escape(f"{path}: ")
-    with pytest.raises(InvalidInput, match=prefix + r"there is no variable 'X' to be the class; the variables are: A, C$"):
+    with pytest.raises(
+        InvalidInput, match=prefix + r"there is no variable 'X' to be the class; the variables are: A, C$"
+    ):
         read_model(path, "bif", "X")
     with pytest.raises(InvalidInput, match=prefix + r"name the class variable with --class; the variables are: A, C$"):
         read_model(path, "bif", None)
@@ -236,7 +308,9 @@ def test_the_class_must_be_a_variable(tmp_path):
 
 @pytest.mark.parametrize("off, renormalised", [(4e-7, False), (4e-4, True)])
 def test_rounded_columns_are_renormalised_and_noted(tmp_path, off, renormalised):
-    path = write(tmp_path, "r.bif", BIF_HEAD + BIF_A + f"probability ( C | A ) {{ (a0) 0.3, {0.7 + off!r}; (a1) 0.5, 0.5; }}\n")
+    path = write(
+        tmp_path, "r.bif", BIF_HEAD + BIF_A + f"probability ( C | A ) {{ (a0) 0.3, {0.7 + off!r}; (a1) 0.5, 0.5; }}\n"
+    )
     model = read_model(path, "bif", "C")
     cpt = model.networks[0].node("C").cpt
     assert np.allclose(cpt.sum(axis=0), 1.0, atol=1e-15, rtol=0)
@@ -265,8 +339,15 @@ def test_round_trip_of_random_models_is_exact(tmp_path, fmt, seed):
 
 def test_round_trips_cover_what_they_claim():
     """The seeds above include a class with parents and numeric features."""
-    models = [random_model(np.random.default_rng(s), n_features=int(np.random.default_rng(s).integers(1, 6)),
-                           cardinalities=(2, 4), numeric=0.5) for s in range(12)]
+    models = [
+        random_model(
+            np.random.default_rng(s),
+            n_features=int(np.random.default_rng(s).integers(1, 6)),
+            cardinalities=(2, 4),
+            numeric=0.5,
+        )
+        for s in range(12)
+    ]
     assert sum(bool(m.networks[0].node("class").parents) for m in models) >= 3
     assert sum(any(v.kind == NUMERIC for v in m.variables) for m in models) >= 6
 
@@ -298,7 +379,9 @@ def test_round_trip_of_awkward_names(tmp_path, fmt):
 def test_ensembles_export_one_member_at_a_time():
     model = random_model(np.random.default_rng(3), n_features=4, n_networks=3, all_features=False)
     for fmt in ("bif", "xmlbif"):
-        with pytest.raises(InvalidInput, match=r"has 3 networks .*--network I \(0..2\), or draw them all with --format dot"):
+        with pytest.raises(
+            InvalidInput, match=r"has 3 networks .*--network I \(0..2\), or draw them all with --format dot"
+        ):
             write_model(model, fmt, "e")
         with pytest.raises(InvalidInput, match=r"--network 3: the model has 3 networks \(0..2\)"):
             write_model(model, fmt, "e", network=3)
@@ -338,8 +421,12 @@ def test_dot_of_a_single_network_with_cmi_labels():
     model = random_model(np.random.default_rng(5), n_features=5)
     arcs = model.networks[0].arcs
     labelled = arcs[: len(arcs) // 2]
-    model = Model(model.variables, model.networks, model.algorithm,
-                  metadata={"arc_cmi": [[p, c, 0.01234 * (i + 1)] for i, (p, c) in enumerate(labelled)]})
+    model = Model(
+        model.variables,
+        model.networks,
+        model.algorithm,
+        metadata={"arc_cmi": [[p, c, 0.01234 * (i + 1)] for i, (p, c) in enumerate(labelled)]},
+    )
     nodes, edges = parse_dot(write_model(model, "dot", "m"))
     assert set(nodes) == {v.name for v in model.variables}
     assert "peripheries=2" in nodes["class"] and "filled" in nodes["class"]
@@ -347,7 +434,7 @@ def test_dot_of_a_single_network_with_cmi_labels():
     assert set(edges) == set(arcs)
     for i, arc in enumerate(labelled):
         assert edges[arc] == f'label="{0.01234 * (i + 1):.3f}"'
-    assert all(edges[arc] == "" for arc in arcs[len(labelled):])
+    assert all(edges[arc] == "" for arc in arcs[len(labelled) :])
 
 
 def test_dot_of_an_ensemble_has_one_cluster_per_network_and_quotes_names():
@@ -368,12 +455,27 @@ def test_dot_of_an_ensemble_has_one_cluster_per_network_and_quotes_names():
 def test_graphviz_renders_what_we_write():
     require_tool("dot")  # Graphviz; CI installs it
     model = random_model(np.random.default_rng(2), n_features=4, n_networks=2, all_features=False)
-    weird = Model(tuple(Variable(AWKWARD[i] if v.role == FEATURE else v.name, v.states, v.role) for i, v in
-                        enumerate(model.variables)),
-                  tuple(Network(tuple(Node(AWKWARD[int(n.name[1:]) + 1] if n.name != "class" else n.name,
-                                           tuple(AWKWARD[int(p[1:]) + 1] if p != "class" else p for p in n.parents),
-                                           n.cpt) for n in net.nodes)) for net in model.networks),
-                  model.algorithm, model.combination)
+    weird = Model(
+        tuple(
+            Variable(AWKWARD[i] if v.role == FEATURE else v.name, v.states, v.role)
+            for i, v in enumerate(model.variables)
+        ),
+        tuple(
+            Network(
+                tuple(
+                    Node(
+                        AWKWARD[int(n.name[1:]) + 1] if n.name != "class" else n.name,
+                        tuple(AWKWARD[int(p[1:]) + 1] if p != "class" else p for p in n.parents),
+                        n.cpt,
+                    )
+                    for n in net.nodes
+                )
+            )
+            for net in model.networks
+        ),
+        model.algorithm,
+        model.combination,
+    )
     for text in (write_model(weird, "dot", "x"), write_model(weird, "dot", "x", network=0)):
         result = subprocess.run(["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0 and result.stderr == "" and "<svg" in result.stdout
@@ -390,7 +492,14 @@ def test_posteriors_match_the_tool_that_wrote_the_file(name, fmt):
     assert model.class_variable.states == tuple(expected["classes"])
     assert sorted(map(list, (arc for net in model.networks for arc in net.arcs))) == expected["arcs"]
     assert model.networks[0].node("class").parents  # the class has parents in this network
-    rows = np.array([[model.variable(f.name).code_of(case["evidence"][f.name]) if f.name in case["evidence"] else -1
-                      for f in model.features] for case in expected["cases"]])
+    rows = np.array(
+        [
+            [
+                model.variable(f.name).code_of(case["evidence"][f.name]) if f.name in case["evidence"] else -1
+                for f in model.features
+            ]
+            for case in expected["cases"]
+        ]
+    )
     got = compile_model(model).predict_proba(rows)
     np.testing.assert_allclose(got, np.array([case["posterior"] for case in expected["cases"]]), rtol=0, atol=1e-6)

@@ -151,6 +151,7 @@ def test_hc_recovers_what_fkdb_cannot_and_reaches_the_true_networks_accuracy(kno
     hc, fk = fit("hc", train, k=2), fit("fkdb", train, k=2)
     names = [v.name for v in train.features]
     true_arcs = {(names[p], names[i]) for i, ps in enumerate(network.parents) for p in ps}
+
     def feature_arcs(model):
         return {(p, c) for p, c in model.networks[0].arcs if p != "class"}
 

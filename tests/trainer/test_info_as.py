@@ -18,6 +18,7 @@ from tests.data_helpers import accuracy, dataset, make
 
 def slow_metrics(c, a, delta_rows):
     """Definitions 4.1-4.3 with eqs. (3)-(5), one dict of counts per instantiation l of Δ."""
+
     def h(counter, total):
         return -sum(n / total * math.log(n / total) for n in counter.values() if n)
 
@@ -117,11 +118,14 @@ def test_metric_is_checked(small):
         fit("info-as", small, metric="gain")
 
 
-@pytest.mark.parametrize("name, train_rows, metric, mean, sd", [
-    ("kr-vs-kp", 1000, "cgr", 96.08, 0.89),
-    ("splice", 2000, "cgr", 95.03, 0.54),
-    ("mushroom", 500, "cig", 99.33, 0.39),
-])
+@pytest.mark.parametrize(
+    "name, train_rows, metric, mean, sd",
+    [
+        ("kr-vs-kp", 1000, "cgr", 96.08, 0.89),
+        ("splice", 2000, "cgr", 95.03, 0.54),
+        ("mushroom", 500, "cig", 99.33, 0.39),
+    ],
+)
 def test_info_as_matches_paper_002(name, train_rows, metric, mean, sd):
     """Paper 002, Tables 1-3: train on a random ``train_rows`` rows, test on the rest; the
     paper averages 30 splits. One split here (seed 0), within two of the paper's standard

@@ -42,7 +42,8 @@ def test_cooper_herskovits_score_is_the_formula(rng):
     counts = stats.joint_counts([x, pa[:, 0], pa[:, 1]], [3, 2, 2])
     assert stats.cooper_herskovits_from_counts(counts) == pytest.approx(slow_ch(x, pa), rel=1e-12)
     assert stats.cooper_herskovits_from_counts(np.bincount(x, minlength=3)[:, None]) == pytest.approx(
-        slow_ch(x, np.zeros((40, 0), int)), rel=1e-12)
+        slow_ch(x, np.zeros((40, 0), int)), rel=1e-12
+    )
     # an unseen parent configuration adds nothing: a padded table scores the same
     padded = np.concatenate([counts, np.zeros((3, 2, 2))], axis=1)
     assert stats.cooper_herskovits_from_counts(padded) == pytest.approx(stats.cooper_herskovits_from_counts(counts))
@@ -101,8 +102,9 @@ def test_k2_adds_the_best_predecessor_while_it_raises_the_score(small, max_paren
             current = options[p]
         assert scores[node] == pytest.approx(current)
         if max_parents is None or len(ps) < max_parents:  # stopped because nothing raises it
-            assert all(family_score(v, node, chosen + [c]) <= current + SCORE_EPS
-                       for c in order[:pos] if c not in chosen)
+            assert all(
+                family_score(v, node, chosen + [c]) <= current + SCORE_EPS for c in order[:pos] if c not in chosen
+            )
 
 
 def test_the_class_gets_parents_when_they_cause_it(small):
@@ -123,11 +125,14 @@ def test_default_order_is_the_class_then_features_by_information(small):
     assert order[0] == 5 and list(mi[order[1:]]) == sorted(mi, reverse=True)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("x0,x1,x2,x3,x4,class,x9", "unknown variable.*'x9'"),
-    ("x0,x1,x1,x2,x3,x4,class", "'x1' more than once"),
-    ("x0,x1,x2,class", "missing 'x3', 'x4'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("x0,x1,x2,x3,x4,class,x9", "unknown variable.*'x9'"),
+        ("x0,x1,x1,x2,x3,x4,class", "'x1' more than once"),
+        ("x0,x1,x2,class", "missing 'x3', 'x4'"),
+    ],
+)
 def test_a_bad_order_is_refused_naming_the_variables(small, text, message):
     with pytest.raises(InvalidInput, match=message):
         fit("k2", small, order=text)
@@ -223,6 +228,7 @@ def test_cb_raises_the_ci_order_while_the_accuracy_rises(chess):
         def accuracy(parents):
             seen.append(parents)
             return values[len(seen) - 1]
+
         return accuracy
 
     rising = cb_search(v, nodes, nodes, None, fake(np.linspace(0.5, 0.9, 20)))
@@ -243,8 +249,9 @@ def test_cb_order_is_consistent_with_its_graph(small):
     assert sorted(order) == sorted(v.name for v in small.variables)
     for node in model.networks[0].nodes:  # K2 takes parents from predecessors only
         assert all(order.index(p) < order.index(node.name) for p in node.parents)
-    assert model.metadata["ci_order"] == len(model.metadata["cb_accuracies"]) - 1 or \
-        model.metadata["cb_accuracies"][model.metadata["ci_order"]] == max(model.metadata["cb_accuracies"])
+    assert model.metadata["ci_order"] == len(model.metadata["cb_accuracies"]) - 1 or model.metadata["cb_accuracies"][
+        model.metadata["ci_order"]
+    ] == max(model.metadata["cb_accuracies"])
     assert accuracy(model, small) > 0.85
 
 

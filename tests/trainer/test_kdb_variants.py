@@ -63,11 +63,29 @@ def test_kdb_theta_drops_every_arc_at_or_below_theta_and_keeps_the_rest(designed
     assert feature_parents(kdb(designed, 2, 0.0)) == plain
     # 0.0050 < 0.0201 < θ = 0.05 < 0.1308 < ln 2
     assert feature_parents(kdb(designed, 2, 0.05)) == {
-        "X0": [], "X1": [], "X2": ["X1"], "X3": [], "X4": [], "X5": ["X1", "X2"]}
+        "X0": [],
+        "X1": [],
+        "X2": ["X1"],
+        "X3": [],
+        "X4": [],
+        "X5": ["X1", "X2"],
+    }
     assert feature_parents(kdb(designed, 2, 0.01)) == {
-        "X0": [], "X1": [], "X2": ["X1"], "X3": [], "X4": ["X1", "X2"], "X5": ["X1", "X2"]}
+        "X0": [],
+        "X1": [],
+        "X2": ["X1"],
+        "X3": [],
+        "X4": ["X1", "X2"],
+        "X5": ["X1", "X2"],
+    }
     assert feature_parents(kdb(designed, 3, 0.003)) == {  # the third slot of X5 takes X4 (0.0050)
-        "X0": [], "X1": [], "X2": ["X1"], "X3": [], "X4": ["X1", "X2"], "X5": ["X1", "X2", "X4"]}
+        "X0": [],
+        "X1": [],
+        "X2": ["X1"],
+        "X3": [],
+        "X4": ["X1", "X2"],
+        "X5": ["X1", "X2", "X4"],
+    }
     assert feature_parents(kdb(designed, 2, 1.0)) == {n: [] for n in plain}  # above every CMI: naive Bayes
 
 

@@ -72,9 +72,7 @@ def test_fkdb_follows_algorithm_1(chess, info, k):
     for pos in range(1, len(names)):
         chosen_set = s.order[:pos]
         q = min(pos, k)
-        score = {
-            n: mi[n] + sum(top_values([cmi[n, j] for j in chosen_set], q)) for n in names if n not in chosen_set
-        }
+        score = {n: mi[n] + sum(top_values([cmi[n, j] for j in chosen_set], q)) for n in names if n not in chosen_set}
         best = max(score.values())
         node = s.order[pos]
         assert score[node] == pytest.approx(best, abs=TOL)

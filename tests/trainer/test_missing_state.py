@@ -74,10 +74,13 @@ def test_the_model_round_trips_through_the_store(tmp_path, data):
     assert "missing_state" not in model.variables[1].to_dict()  # older models keep their checksums
 
 
-@pytest.mark.parametrize("variable", [
-    Variable("a", ("x", "y"), missing_state=True),  # the last state is not the missing one
-    Variable("n", ("(-inf-1]", "(1-inf)"), kind=NUMERIC, cuts=(1.0,), missing_state=True),
-])
+@pytest.mark.parametrize(
+    "variable",
+    [
+        Variable("a", ("x", "y"), missing_state=True),  # the last state is not the missing one
+        Variable("n", ("(-inf-1]", "(1-inf)"), kind=NUMERIC, cuts=(1.0,), missing_state=True),
+    ],
+)
 def test_a_malformed_missing_state_is_refused(data, variable):
     model = fit("nb", data)
     variables = (variable, *model.variables[1:]) if variable.kind != NUMERIC else model.variables
@@ -98,8 +101,10 @@ def test_streaming_gives_the_same_model(tmp_path):
     path = write(tmp_path, header + "\n" + body * 5)
     prep = Preprocessing(numeric=("n",), missing=STATE)
     for chunk in (1, 4, 100):
-        assert_same_model(fit("kdb", load_streamed(path, None, prep, None, chunk), k=2),
-                          fit("kdb", load(path, preprocessing=prep), k=2))
+        assert_same_model(
+            fit("kdb", load_streamed(path, None, prep, None, chunk), k=2),
+            fit("kdb", load(path, preprocessing=prep), k=2),
+        )
 
 
 def test_cross_validation_learns_the_states_per_training_fold(data):
@@ -124,8 +129,22 @@ def test_the_cli_trains_with_the_state_and_shows_it(tmp_path, capsys):
 
     store = f"sqlite:///{tmp_path / 's.db'}"
     path = write(tmp_path, TEXT)
-    code, out, err = run(capsys, "fit", "--algo", "nb", "--missing", "state", "--numeric", "n", "--data", path,
-                         "--name", "m", "--store", store)
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--missing",
+        "state",
+        "--numeric",
+        "n",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        store,
+    )
     assert code == 0, err
     code, out, _ = run(capsys, "show", "m", "--store", store, "--json")
     variables = {v["name"]: v for v in json.loads(out)["variables"]}

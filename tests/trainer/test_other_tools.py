@@ -148,9 +148,14 @@ def test_pgmpy_drops_the_bif_rows_of_interval_labels_without_a_word(tmp_path):
     x = Variable("x", interval_labels((1.5,)), FEATURE, NUMERIC, (1.5,))
     cls = Variable("class", ("no", "yes"), CLASS)
     table = np.array([[0.9, 0.2], [0.1, 0.8]])
-    model = Model(variables=(cls, x), networks=(Network((Node("x", (), np.array([0.3, 0.7])),
-                                                         Node("class", ("x",), table))),),
-                  algorithm="hand", combination="single", params={}, metadata={}).validate()
+    model = Model(
+        variables=(cls, x),
+        networks=(Network((Node("x", (), np.array([0.3, 0.7])), Node("class", ("x",), table))),),
+        algorithm="hand",
+        combination="single",
+        params={},
+        metadata={},
+    ).validate()
     assert x.states == ("(-inf-1.5]", "(1.5-inf)")
     read = pgmpy_readwrite.BIFReader(str(export(tmp_path, model, "bif"))).get_model()
     assert read.get_cpds("class").values.tolist() == [[0.9, 0.0], [0.1, 0.0]]
@@ -167,11 +172,14 @@ def test_pyagrum_reads_our_bif_of_plain_identifiers_rounded(tmp_path, models):
     assert 1e-10 < difference <= PYAGRUM_BIF, difference
 
 
-@pytest.mark.parametrize("name, refusal", [
-    ("random-dag", "Syntax error"),  # labels such as f0:s1
-    ("random-numeric", "Syntax error"),  # interval labels, quoted
-    ("hepatitis-kdb", "Not enough modalities"),  # a column MDL left as one interval
-])
+@pytest.mark.parametrize(
+    "name, refusal",
+    [
+        ("random-dag", "Syntax error"),  # labels such as f0:s1
+        ("random-numeric", "Syntax error"),  # interval labels, quoted
+        ("hepatitis-kdb", "Not enough modalities"),  # a column MDL left as one interval
+    ],
+)
 def test_pyagrum_refuses_our_bif_unless_every_label_is_a_plain_identifier(tmp_path, models, name, refusal):
     with pytest.raises(gum.GumException, match=refusal):
         gum.loadBN(str(export(tmp_path, models[name], "bif")))

@@ -52,8 +52,24 @@ def write_csv(path, header, body) -> str:
 def trained(capsys, tmp_path, store):
     """A kdb model (a numeric column discretised) trained through the CLI, and the data to score."""
     train = write_csv(tmp_path / "train.csv", HEADER, rows(400, seed=1))
-    code, _, err = run(capsys, "fit", "--algo", "kdb", "--k", "1", "--data", train, "--class", "label",
-                       "--ignore", "id", "--name", "m", "--store", store)
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "kdb",
+        "--k",
+        "1",
+        "--data",
+        train,
+        "--class",
+        "label",
+        "--ignore",
+        "id",
+        "--name",
+        "m",
+        "--store",
+        store,
+    )
     assert code == 0, err
     with ModelStore(store) as models:
         model = models.load("m").model
@@ -124,8 +140,21 @@ def test_csv_and_parquet_outputs_hold_the_same_figures_in_chunks_or_whole(capsys
     for name, chunk in (("whole", "100000"), ("chunked", "7")):
         for ext in ("csv", "parquet"):
             path = tmp_path / f"{name}.{ext}"
-            code, out, err = run(capsys, "predict", "m", "--data", scored, "--out", str(path), "--keep", "id",
-                                 "--chunk-rows", chunk, "--store", store)
+            code, out, err = run(
+                capsys,
+                "predict",
+                "m",
+                "--data",
+                scored,
+                "--out",
+                str(path),
+                "--keep",
+                "id",
+                "--chunk-rows",
+                chunk,
+                "--store",
+                store,
+            )
             assert (code, out) == (0, ""), err
             assert f"into {path}" in err
             outputs[name, ext] = path
@@ -159,8 +188,24 @@ def test_a_parquet_input_is_read_in_chunks_like_the_csv(capsys, trained, store, 
 
 def test_texts_are_read_as_the_model_was_trained_unless_told(capsys, tmp_path, store):
     train = write_csv(tmp_path / "train.csv", HEADER, rows(300, seed=3, missing="NA"))
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", train, "--class", "label", "--ignore", "id",
-                       "--na-values", "NA", "--name", "na", "--store", store)
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        train,
+        "--class",
+        "label",
+        "--ignore",
+        "id",
+        "--na-values",
+        "NA",
+        "--name",
+        "na",
+        "--store",
+        store,
+    )
     assert code == 0, err
     with ModelStore(store) as models:
         model = models.load("na").model
@@ -181,11 +226,23 @@ def test_an_unknown_value_is_an_error_naming_it_and_nothing_is_left_behind(capsy
     bad = write_csv(tmp_path / "bad.csv", HEADER, body)
     out = tmp_path / "out" / "scores.csv"
     out.parent.mkdir()
-    code, stdout, err = run(capsys, "predict", "m", "--data", bad, "--out", str(out), "--chunk-rows", "50",
-                            "--unknown", "error", "--store", store)
+    code, stdout, err = run(
+        capsys,
+        "predict",
+        "m",
+        "--data",
+        bad,
+        "--out",
+        str(out),
+        "--chunk-rows",
+        "50",
+        "--unknown",
+        "error",
+        "--store",
+        store,
+    )
     assert code == 1 and stdout == ""
-    assert err == f"trainer: error: {bad}: line 202: column 'colour': unknown value 'purple'; " \
-                  "known: blue, green, red\n"
+    assert err == f"trainer: error: {bad}: line 202: column 'colour': unknown value 'purple'; known: blue, green, red\n"
     assert list(out.parent.iterdir()) == []
     body[200][1] = "red"
     body[100][3] = "heavy"
@@ -202,8 +259,21 @@ def test_an_existing_output_stays_as_it_was_when_scoring_fails(capsys, trained, 
     body = list(csv.reader(open(scored)))[1:]
     body[-1][2] = "XL"
     bad = write_csv(tmp_path / "bad.csv", HEADER, body)
-    code, _, err = run(capsys, "predict", "m", "--data", bad, "--out", str(out), "--chunk-rows", "10",
-                       "--unknown", "error", "--store", store)
+    code, _, err = run(
+        capsys,
+        "predict",
+        "m",
+        "--data",
+        bad,
+        "--out",
+        str(out),
+        "--chunk-rows",
+        "10",
+        "--unknown",
+        "error",
+        "--store",
+        store,
+    )
     assert code == 1 and "'XL'" in err
     assert out.read_bytes() == b"before"
     assert sorted(os.listdir(tmp_path)) == sorted(["bad.csv", "new.csv", "scores.parquet", "train.csv", "models.db"])
@@ -231,8 +301,9 @@ def test_refusals(capsys, trained, store, tmp_path):
     code, _, err = run(capsys, "predict", "m", "--data", unseen, "--unknown", "never", "--store", store)
     assert code == 2 and "--unknown: invalid choice: 'never'" in err
     (tmp_path / "a_folder.csv").mkdir()
-    code, _, err = run(capsys, "predict", "m", "--data", scored, "--out", str(tmp_path / "a_folder.csv"),
-                       "--store", store)
+    code, _, err = run(
+        capsys, "predict", "m", "--data", scored, "--out", str(tmp_path / "a_folder.csv"), "--store", store
+    )
     assert code == 1 and f"--out {tmp_path / 'a_folder.csv'}: not a regular file (a directory)" in err
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
 
@@ -247,8 +318,10 @@ def test_the_output_equals_what_the_server_answers(capsys, trained, store, tmp_p
     texts = {name: table.columns[table.header.index(name)].texts() for name in features}
     instances = [pb.Instance(values={n: texts[n][r] for n in features if texts[n][r]}) for r in range(table.n_rows)]
     (tmp_path / "served").mkdir()
-    with running_app(tmp_path / "served", {"m": model}) as app, \
-            grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+    with (
+        running_app(tmp_path / "served", {"m": model}) as app,
+        grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
         reply = predictor_pb2_grpc.PredictorStub(channel).Predict(pb.PredictRequest(model="m", instances=instances))
     assert np.array_equal(np.array([p.probabilities for p in reply.predictions]), proba)
     assert [p.label for p in reply.predictions] == [r[0] for r in body]
@@ -260,8 +333,21 @@ def test_delimiter_and_format_flags(capsys, trained, store, tmp_path):
     semicolons = tmp_path / "new.txt"
     with open(semicolons, "w", newline="") as f:
         csv.writer(f, delimiter=";").writerows([HEADER, *body])
-    code, out, err = run(capsys, "predict", "m", "--data", str(semicolons), "--format", "csv", "--delimiter", ";",
-                         "--chunk-rows", "40", "--store", store)
+    code, out, err = run(
+        capsys,
+        "predict",
+        "m",
+        "--data",
+        str(semicolons),
+        "--format",
+        "csv",
+        "--delimiter",
+        ";",
+        "--chunk-rows",
+        "40",
+        "--store",
+        store,
+    )
     assert code == 0, err
     assert np.array_equal(read_output(out)[2], expected_of(model, scored)[0])
     path = tmp_path / "scores.parquet"

@@ -37,8 +37,9 @@ PUBLISHED = "published car version 1 (tan); aliases: none\n"
 
 def _trainer(argv: list[str], cwd, stderr_terminal: bool) -> tuple[int, str, bytes]:
     """``trainer ARGV`` in a subprocess: see ``_python``."""
-    return _python("import sys; from bnserve.trainer.cli import main; sys.exit(main(sys.argv[1:]))", argv, cwd,
-                   stderr_terminal)
+    return _python(
+        "import sys; from bnserve.trainer.cli import main; sys.exit(main(sys.argv[1:]))", argv, cwd, stderr_terminal
+    )
 
 
 def _python(script: str, argv: list[str], cwd, stderr_terminal: bool) -> tuple[int, str, bytes]:
@@ -148,8 +149,7 @@ def test_reading_reports_the_bytes_of_the_file(tmp_path):
     import pyarrow.parquet as pq_io
 
     pq_io.write_table(pa.table({"a": ["x", "y"] * 100, "class": ["p", "q"] * 100}), pq)
-    arff = write(tmp_path, "@relation r\n@attribute a {x,y}\n@attribute class {p,q}\n@data\n" + "x,p\n" * 100,
-                 "d.arff")
+    arff = write(tmp_path, "@relation r\n@attribute a {x,y}\n@attribute class {p,q}\n@data\n" + "x,p\n" * 100, "d.arff")
     with reporting(recorder):
         for source in (CAR, csv, str(pq), arff):
             read_table(source)
@@ -181,8 +181,10 @@ def test_parts_counted_by_processes_are_reported_here_and_the_workers_report_not
 
     monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
     rng = np.random.default_rng(3)
-    lines = [f"{a},{b},{c}" for a, b, c in zip(rng.choice(list("xyz"), 900), rng.integers(0, 5, 900),
-                                                   rng.choice(["p", "q"], 900))]
+    lines = [
+        f"{a},{b},{c}"
+        for a, b, c in zip(rng.choice(list("xyz"), 900), rng.integers(0, 5, 900), rng.choice(["p", "q"], 900))
+    ]
     path = write(tmp_path, "a,b,class\n" + "\n".join(lines) + "\n")
     recorder = Recorder()
     with reporting(recorder):
@@ -191,14 +193,17 @@ def test_parts_counted_by_processes_are_reported_here_and_the_workers_report_not
     assert not [s for s in recorder.stages if s[2] == "row"]
 
 
-@pytest.mark.parametrize(("algo", "prefix", "unit"), [
-    ("fss", "greedy search", "candidate"),
-    ("bsej", "greedy search", "candidate"),
-    ("k2-as", "greedy search", "candidate"),
-    ("hc", "hill climbing", "move"),
-    ("k2", "k2: parents", "node"),
-    ("skdb", "skdb: leave-one-out", "row"),
-])
+@pytest.mark.parametrize(
+    ("algo", "prefix", "unit"),
+    [
+        ("fss", "greedy search", "candidate"),
+        ("bsej", "greedy search", "candidate"),
+        ("k2-as", "greedy search", "candidate"),
+        ("hc", "hill climbing", "move"),
+        ("k2", "k2: parents", "node"),
+        ("skdb", "skdb: leave-one-out", "row"),
+    ],
+)
 def test_structure_searches_report_their_steps(algo, prefix, unit):
     data = load(CAR)
     recorder = Recorder()
@@ -222,8 +227,12 @@ def test_auto_reports_its_candidates_and_their_folds():
         ["auto: estimators", 2, "candidate", 2],
     ]
     folds = [s for s in recorder.stages if s[2] == "fold"]
-    assert sorted(s[0] for s in folds) == ["nb estimator=dirichlet:0.5", "nb estimator=laplace",
-                                           "tan estimator=dirichlet:0.5", "tan estimator=laplace"]
+    assert sorted(s[0] for s in folds) == [
+        "nb estimator=dirichlet:0.5",
+        "nb estimator=laplace",
+        "tan estimator=dirichlet:0.5",
+        "tan estimator=laplace",
+    ]
     assert len(folds) == len(found.tried) + len(found.dropped) == 4
     assert found.dropped == ("nb estimator=dirichlet:0.5",)  # behind tan: its last fold is not fitted
     assert all(s[1] == 3 and s[3] == (2 if s[0] in found.dropped else 3) for s in folds)
@@ -250,7 +259,10 @@ def test_batch_scoring_reports_the_rows_of_each_chunk(tmp_path):
 
 def test_predict_quiet_silences_its_bars(tmp_path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    assert _trainer(["fit", "--algo", "nb", "--data", CAR, "--name", "car", "--store", url, "-q"], tmp_path, False)[0] == 0
-    code, out, err = _trainer(["predict", "car", "--data", CAR, "--out", str(tmp_path / "o.csv"), "--store", url,
-                               "--quiet"], tmp_path, True)
+    assert (
+        _trainer(["fit", "--algo", "nb", "--data", CAR, "--name", "car", "--store", url, "-q"], tmp_path, False)[0] == 0
+    )
+    code, out, err = _trainer(
+        ["predict", "car", "--data", CAR, "--out", str(tmp_path / "o.csv"), "--store", url, "--quiet"], tmp_path, True
+    )
     assert code == 0 and b"scoring" not in err and b"%|" not in err

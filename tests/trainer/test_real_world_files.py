@@ -63,8 +63,21 @@ def test_the_cli_flags(capsys, store, tmp_path):
     assert (code, err) == (0, "")
     code, out, _ = run(capsys, "show", "m", "--store", store)
     assert "  sex    feature  Female, Male\n" in out
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
-                       "--na-values", "", "--keep-whitespace")
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--na-values",
+        "",
+        "--keep-whitespace",
+    )
     assert code == 0 and err.startswith("trainer: warning: column 'age' is numeric but for the value(s) '?' (")
     code, out, _ = run(capsys, "show", "m:2", "--store", store, "--json")
     assert code == 0 and '" ?"' in out and '"trim_whitespace": false' in out and '"na_values": []' in out
@@ -86,8 +99,7 @@ def test_a_numeric_class_is_refused_unless_forced(tmp_path, capsys, store):
         assert reading(Preprocessing(force_class=True)).n_classes > 256
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store)
     assert code == 1 and "is numeric" in err
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
-                       "--force-class")
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--force-class")
     assert (code, err) == (0, "")
 
 
@@ -117,13 +129,16 @@ def test_a_semicolon_file_reads_as_its_comma_twin(tmp_path, monkeypatch, capsys,
     in_parts = load_streamed(semicolon, None, by_semicolon, None, 50, jobs=2)
     assert len(in_parts.reader.parts) == 2
     assert_same_model(fit("tan", in_parts), expected, same_source=False)
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", semicolon, "--name", "m", "--store", store,
-                       "--delimiter", ";")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", semicolon, "--name", "m", "--store", store, "--delimiter", ";"
+    )
     assert (code, err) == (0, "")
     tab = write(tmp_path, text.replace(",", "\t"), "tab.txt")
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", tab, "--name", "m", "--store", store,
-                       "--delimiter", "tab")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", tab, "--name", "m", "--store", store, "--delimiter", "tab"
+    )
     assert (code, err) == (0, "")
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", semicolon, "--name", "m", "--store", store,
-                       "--delimiter", ";;")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", semicolon, "--name", "m", "--store", store, "--delimiter", ";;"
+    )
     assert code == 2 and "a delimiter is one character" in err

@@ -11,7 +11,20 @@ from bnserve.trainer.data import Preprocessing, load
 from bnserve.trainer.data.streaming import load_streamed
 from tests.user_files import credit_frame, write_r_csv
 
-FEATURES = ("Seniority", "Home", "Time", "Age", "Marital", "Records", "Job", "Region", "Income", "Assets", "Debt", "Amount")
+FEATURES = (
+    "Seniority",
+    "Home",
+    "Time",
+    "Age",
+    "Marital",
+    "Records",
+    "Job",
+    "Region",
+    "Income",
+    "Assets",
+    "Debt",
+    "Amount",
+)
 
 
 @pytest.fixture(scope="module")

@@ -76,8 +76,9 @@ def test_ffss_paper_figure_on_chess(chess):
 def significant_pairs(data, kept, alpha=0.05):
     out = {}
     for i, j in itertools.combinations(kept, 2):
-        t = stats.conditional_independence_test(data.X[:, i], data.X[:, j], data.y, data.cards[i],
-                                                data.cards[j], data.n_classes, alpha)
+        t = stats.conditional_independence_test(
+            data.X[:, i], data.X[:, j], data.y, data.cards[i], data.cards[j], data.n_classes, alpha
+        )
         if t.rejects_independence:
             out[(i, j)] = t.statistic / (2 * t.n)
     return out

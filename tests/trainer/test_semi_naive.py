@@ -72,7 +72,7 @@ def candidates(groups):
     """Every BSEJ move from ``groups``: removals, then joins."""
     for g, members in enumerate(groups):
         for i in members:
-            yield ("remove", i), canonical([*groups[:g], [j for j in members if j != i], *groups[g + 1:]])
+            yield ("remove", i), canonical([*groups[:g], [j for j in members if j != i], *groups[g + 1 :]])
     for a, b in itertools.combinations(range(len(groups)), 2):
         yield ("join", a, b), canonical([*(x for k, x in enumerate(groups) if k not in (a, b)), groups[a] + groups[b]])
 
@@ -91,7 +91,10 @@ def test_bsej_takes_the_best_strictly_improving_move_until_none_improves(hand):
         if step["op"] == "remove":
             assert move == ("remove", columns(hand, [step["feature"]])[0])
         else:
-            assert move[0] == "join" and [columns(hand, g) for g in step["groups"]] == [groups[move[1]], groups[move[2]]]
+            assert move[0] == "join" and [columns(hand, g) for g in step["groups"]] == [
+                groups[move[1]],
+                groups[move[2]],
+            ]
         groups = state
     assert groups == result.state
     assert all(score(grouped_parents(hand, s)) <= result.score for _, s in candidates(groups))
@@ -195,8 +198,9 @@ def test_asb_is_bsej_plus_a_forest_over_its_groups(hand):
     assert learned.metadata["groups"] == learned_bsej.metadata["groups"]
     forest = augmenting_forest(hand, groups)
     assert check_forest(hand, groups, forest)  # the data give at least one arc
-    assert [[columns(hand, a), columns(hand, b)] for a, b in learned.metadata["forest"]["arcs"]] == \
-           [[groups[a], groups[b]] for a, b in forest.arcs]
+    assert [[columns(hand, a), columns(hand, b)] for a, b in learned.metadata["forest"]["arcs"]] == [
+        [groups[a], groups[b]] for a, b in forest.arcs
+    ]
     assert any(len(groups[a]) > 1 for a, _ in forest.arcs)  # an arc out of a joined group
     assert_cliques(hand, learned.members[0].structure.parents, groups, forest.arcs)
 

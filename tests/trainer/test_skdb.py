@@ -62,7 +62,9 @@ def brute_force(data: EncodedData, k: int, loss: str) -> tuple[int, int, float]:
             for s, i in enumerate(order, start=1):
                 pa = parents[i][:kk]
                 if row[i] >= 0 and all(row[p] >= 0 for p in pa):
-                    table = joint_counts([Xr[:, i], yr, *(Xr[:, p] for p in pa)], [cards[i], C, *(cards[p] for p in pa)])
+                    table = joint_counts(
+                        [Xr[:, i], yr, *(Xr[:, p] for p in pa)], [cards[i], C, *(cards[p] for p in pa)]
+                    )
                     at = tuple(int(row[p]) for p in pa)
                     numerator = table[(int(row[i]), slice(None), *at)]
                     denominator = table.sum(axis=0)[(slice(None), *at)]
@@ -156,7 +158,9 @@ def small_data(draw, max_features: int = 4) -> EncodedData:
     n = draw(st.integers(1, max_features))
     cards = draw(st.lists(st.integers(2, 3), min_size=n, max_size=n))
     rows = draw(st.integers(4, 40))
-    return random_data(np.random.default_rng(seed), rows, cards, draw(st.integers(2, 3)), draw(st.sampled_from([0, 0.1])))
+    return random_data(
+        np.random.default_rng(seed), rows, cards, draw(st.integers(2, 3)), draw(st.sampled_from([0, 0.1]))
+    )
 
 
 def _assert_matches_reference(model, data: EncodedData) -> None:
@@ -190,10 +194,28 @@ def test_a2de_model_equals_the_reference(data):
 def test_cli_gives_eskdb_its_own_members_and_k(capsys, store, tmp_path):
     """--members and --k are declared by eskdb with its own defaults; the CLI takes them by name."""
     data = random_data(np.random.default_rng(1), 120, [2, 3, 2], 2, 0.05)
-    lines = ["f0,f1,f2,class"] + [",".join("" if v < 0 else str(v) for v in row) + f",{c}" for row, c in zip(data.X, data.y)]
+    lines = ["f0,f1,f2,class"] + [
+        ",".join("" if v < 0 else str(v) for v in row) + f",{c}" for row, c in zip(data.X, data.y)
+    ]
     path = write(tmp_path, "\n".join(lines) + "\n")
-    code, out, err = run(capsys, "fit", "--algo", "eskdb", "--members", "2", "--k", "1", "--data", path,
-                         "--name", "m", "--store", store, "--chunk-rows", "50")
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "eskdb",
+        "--members",
+        "2",
+        "--k",
+        "1",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--chunk-rows",
+        "50",
+    )
     assert (code, err) == (0, "") and "members=2" in out and "k=1" in out
 
 

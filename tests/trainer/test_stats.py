@@ -129,8 +129,11 @@ def test_laplace_class_prior_and_two_parents_sum_to_one():
 def _per_pair_counts(X, y, cards, n_classes):
     """The plain way: one available-case joint_counts per pair (i < j)."""
     n = X.shape[1]
-    return {(i, j): stats.joint_counts([X[:, i], X[:, j], y], [cards[i], cards[j], n_classes])
-            for j in range(n) for i in range(j)}
+    return {
+        (i, j): stats.joint_counts([X[:, i], X[:, j], y], [cards[i], cards[j], n_classes])
+        for j in range(n)
+        for i in range(j)
+    }
 
 
 @pytest.mark.parametrize("table_cells, row_chunk", [(1 << 16, 1 << 15), (64, 7), (1, 1 << 15)])

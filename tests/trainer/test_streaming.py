@@ -29,18 +29,22 @@ def _mixed_csv(rng: np.random.Generator, rows: int = 300) -> str:
         level = "" if rng.random() < 0.05 else str(int(c + rng.integers(0, 3)))
         size = "" if rng.random() < 0.05 else f"{rng.normal(c, 1.0):.2f}"
         weight = f"{rng.normal(2 * c, 3.0):.1f}"
-        lines.append(f'{colour},{level},{size},{weight},{"ABC"[c] if rng.random() > 0.02 else ""}')
+        lines.append(f"{colour},{level},{size},{weight},{'ABC'[c] if rng.random() > 0.02 else ''}")
     return "\n".join(lines) + "\n"
 
 
 def assert_same_model(streamed, in_memory, same_source: bool = True) -> None:
     assert streamed.variables == in_memory.variables
     assert (streamed.algorithm, streamed.params, streamed.combination) == (
-        in_memory.algorithm, in_memory.params, in_memory.combination)
+        in_memory.algorithm,
+        in_memory.params,
+        in_memory.combination,
+    )
     for a, b in zip(streamed.networks, in_memory.networks, strict=True):
         assert [(n.name, n.parents) for n in a.nodes] == [(n.name, n.parents) for n in b.nodes]
         for x, y in zip(a.nodes, b.nodes):
             assert x.cpt.tobytes() == y.cpt.tobytes(), x.name
+
     def meta(model):  # all but when it was made, how the file was read, and the spec (a CLI model's only)
         skip = {"chunk_rows"} | (set() if same_source else {"source"})
         training = {k: v for k, v in model.metadata["training"].items() if k not in skip}
@@ -70,18 +74,20 @@ def test_gzip_and_tsv_stream(tmp_path):
     text = _mixed_csv(np.random.default_rng(5)).replace(",", "\t")
     path = tmp_path / "d.tsv.gz"
     path.write_bytes(gzip.compress(text.encode()))
-    assert_same_model(fit("nb", load_streamed(str(path), None, Preprocessing(), None, 50)),
-                      fit("nb", load(str(path))))
+    assert_same_model(fit("nb", load_streamed(str(path), None, Preprocessing(), None, 50)), fit("nb", load(str(path))))
 
 
-@pytest.mark.parametrize("text, prep, message", [
-    ("a,c\n", Preprocessing(), "no data rows"),
-    ("a,c\nx,\ny,\n", Preprocessing(), "every row has an empty class"),
-    ("a,c\nx,1\ny,1\n", Preprocessing(), "at least two states"),
-    ("a,c\nx,1\ny,2\n", Preprocessing(numeric=("a",)), "column 'a' is numeric, but has the value"),
-    ("a,c\nx,1\ny,2\n", Preprocessing(missing=IMPUTE), "needs the rows in memory"),
-    ("a,c\nx,1\ny,2\n", Preprocessing(ignore=("zz",)), "--ignore: no column 'zz'"),
-])
+@pytest.mark.parametrize(
+    "text, prep, message",
+    [
+        ("a,c\n", Preprocessing(), "no data rows"),
+        ("a,c\nx,\ny,\n", Preprocessing(), "every row has an empty class"),
+        ("a,c\nx,1\ny,1\n", Preprocessing(), "at least two states"),
+        ("a,c\nx,1\ny,2\n", Preprocessing(numeric=("a",)), "column 'a' is numeric, but has the value"),
+        ("a,c\nx,1\ny,2\n", Preprocessing(missing=IMPUTE), "needs the rows in memory"),
+        ("a,c\nx,1\ny,2\n", Preprocessing(ignore=("zz",)), "--ignore: no column 'zz'"),
+    ],
+)
 def test_bad_input_is_refused_as_in_memory(tmp_path, text, prep, message):
     with pytest.raises(InvalidInput, match=message):
         load_streamed(write(tmp_path, text), None, prep, None, 10)
@@ -95,14 +101,46 @@ def test_arff_is_not_streamed(tmp_path):
 
 def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
     path = write(tmp_path, _mixed_csv(np.random.default_rng(9)))
-    code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", path, "--name", "m",
-                         "--store", store, "--chunk-rows", "50")
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "fkdb",
+        "--k",
+        "2",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--chunk-rows",
+        "50",
+    )
     assert (code, err) == (0, "") and "version 1 (fkdb, k=2)" in out
-    code, _, err = run(capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store,
-                       "--chunk-rows", "50")
-    assert code == 2 and "--chunk-rows trains a2de, eskdb, fkdb, kdb, nb, skdb, tan, tan-ddr (without --fd-min-count)" in err
-    code, _, err = run(capsys, "fit", "--algo", "fkdb", "--fd-min-count", "5", "--data", path, "--name", "m",
-                       "--store", store, "--chunk-rows", "50")
+    code, _, err = run(
+        capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store, "--chunk-rows", "50"
+    )
+    assert (
+        code == 2
+        and "--chunk-rows trains a2de, eskdb, fkdb, kdb, nb, skdb, tan, tan-ddr (without --fd-min-count)" in err
+    )
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "fkdb",
+        "--fd-min-count",
+        "5",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--chunk-rows",
+        "50",
+    )
     assert code == 2 and "not --algo fkdb with those flags" in err
 
 
@@ -151,18 +189,34 @@ def test_a_file_over_the_memory_budget_is_streamed_to_the_same_model(capsys, sto
 
     path = write(tmp_path, _mixed_csv(np.random.default_rng(11), rows=2500))
     for budget in ("64KiB", "none"):
-        code, out, err = run(capsys, "fit", "--algo", "fkdb", "--k", "2", "--data", path, "--name", "m",
-                             "--store", store, "--memory-budget", budget)
+        code, out, err = run(
+            capsys,
+            "fit",
+            "--algo",
+            "fkdb",
+            "--k",
+            "2",
+            "--data",
+            path,
+            "--name",
+            "m",
+            "--store",
+            store,
+            "--memory-budget",
+            budget,
+        )
         assert (code, err) == (0, "")
     with ModelStore(store) as models:
         streamed, whole = (models.load("m", version=v).model for v in (1, 2))
     assert streamed.metadata["training"]["chunk_rows"] == 1000 and "chunk_rows" not in whole.metadata["training"]
     assert_same_model(streamed, whole)
-    code, out, err = run(capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store,
-                         "--memory-budget", "64KiB")
+    code, out, err = run(
+        capsys, "fit", "--algo", "bsej", "--data", path, "--name", "m", "--store", store, "--memory-budget", "64KiB"
+    )
     assert code == 0 and "may need more memory than --memory-budget; it is read whole" in err
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
-                       "--memory-budget", "lots")
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--memory-budget", "lots"
+    )
     assert code == 2 and "not a size: 'lots'" in err
 
 
@@ -221,8 +275,22 @@ def test_a_part_pyarrow_cannot_read_sends_the_file_to_be_read_in_order(tmp_path,
 
 def test_the_cli_takes_jobs(capsys, store, tmp_path):
     path = write(tmp_path, _mixed_csv(np.random.default_rng(15)))
-    code, out, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store,
-                         "--chunk-rows", "50", "--jobs", "2")
+    code, out, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        store,
+        "--chunk-rows",
+        "50",
+        "--jobs",
+        "2",
+    )
     assert (code, err) == (0, "")
     code, _, err = run(capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--jobs", "0")
     assert code == 2 and "must be at least 1, got 0" in err
@@ -269,8 +337,9 @@ def test_a_glob_of_files_streams_as_their_rows_in_one_file(tmp_path, capsys, sto
     assert (code, err) == (0, "") and "published m version 1" in out
     code, _, err = run(capsys, "fit", "--algo", "k2", "--data", pattern, "--name", "m", "--store", store)
     assert code == 2 and "a set of files trains a2de, " in err
-    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", str(tmp_path / "q*.csv"), "--name", "m",
-                       "--store", store)
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", str(tmp_path / "q*.csv"), "--name", "m", "--store", store
+    )
     assert code == 1 and "q*.csv: no file matches the pattern" in err
 
 
@@ -282,8 +351,9 @@ def test_a_url_is_read_through_fsspec_in_memory_and_in_chunks(tmp_path):
     assert read_table(f"file://{path}").columns[0].texts().tolist() == read_table(path).columns[0].texts().tolist()
     in_memory = fit("tan", load(path))
     assert_same_model(fit("tan", load(f"file://{path}")), in_memory, same_source=False)
-    assert_same_model(fit("tan", load_streamed(f"file://{path}", None, Preprocessing(), None, 50)), in_memory,
-                      same_source=False)
+    assert_same_model(
+        fit("tan", load_streamed(f"file://{path}", None, Preprocessing(), None, 50)), in_memory, same_source=False
+    )
     with pytest.raises(InvalidInput, match="no such file"):
         read_table(f"file://{tmp_path}/absent.csv")
     with pytest.raises(InvalidInput, match="nosuchprotocol"):

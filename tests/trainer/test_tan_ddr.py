@@ -139,7 +139,7 @@ def _spans(edges, n):
 def dermatology():
     d = dataset("dermatology")
     age = [v.name for v in d.features].index("Age")  # the one numeric column: no discretiser yet
-    return EncodedData(d.variables[:age] + d.variables[age + 1:], np.delete(d.X, age, axis=1), d.y, 0, "dermatology")
+    return EncodedData(d.variables[:age] + d.variables[age + 1 :], np.delete(d.X, age, axis=1), d.y, 0, "dermatology")
 
 
 def test_dermatology_matches_zhang_table_2(dermatology):

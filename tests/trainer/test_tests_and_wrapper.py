@@ -24,8 +24,12 @@ def test_independence_test_is_the_g_test(rng):
 def test_conditional_test_sums_the_per_class_g_statistics(rng):
     x, y, c = rng.integers(0, 2, 400), rng.integers(0, 3, 400), rng.integers(0, 2, 400)
     test = stats.conditional_independence_test(x, y, c, 2, 3, 2)
-    g = sum(chi2_contingency(stats.joint_counts([x[c == k], y[c == k]], [2, 3]), correction=False,
-                             lambda_="log-likelihood")[0] for k in range(2))
+    g = sum(
+        chi2_contingency(
+            stats.joint_counts([x[c == k], y[c == k]], [2, 3]), correction=False, lambda_="log-likelihood"
+        )[0]
+        for k in range(2)
+    )
     assert test.statistic == pytest.approx(g) and test.dof == (2 - 1) * (3 - 1) * 2
 
 
@@ -99,7 +103,9 @@ def test_cb_counts_its_tests_from_kept_codes_on_complete_data_with_the_same_resu
             pc_level(tests, adj, sepsets, level)
         results.append((adj, sepsets))
     (plain_adj, plain_sepsets), (kept_adj, kept_sepsets) = results
-    assert (kept_adj == plain_adj).all() and kept_sepsets == plain_sepsets and any(len(s) for s in kept_sepsets.values())
+    assert (
+        (kept_adj == plain_adj).all() and kept_sepsets == plain_sepsets and any(len(s) for s in kept_sepsets.values())
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))

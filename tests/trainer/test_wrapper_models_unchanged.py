@@ -487,7 +487,7 @@ RECORDED: dict[str, dict[str, dict[str, str]]] = {
             "model": "5f312616f9c0d6faa7656ef5599e9e33e105966a530f9294519c3b0142a5a999",
             "search": "945afea9c11cd1ef5b070e163ad53e26de3080545b6c82b484596cb1c696d319",
         },
-    }
+    },
 }
 
 
