@@ -25,6 +25,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -36,6 +37,7 @@ from grpc_health.v1 import health_pb2
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.store.errors import BnServeError
+from bnserve.store.model.variable import NUMERIC
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -223,12 +225,14 @@ class Client:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         codes = isinstance(rows, np.ndarray) and rows.dtype.kind in "iu"
         classes = None  # the version's classes, once known: every reply must name them
+        nominal: set[str] = set()  # its nominal features, once known
         if (codes and features is None) or (not codes and extra_columns == "ignore"):
             # the version's own features, pinned: so that codes mean what they meant, and the
             # columns kept are the ones that version knows
             known_version = self.metadata(model, version=version, alias=alias, timeout=deadline - time.monotonic())
             known, version, alias = known_version["features"], known_version["version"], None
             classes = tuple(known_version["classes"])
+            nominal = {v["name"] for v in known_version["variables"] if v["kind"] != NUMERIC}
         if codes:
             names = list(known if features is None else features)
             _check_codes(rows, names)
@@ -239,7 +243,7 @@ class Client:
                 lambda a, b: pb.PredictRequest(dense=pb.DenseBatch(features=names, codes=rows[a:b].ravel().tolist())),
             )
         else:
-            instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None)
+            instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None, nominal=nominal)
             requests = _batches(
                 len(instances),
                 self.batch_rows,
@@ -334,9 +338,11 @@ class Client:
             attempt += 1
 
 
-def _instances(rows: Any, keep: set[str] | None = None) -> list[pb.Instance]:
+def _instances(rows: Any, keep: set[str] | None = None, nominal: AbstractSet[str] = frozenset()) -> list[pb.Instance]:
     """The friendly form of a DataFrame or a sequence of dicts: text values for labels,
-    numbers for numbers; None and NaN left out (missing); with ``keep``, only those columns."""
+    numbers for numbers; None and NaN left out (missing); with ``keep``, only those columns.
+    A whole number in a ``nominal`` feature (an integer-coded column, read by pandas as
+    numbers: 12, or 12.0 beside a missing value) goes as its label, "12", as the trainer read it."""
     if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
         if keep is not None:
             rows = rows[[c for c in rows.columns if str(c) in keep]]
@@ -358,7 +364,10 @@ def _instances(rows: Any, keep: set[str] | None = None) -> list[pb.Instance]:
             if isinstance(value, bool | str | np.str_):
                 instance.values[str(feature)] = str(value)
             elif isinstance(value, int | float | np.integer | np.floating):
-                instance.numbers[str(feature)] = float(value)
+                if str(feature) in nominal and float(value).is_integer():
+                    instance.values[str(feature)] = str(int(value))
+                else:
+                    instance.numbers[str(feature)] = float(value)
             else:
                 instance.values[str(feature)] = str(value)
         instances.append(instance)

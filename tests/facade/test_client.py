@@ -290,3 +290,22 @@ def test_publish_and_load_between_notebook_store_and_server(fitted, empty_url, t
         publish(clf, "bad name", store=empty_url)
     with pytest.raises(Exception, match="tag key .bad key!. is invalid"):
         publish(clf, "hepatitis", store=empty_url, tags={"bad key!": "x"})
+
+
+def test_an_integer_coded_nominal_column_read_by_pandas_as_numbers_is_sent_as_its_labels(tmp_path):
+    """A frame whose nominal column holds integer codes (pandas reads it as int, or as float
+    beside a missing value) is answered as the estimator answers it, not refused as numbers."""
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame({"region": rng.integers(1, 9, 300), "home": rng.choice(["own", "rent"], 300)})
+    y = np.where((X["region"] > 4) ^ (X["home"] == "own"), "bad", "good")
+    clf = BayesNetClassifier("nb").fit(X.astype({"region": str}), y)
+    assert clf.model_.features[0].kind != "numeric"
+    floats = X.astype({"region": float})
+    floats.loc[0, "region"] = np.nan
+    with running_app(tmp_path, {"credit": clf.model_}) as app, Client(f"127.0.0.1:{app.port}") as client:
+        as_ints = client.predict("credit", X)
+        as_floats = client.predict("credit", floats)
+    expected = clf.predict_proba(X.astype({"region": str}))
+    np.testing.assert_allclose(as_ints.probabilities, expected, rtol=0, atol=1e-12)
+    expected[0] = clf.predict_proba(floats.head(1).astype({"region": object}).assign(region=[None]))[0]
+    np.testing.assert_allclose(as_floats.probabilities, expected, rtol=0, atol=1e-12)
