@@ -40,10 +40,10 @@ from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
 from bnserve.trainer.data.columns import check_class, check_columns, is_numeric_column, nominal_states, state_order
 from bnserve.trainer.data.discretize import merge_value_tables
-from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
 from bnserve.trainer.data.parallel import cluster_threads, map_parts
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
+from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
 from bnserve.trainer.io import (
     DELIMITERS,
