@@ -25,25 +25,6 @@ if TYPE_CHECKING:
     from bnserve.store.db.schema import UPGRADE_COMMAND, upgrade_store
     from bnserve.store.db.url import DEFAULT_STORE_URL, STORE_URL_ENV, STORE_URL_FILE_ENV, redacted, resolve_store_url
 
-_WHERE = {
-    **dict.fromkeys(
-        [
-            "CatalogueChanges",
-            "CatalogueMark",
-            "Deleted",
-            "ModelStore",
-            "ModelSummary",
-            "ModelVersion",
-            "VersionSummary",
-        ],
-        "model_store",
-    ),
-    **dict.fromkeys(["UPGRADE_COMMAND", "upgrade_store"], "schema"),
-    **dict.fromkeys(
-        ["DEFAULT_STORE_URL", "STORE_URL_ENV", "STORE_URL_FILE_ENV", "redacted", "resolve_store_url"], "url"
-    ),
-}
-
 __all__ = [
     "DEFAULT_STORE_URL",
     "STORE_URL_ENV",
@@ -61,4 +42,9 @@ __all__ = [
     "upgrade_store",
 ]
 
-__getattr__, __dir__ = lazy.exports(__name__, _WHERE)
+_SCHEMA = ("UPGRADE_COMMAND", "upgrade_store")
+_URL = ("DEFAULT_STORE_URL", "STORE_URL_ENV", "STORE_URL_FILE_ENV", "redacted", "resolve_store_url")
+
+__getattr__, __dir__ = lazy.exports(
+    __name__, {name: "schema" if name in _SCHEMA else "url" if name in _URL else "model_store" for name in __all__}
+)

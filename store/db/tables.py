@@ -33,6 +33,13 @@ SHA256_HEX_LENGTH = 64
 TAG_VALUE_LENGTH = 256  # store.model.names.TAG_VALUE_LENGTH
 
 
+def _of_version(table: str) -> ForeignKeyConstraint:
+    """A row of one version: its ``(model_id, version)`` names a row of ``model_versions``."""
+    return ForeignKeyConstraint(
+        ["model_id", "version"], ["model_versions.model_id", "model_versions.version"], name=f"fk_{table}_version"
+    )
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -95,11 +102,7 @@ class SqlModelAlias(Base):
 
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "alias", name="pk_model_aliases"),
-        ForeignKeyConstraint(
-            ["model_id", "version"],
-            ["model_versions.model_id", "model_versions.version"],
-            name="fk_model_aliases_version",
-        ),
+        _of_version("model_aliases"),
     )
 
 
@@ -116,11 +119,7 @@ class SqlModelVersionTag(Base):
 
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", "key", name="pk_model_version_tags"),
-        ForeignKeyConstraint(
-            ["model_id", "version"],
-            ["model_versions.model_id", "model_versions.version"],
-            name="fk_model_version_tags_version",
-        ),
+        _of_version("model_version_tags"),
     )
 
 
@@ -144,11 +143,7 @@ class SqlVariable(Base):
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", "position", name="pk_variables"),
         UniqueConstraint("model_id", "version", "name", name="uq_variables_name"),
-        ForeignKeyConstraint(
-            ["model_id", "version"],
-            ["model_versions.model_id", "model_versions.version"],
-            name="fk_variables_version",
-        ),
+        _of_version("variables"),
     )
 
 
@@ -174,11 +169,7 @@ class SqlCpt(Base):
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", "network", "node", name="pk_cpts"),
         UniqueConstraint("model_id", "version", "network", "node_position", name="uq_cpts_position"),
-        ForeignKeyConstraint(
-            ["model_id", "version"],
-            ["model_versions.model_id", "model_versions.version"],
-            name="fk_cpts_version",
-        ),
+        _of_version("cpts"),
         ForeignKeyConstraint(
             ["model_id", "version", "node"],
             ["variables.model_id", "variables.version", "variables.name"],

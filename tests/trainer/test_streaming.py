@@ -70,6 +70,16 @@ def test_a_shared_data_set_with_numeric_columns_and_missing_values(algo, params)
     assert_same_model(streamed, fit(algo, load(path), **params))
 
 
+def test_counts_reach_no_learner_that_reads_the_rows(tmp_path):
+    """``fit`` itself refuses streamed data to a learner that needs the rows, and fkdb's rows
+    rule, naming them (a training plan refuses them before reading the file)."""
+    streamed = load_streamed(write(tmp_path, _mixed_csv(np.random.default_rng(3))), None, Preprocessing(), None, 50)
+    with pytest.raises(InvalidInput, match="algorithm 'aode' needs the rows in memory, not only their counts"):
+        fit("aode", streamed)
+    with pytest.raises(InvalidInput, match="fkdb: --fd-min-count reads the rows themselves"):
+        fit("fkdb", streamed, k=1, fd_min_count=5)
+
+
 def test_gzip_and_tsv_stream(tmp_path):
     text = _mixed_csv(np.random.default_rng(5)).replace(",", "\t")
     path = tmp_path / "d.tsv.gz"

@@ -99,7 +99,7 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
     for out, j in enumerate(feature_indices):
         name = table.header[j]
         column = table.columns[j] if rows == table.n_rows else table.columns[j].rows(kept)
-        label_numbers = _numbers(column.labels) if name not in preprocessing.nominal else None
+        label_numbers = numbers_of(column.labels) if name not in preprocessing.nominal else None
         present = None if label_numbers is None else label_numbers[column.labels != ""]
         rows_of = np.bincount(column.index, minlength=column.labels.size)[column.labels != ""]
         if is_numeric_column(name, declared[j], present, preprocessing, rows_of):
@@ -176,7 +176,7 @@ def check_class(src: str, name: str, states: Sequence[str], preprocessing: Prepr
     if preprocessing.force_class or name in preprocessing.nominal:
         return
     force = "; --force-class trains on it as it is"
-    numbers = _numbers(np.array(states, dtype=object))
+    numbers = numbers_of(states)
     if is_numeric_column(name, None, numbers, Preprocessing()):  # by its values: a Parquet int 0/1 class is fine
         raise InvalidInput(
             f"{src}: column {name!r} is numeric ({len(states):,} distinct values, e.g. {states[0]!r}), but a "
@@ -219,9 +219,10 @@ def is_numeric_column(
     return bool(in_range < CODE_SHARE * weights.sum())
 
 
-def _numbers(labels: np.ndarray) -> np.ndarray | None:
-    """The distinct texts as float64 (NaN for the empty one), or None when one is not a number."""
-    texts = labels.tolist()
+def numbers_of(labels: Sequence[str] | np.ndarray) -> np.ndarray | None:
+    """A column's distinct texts as float64 (NaN for the empty one), or None when one is not
+    a number: what the typing rule reads, of a file in memory and in chunks alike."""
+    texts = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
     values = np.fromiter((number_of(t) if t != "" else math.nan for t in texts), dtype=np.float64, count=len(texts))
     if any(t != "" and math.isnan(v) for t, v in zip(texts, values.tolist())):
         return None

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,84 +28,10 @@ from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
 from bnserve.trainer.data.unseen import UnseenValues
+from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import checked_weights, typing_rules, weight_column, weighted_rows
 from bnserve.trainer.io import RawTable, TextColumn, read_table
 from bnserve.trainer.stats import PairStatistics, joint_counts
-
-
-class TrainingView:
-    """What every learner reads of its training data, whether it holds the rows
-    (``EncodedData``) or only their counts (``streaming.StreamedData``): the variables
-    (features in column order, then the class), the class counts, the pairwise
-    statistics, the counts of any families, and where the data came from."""
-
-    variables: tuple[Variable, ...]
-    n_rows_dropped: int
-    source: str
-    preprocessing: Preprocessing | None
-
-    if TYPE_CHECKING:  # a cached property of EncodedData, a field of StreamedData: no class attribute here
-
-        @property
-        def statistics(self) -> PairStatistics:
-            """N(xi, c) and N(xi, xj, c) of every feature and pair (``stats.PairStatistics``)."""
-
-    def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Available-case N(family) per family of feature column indices (-1: the class), axes in order."""
-        raise NotImplementedError
-
-    def class_totals(self) -> np.ndarray:
-        """N(c) per class state, int64 (float64 sums of weights when ``weighted``)."""
-        raise NotImplementedError
-
-    @property
-    def weighted(self) -> bool:
-        """Whether the rows have weights: every count is then a float64 sum of weights."""
-        raise NotImplementedError
-
-    def total_weight(self) -> float:
-        """The rows' total weight: the number of rows when they have no weights."""
-        return float(self.class_totals().sum())
-
-    @property
-    def chunk_rows(self) -> int | None:
-        """The rows per chunk the file is read in, None when the rows are held."""
-        return None
-
-    def fingerprint(self) -> str:
-        """sha256 over the variables and the coded rows."""
-        raise NotImplementedError
-
-    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        """The coded rows, (X int32 (rows, features), y int64, weights float64 or None), in
-        blocks in file order: one block in memory, a chunk at a time (one more pass through
-        the file) when streamed. For learners that score rows, e.g. by leave-one-out, after counting."""
-        raise NotImplementedError
-
-    @cached_property
-    def features(self) -> tuple[Variable, ...]:
-        return self.variables[:-1]
-
-    @property
-    def class_variable(self) -> Variable:
-        return self.variables[-1]
-
-    @cached_property
-    def cards(self) -> tuple[int, ...]:
-        """Cardinality of each feature, in column order; computed once, since callers index
-        it per column (with 20,000 columns, computing it per call made counting quadratic)."""
-        return tuple(v.cardinality for v in self.features)
-
-    @property
-    def n_classes(self) -> int:
-        return self.class_variable.cardinality
-
-    @property
-    def n_rows(self) -> int:
-        return int(self.class_totals().sum())
-
-    def class_counts(self) -> dict[str, int]:
-        return {s: n.item() for s, n in zip(self.class_variable.states, self.class_totals())}  # float if weighted
 
 
 @dataclass(frozen=True)

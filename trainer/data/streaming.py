@@ -38,12 +38,19 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
-from bnserve.trainer.data.columns import check_class, check_columns, is_numeric_column, nominal_states, state_order
+from bnserve.trainer.data.columns import (
+    check_class,
+    check_columns,
+    is_numeric_column,
+    nominal_states,
+    numbers_of,
+    state_order,
+)
 from bnserve.trainer.data.discretize import merge_value_tables
-from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
 from bnserve.trainer.data.parallel import cluster_threads, map_parts
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
+from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
 from bnserve.trainer.io import (
     DELIMITERS,
@@ -493,8 +500,7 @@ def _present_variable(
     source: str, name: str, tally: _Tally, by_state: list[int], preprocessing: Preprocessing, declared: Declared | None
 ) -> Variable:
     labels = [label for label in tally.labels if label != ""]
-    parsed = np.array([number_of(label) for label in labels], dtype=np.float64)
-    numbers = (parsed if labels else np.array([np.nan])) if not np.isnan(parsed).any() else None
+    numbers = numbers_of(labels)
     rows = [tally.labels[label] for label in labels]
     counts = tally.counts[rows][:, by_state] if rows else np.zeros((0, len(by_state)), dtype=np.int64)
     if not is_numeric_column(name, declared, numbers, preprocessing, counts.sum(axis=1) if rows else None):
@@ -503,8 +509,8 @@ def _present_variable(
             raise InvalidInput(f"{source}: column {name!r}: every value is empty")
         return Variable(name, states, FEATURE)
     if numbers is None:
-        bad = labels[int(np.flatnonzero(np.isnan(parsed))[0])]
+        bad = next(label for label in labels if math.isnan(number_of(label)))
         raise InvalidInput(f"{source}: column {name!r} is numeric, but has the value {bad!r}")
-    values, table = merge_value_tables([(numbers[: len(rows)], counts)])  # labels "1" and "1.0" are one value
+    values, table = merge_value_tables([(numbers, counts)])  # labels "1" and "1.0" are one value
     cuts = preprocessing.method(name).cuts_from_table(values, table)
     return Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts)

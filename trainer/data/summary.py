@@ -19,8 +19,9 @@ from bnserve.store.model import CLASS, NUMERIC, Variable
 from bnserve.store.model.discretization import number_of
 from bnserve.store.model.variable import whole_number
 from bnserve.trainer.data.columns import is_numeric_column
-from bnserve.trainer.data.encoded import EncodedData, TrainingView
+from bnserve.trainer.data.encoded import EncodedData
 from bnserve.trainer.data.preprocessing import Preprocessing
+from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.io import redacted_url
 
 MAX_LINES = 30  # columns listed; the others are counted, but for those with a warning

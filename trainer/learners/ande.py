@@ -21,21 +21,21 @@ import itertools
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MEAN_JOINT
-from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data import TrainingView
 from bnserve.trainer.learners.base import Learned, Learner, Member
 from bnserve.trainer.learners.structure import Structure
 
 MAX_MEMBERS = 990  # 45 features
 
 
-def sp2de(data: EncodedData, p: int, q: int) -> Structure:
+def sp2de(data: TrainingView, p: int, q: int) -> Structure:
     """The SP2DE with super-parents p (then q); ``order`` is p, q, then the other columns."""
     n = len(data.features)
     parents = [() if i == p else (p,) if i == q else (p, q) for i in range(n)]
     return Structure.augmented(data, parents, [p, q, *(i for i in range(n) if i not in (p, q))])
 
 
-def a2de(data: EncodedData) -> Learned:
+def a2de(data: TrainingView) -> Learned:
     """Every pair of features (in column order) super-parents one member. With one feature
     the model is its naive Bayes, with none the class prior (one member each)."""
     n = len(data.features)
@@ -59,7 +59,6 @@ LEARNERS = (
         "a2de",
         a2de,
         "averaged two-dependence estimators: every pair of features super-parents (Webb et al. 2012)",
-        counts_only=True,
         unweighted="",
     ),
 )

@@ -3,18 +3,21 @@
 Each family module lists its learners in a module-level ``LEARNERS`` tuple; ``registry``
 finds them by name, ``bnserve.trainer.fit`` runs them and the CLI builds its flags from the
 declared ``Param``s (through ``index``, which ``python -m bnserve.trainer.learners.registry``
-rewrites), so adding a learner touches one module and that generated index.
+rewrites), so adding a learner touches one module and that generated index. The function is
+typed (``Learn``) by what it reads: the ``TrainingView`` (counts alone) or ``EncodedData``
+(the rows); its signature is checked against its ``Param``s when the module is imported.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar, cast, get_args
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import SINGLE
-from bnserve.trainer.data import TrainingView
+from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.learners.sizing import Table, pair_tables
 from bnserve.trainer.learners.structure import Structure
 
@@ -70,14 +73,30 @@ class Learned:
 
 CROSS_VALIDATES = "it scores its candidates by cross-validation accuracy on the rows, which counts every row once"
 
+D = TypeVar("D", bound=TrainingView, contravariant=True)
+
+
+class Learn(Protocol[D]):
+    """A learner's function, ``learn(data, **params)`` with its declared parameters by name.
+
+    ``Learn[TrainingView]`` learns from counts alone, so from a file streamed in chunks too;
+    ``Learn[EncodedData]`` needs the rows in memory (every learner is one: a function of the
+    view also takes the rows).
+    """
+
+    def __call__(self, data: D, /, *args: Any, **params: Any) -> Learned | Structure: ...
+
 
 @dataclass(frozen=True)
 class Learner:
     """``learn(data, **params)`` returns a ``Learned`` (or a bare ``Structure`` for one network).
 
-    ``counts_only``: the learner reads nothing of the rows but their counts (the pairwise
-    statistics and the families' counts), which add up over blocks of rows: it can learn
-    from a file streamed in chunks (``--chunk-rows``), unless a given parameter ``needs_rows``.
+    Built when its family module is imported, it checks ``learn``'s signature against
+    ``params`` (``checked_signature``): a mismatch is a TypeError naming the learner and the
+    parameter. ``counts_only``, read from that signature: ``learn`` takes a ``TrainingView``,
+    so it reads nothing of the rows but their counts (the pairwise statistics and the
+    families' counts), which add up over blocks of rows: it can learn from a file streamed in
+    chunks (``--chunk-rows``), unless a given parameter ``needs_rows``.
     ``reads_pairs``: it reads the pairwise statistics (``stats.PairStatistics``), which ``fit``
     also counts for the arcs of any network that has them; sized before the search.
     ``unweighted``: why it refuses row weights (``--weight``, ``sample_weight``); "" when it
@@ -85,12 +104,15 @@ class Learner:
     """
 
     name: str
-    learn: Callable[..., Learned | Structure]
+    learn: Learn[EncodedData]
     summary: str
     params: tuple[Param, ...] = ()
-    counts_only: bool = False
     reads_pairs: bool = True
     unweighted: str = "it has not been taught to count rows by their weights"
+    counts_only: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "counts_only", checked_signature(self.name, self.learn, self.params))
 
     def takes(self, name: str) -> bool:
         """Whether it declares a parameter of this name (learners may declare one name with
@@ -115,10 +137,64 @@ class Learner:
             if name not in declared:
                 raise InvalidInput(f"algorithm {self.name!r} takes no {name}")
         values = {p.name: p.value(given.get(p.name)) for p in self.params}
-        result = self.learn(data, **values)
+        if isinstance(data, EncodedData):
+            result = self.learn(data, **values)
+        elif self.counts_only:  # its signature takes the view: checked when it was built
+            result = cast("Learn[TrainingView]", self.learn)(data, **values)
+        else:
+            raise InvalidInput(f"algorithm {self.name!r} needs the rows in memory, not only their counts")
         if isinstance(result, Structure):
             result = Learned.single(result, data)
         return result, values
+
+
+def checked_signature(name: str, learn: Callable[..., object], params: tuple[Param, ...]) -> bool:
+    """Whether ``learn`` learns from counts alone, after checking its signature against the
+    ``params`` the learner ``name`` declares: first the data, annotated ``TrainingView`` or
+    ``EncodedData``; then each declared parameter and no other, by keyword, any default
+    of its own the declared one, able to take None where that is the declared default ("off").
+    A TypeError naming the learner and the parameter otherwise: at import, not at a user's fit."""
+    where = f"learner {name!r}"
+    try:
+        signature = inspect.signature(learn, eval_str=True)
+    except NameError as exc:  # an annotation naming what the module imports only for mypy
+        raise TypeError(f"{where}: its annotations must name what its module imports: {exc}") from None
+    if not signature.parameters:
+        raise TypeError(f"{where}: its function takes no data")
+    data, *taken = signature.parameters.values()
+    if data.kind not in (data.POSITIONAL_ONLY, data.POSITIONAL_OR_KEYWORD) or data.default is not data.empty:
+        raise TypeError(f"{where}: its first parameter, {data.name!r}, must be the data: positional, no default")
+    if data.annotation not in (TrainingView, EncodedData):
+        raise TypeError(
+            f"{where}: its data parameter {data.name!r} must be a TrainingView (it learns from counts alone) "
+            f"or EncodedData (it needs the rows), not {data.annotation!r}"
+        )
+    declared = {p.name: p for p in params}
+    for p in taken:
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            raise TypeError(f"{where}: its function takes {p}; after the data it takes its parameters by name only")
+        if p.name not in declared:
+            raise TypeError(
+                f"{where}: its function takes {p.name!r}, which it does not declare "
+                f"(it declares {', '.join(declared) or 'none'})"
+            )
+        default = declared[p.name].default
+        if p.default is not p.empty and p.default != default:
+            raise TypeError(
+                f"{where}: parameter {p.name!r} defaults to {p.default!r}, but is declared with {default!r}"
+            )
+        if default is None and not _takes_none(p.annotation):
+            kind = inspect.formatannotation(p.annotation)
+            raise TypeError(
+                f"{where}: parameter {p.name!r} is declared off (None) by default, but takes {kind}, not None"
+            )
+    for missing in declared.keys() - {p.name for p in taken}:
+        raise TypeError(f"{where}: it declares parameter {missing!r}, which its function does not take")
+    return data.annotation is TrainingView
+
+
+def _takes_none(annotation: object) -> bool:
+    return annotation in (inspect.Parameter.empty, Any, object, None) or type(None) in get_args(annotation)
 
 
 # ------------------------------------------------------------------ parameter checks

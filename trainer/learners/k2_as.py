@@ -4,7 +4,6 @@ features by the cross-validated accuracy of K2 networks, then CB on the selected
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 from bnserve.trainer.data import EncodedData
@@ -16,7 +15,7 @@ from bnserve.trainer.learners.search.k2 import Parents, SearchData, k2_family
 from bnserve.trainer.learners.search.wrapper import WRAPPER_FOLDS, CrossValidatedAccuracy
 
 
-def k2_as(data: EncodedData, max_parents: int | None, keep_ties: bool = False) -> Learned:
+def forward_selection(data: EncodedData, max_parents: int | None, keep_ties: bool) -> Learned:
     """K2-AS (paper 002 §3; Singh & Provan 1995): forward selection of features by the
     cross-validated accuracy (``CrossValidatedAccuracy``, 5-fold on the training data, in
     place of the paper's subset-learn/subset-eval halves) of the K2 network over the class
@@ -81,6 +80,16 @@ def k2_as(data: EncodedData, max_parents: int | None, keep_ties: bool = False) -
     )
 
 
+def k2_as(data: EncodedData, max_parents: int | None) -> Learned:
+    """K2-AS: ``forward_selection`` while the CV accuracy rises."""
+    return forward_selection(data, max_parents, keep_ties=False)
+
+
+def k2_as_le(data: EncodedData, max_parents: int | None) -> Learned:
+    """K2-AS≤: ``forward_selection`` while the CV accuracy does not fall."""
+    return forward_selection(data, max_parents, keep_ties=True)
+
+
 LEARNERS = (
     Learner(
         "k2-as",
@@ -91,7 +100,7 @@ LEARNERS = (
     ),
     Learner(
         "k2-as-le",
-        partial(k2_as, keep_ties=True),
+        k2_as_le,
         "K2-AS≤: K2-AS adding features while the CV accuracy does not fall (paper 002)",
         (MAX_PARENTS,),
         unweighted=CROSS_VALIDATES,

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bnserve.store.errors import InvalidInput
 from bnserve.trainer import stats
-from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.learners.base import (
     Learned,
     Learner,
@@ -106,7 +107,7 @@ def parents_without_redundancy(candidates: Sequence[int] | np.ndarray, q: int, f
     return accepted
 
 
-def kdb(data: EncodedData, k: int, theta: float | None = None) -> Structure:
+def kdb(data: TrainingView, k: int, theta: float | None = None) -> Structure:
     """KDB structure (KDB-θ when theta > 0, in nats); ``scores`` are I(X;C) in order.
 
     Sahami's θ = 0.03 comes without a logarithm base; we read it in our unit, nats. On chess
@@ -120,7 +121,7 @@ def kdb(data: EncodedData, k: int, theta: float | None = None) -> Structure:
     return Structure.augmented(data, parents, order, scores)
 
 
-def fkdb(data: EncodedData, k: int, fd_min_count: int | None = None) -> Structure:
+def fkdb(data: TrainingView, k: int, fd_min_count: int | None = None) -> Structure:
     """FKDB structure; ``scores`` are the winning sums. O(n^2 m) statistics + O(n^3) search.
 
     With ``fd_min_count`` = l, paper 001's one-to-one functional-dependency rule with minimum
@@ -135,12 +136,14 @@ def fkdb(data: EncodedData, k: int, fd_min_count: int | None = None) -> Structur
     return _fkdb(data, k, fd_min_count)[0]
 
 
-def _fkdb(data: EncodedData, k: int, fd_min_count: int | None) -> tuple[Structure, dict[str, list[str]]]:
+def _fkdb(data: TrainingView, k: int, fd_min_count: int | None) -> tuple[Structure, dict[str, list[str]]]:
     """(FKDB structure, per feature the parents of plain FKDB that the FD rule dropped)."""
     mi, cmi = _statistics(data)
     order, parents, scores = fkdb_structure(mi, cmi, k)
     dropped: dict[str, list[str]] = {}
     if fd_min_count is not None:
+        if not isinstance(data, EncodedData):  # FD_MIN_COUNT needs_rows: the plan reads them when it is given
+            raise InvalidInput("fkdb: --fd-min-count reads the rows themselves, not only their counts")
         fd = stats.functional_dependency_matrix(data.X, data.cards, fd_min_count, data.weights)
         plain = parents
         order, parents, scores = fkdb_structure(mi, cmi, k, fd)
@@ -151,7 +154,7 @@ def _fkdb(data: EncodedData, k: int, fd_min_count: int | None) -> tuple[Structur
     return Structure.augmented(data, parents, order, scores), dropped
 
 
-def _fkdb_learned(data: EncodedData, k: int, fd_min_count: int | None = None) -> Learned:
+def _fkdb_learned(data: TrainingView, k: int, fd_min_count: int | None = None) -> Learned:
     """``fkdb``, keeping in the metadata what the FD rule changed (when it is on)."""
     structure, dropped = _fkdb(data, k, fd_min_count)
     if fd_min_count is None:
@@ -159,7 +162,7 @@ def _fkdb_learned(data: EncodedData, k: int, fd_min_count: int | None = None) ->
     return Learned.single(structure, data, fd_dropped_parents=dropped)
 
 
-def _statistics(data: EncodedData) -> tuple[np.ndarray, np.ndarray]:
+def _statistics(data: TrainingView) -> tuple[np.ndarray, np.ndarray]:
     return data.statistics.class_mi(), data.statistics.cmi_matrix()
 
 
@@ -192,7 +195,6 @@ LEARNERS = (
         kdb,
         "k-dependence Bayesian classifier (Sahami 1996); KDB-θ with --theta",
         (K, THETA),
-        counts_only=True,
         unweighted="",
     ),
     Learner(
@@ -200,7 +202,6 @@ LEARNERS = (
         _fkdb_learned,
         "flexible k-dependence Bayesian classifier (paper 001)",
         (K, FD_MIN_COUNT),
-        counts_only=True,
         unweighted="",
     ),
 )

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data import TrainingView
 from bnserve.trainer.learners.base import Learner
 from bnserve.trainer.learners.structure import Structure
 
 
-def naive_bayes(data: EncodedData) -> Structure:
+def naive_bayes(data: TrainingView) -> Structure:
     """NB structure. O(n); no statistics needed. ``order`` is the column order, no scores."""
     n = len(data.features)
     return Structure.augmented(data, [()] * n, range(n))
@@ -18,7 +18,6 @@ LEARNERS = (
         "nb",
         naive_bayes,
         "naive Bayes: the class is the only parent of every feature",
-        counts_only=True,
         reads_pairs=False,
         unweighted="",
     ),

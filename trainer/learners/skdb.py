@@ -335,7 +335,6 @@ LEARNERS = (
         skdb,
         "selective KDB: k and the features kept chosen by leave-one-out (Martínez et al. 2016)",
         (K_MAX, LOSS),
-        counts_only=True,
         unweighted="",
     ),
     Learner(
@@ -343,7 +342,6 @@ LEARNERS = (
         eskdb,
         "ensemble of selective KDBs on stochastic attribute orders (Zhang et al. 2020; paper: --estimator hdp)",
         (K_MAX, LOSS, MEMBERS, SAMPLE_SEED),
-        counts_only=True,
         unweighted="",
     ),
 )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from bnserve.trainer.data import EncodedData
+    from bnserve.trainer.data import TrainingView
 
 # Scores equal to this many decimals (nats) count as tied; ties go to the lower column index.
 TIE_DECIMALS = 12
@@ -34,7 +34,7 @@ class Structure:
 
     @staticmethod
     def augmented(
-        data: EncodedData,
+        data: TrainingView,
         feature_parents: Sequence[Sequence[int]],
         order: Sequence[int],
         scores: Sequence[float] = (),
