@@ -24,9 +24,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from bnserve.server import metrics
 from bnserve.server.admission import Admission
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, check_reply_size
+from bnserve.server.metrics import METRICS
 from bnserve.server.security import UNAUTHENTICATED_MESSAGE, TokenFile, is_protected
 from bnserve.store.errors import BnServeError, InvalidInput
 
@@ -60,20 +60,20 @@ class _HandledCounters(dict):
         self._labels = labels
 
     def __missing__(self, code: str) -> Any:
-        child = self[code] = metrics.GRPC_HANDLED.labels(*self._labels, code)
+        child = self[code] = METRICS.grpc_handled.labels(*self._labels, code)
         return child
 
 
 def _method_metrics(labels: tuple[str, str, str]) -> tuple[Any, Callable[[float, str], None]]:
     """One method's grpc_server_* children, looked up once: its started counter, and
     ``done(t0, code)``, which observes the handling seconds since ``t0`` and counts the code."""
-    seconds, handled = metrics.GRPC_HANDLING_SECONDS.labels(*labels), _HandledCounters(labels)
+    seconds, handled = METRICS.grpc_handling_seconds.labels(*labels), _HandledCounters(labels)
 
     def done(t0: float, code: str) -> None:
         seconds.observe(time.perf_counter() - t0)
         handled[code].inc()
 
-    return metrics.GRPC_STARTED.labels(*labels), done
+    return METRICS.grpc_started.labels(*labels), done
 
 
 class Unauthenticated(BnServeError):
