@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,129 +77,109 @@ class Metrics:
     in the same registry is a ``ValueError``, duplicated timeseries)."""
 
     def __init__(self, registry: CollectorRegistry = REGISTRY):
-        r = registry
         self.registry = registry
-        self.grpc_started = Counter("grpc_server_started_total", "RPCs started on the server.", GRPC_LABELS, registry=r)
-        self.grpc_handled = Counter(
+        counter, gauge = partial(Counter, registry=registry), partial(Gauge, registry=registry)
+        histogram = partial(Histogram, registry=registry)
+        self.grpc_started = counter("grpc_server_started_total", "RPCs started on the server.", GRPC_LABELS)
+        self.grpc_handled = counter(
             "grpc_server_handled_total",
             "RPCs completed on the server, by status code.",
             GRPC_LABELS + ("grpc_code",),
-            registry=r,
         )
-        self.grpc_handling_seconds = Histogram(
+        self.grpc_handling_seconds = histogram(
             "grpc_server_handling_seconds",
             "Time from the start of an RPC to its completion on the server.",
             GRPC_LABELS,
             buckets=LATENCY_BUCKETS,
-            registry=r,
         )
-        self.prediction_rows = Counter(
-            "bnserve_prediction_rows_total", "Rows predicted, per model.", ("model",), registry=r
-        )
-        self.predicted_class_rows = Counter(
+        self.prediction_rows = counter("bnserve_prediction_rows_total", "Rows predicted, per model.", ("model",))
+        self.predicted_class_rows = counter(
             "bnserve_predicted_class_rows_total",
             "Rows predicted, per model and most probable class.",
             ("model", "class"),
-            registry=r,
         )
-        self.unknown_values = Counter(
+        self.unknown_values = counter(
             "bnserve_unknown_values_total",
             "Values unseen in training read as missing (request policy unknown=missing), per model and feature; "
             "a series appears at its first count, for a feature of a loaded model only.",
             ("model", "feature"),
-            registry=r,
         )
-        self.request_seconds = Histogram(
+        self.request_seconds = histogram(
             "bnserve_request_seconds",
             "Time to answer one prediction request (Predict or ModelInfer) in the handler, per model: "
             "what grpc_server_handling_seconds measures per method, here per model.",
             ("model",),
             buckets=LATENCY_BUCKETS,
-            registry=r,
         )
-        self.request_rows = Histogram(
+        self.request_rows = histogram(
             "bnserve_request_rows",
             "Rows per prediction request (batch size), per model.",
             ("model",),
             buckets=BATCH_ROWS_BUCKETS,
-            registry=r,
         )
-        self.model_info = Gauge(
+        self.model_info = gauge(
             "bnserve_model_info",
             "1 for each model version the server holds compiled; aliases comma-separated.",
             ("model", "version", "algorithm", "aliases"),
             multiprocess_mode="livemax",
-            registry=r,
         )
-        self.model_load_seconds = Histogram(
+        self.model_load_seconds = histogram(
             "bnserve_model_load_seconds",
             "Time to read one model version from the store and compile it.",
             buckets=LOAD_BUCKETS,
-            registry=r,
         )
-        self.model_load_failures = Counter(
+        self.model_load_failures = counter(
             "bnserve_model_load_failures_total",
             "Model versions refused at load: a checksum, validation or compile failure, or any other error loading one.",
             ("model",),
-            registry=r,
         )
-        self.plan_cache_bytes = Gauge(
+        self.plan_cache_bytes = gauge(
             "bnserve_plan_cache_bytes",
             "Bytes held by the cache of missing-value plans (at most --plan-cache-bytes per process).",
             multiprocess_mode="livesum",
-            registry=r,
         )
-        self.version_loads = Counter(
+        self.version_loads = counter(
             "bnserve_version_loads_total",
             "Loads from the store of versions not in memory, asked for by a call, by result: loaded, refused (the "
             "version is refused at load) or failed (the store failed or timed out, or the version was deleted).",
             ("result",),
-            registry=r,
         )
-        self.version_calls_shed = Counter(
+        self.version_calls_shed = counter(
             "bnserve_version_calls_shed_total",
             "Calls for a version not in memory refused at once (UNAVAILABLE), by reason: waiters (--max-load-waiters "
             "calls already wait for that version) or pending (every load slot of --store-threads is taken).",
             ("reason",),
-            registry=r,
         )
-        self.version_load_waiters = Gauge(
+        self.version_load_waiters = gauge(
             "bnserve_version_load_waiters",
             "Calls waiting for a version to load from the store (each holds no thread).",
             multiprocess_mode="livesum",
-            registry=r,
         )
-        self.version_cache_bytes = Gauge(
+        self.version_cache_bytes = gauge(
             "bnserve_version_cache_bytes",
             "Bytes of compiled tables of the versions kept after a load on demand "
             "(at most --version-cache-bytes per process).",
             multiprocess_mode="livesum",
-            registry=r,
         )
         for result in VERSION_LOAD_RESULTS:  # every known series from 0, so rate() sees the first
             self.version_loads.labels(result)
         for reason in SHED_REASONS:
             self.version_calls_shed.labels(reason)
-        self.inflight_bytes = Gauge(
+        self.inflight_bytes = gauge(
             "bnserve_inflight_request_bytes",
             "Bytes charged to calls in flight (a request's wire size times the parse factor), "
             "at most --max-inflight-bytes.",
             multiprocess_mode="livesum",
-            registry=r,
         )
-        self.store_poll_errors = Counter(
-            "bnserve_store_poll_errors_total", "Polls of the model store that failed.", registry=r
-        )
-        self.store_poll_stalls = Counter(
+        self.store_poll_errors = counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
+        self.store_poll_stalls = counter(
             "bnserve_store_poll_stalls_total",
             "Polls of the model store still running after --poll-stall-seconds (a store that hangs), each counted once.",
-            registry=r,
         )
-        self.store_last_success = Gauge(
+        self.store_last_success = gauge(
             "bnserve_store_last_success_timestamp_seconds",
             "Unix time of the last successful poll of the model store.",
             multiprocess_mode="livemin",
-            registry=r,
         )
 
     def model(self, name: str, classes: Sequence[str]) -> ModelMetrics:
