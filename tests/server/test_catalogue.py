@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bnserve.server.catalogue import (
@@ -18,6 +18,8 @@ from bnserve.server.catalogue import (
     updated,
 )
 
+EXAMPLES = 30  # a small domain (a few names, versions and aliases): this many cover it, within the default set
+
 
 @st.composite
 def listings(draw: st.DrawFn) -> Listing:
@@ -31,16 +33,19 @@ def listings(draw: st.DrawFn) -> Listing:
 catalogues = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), listings())
 
 
+@settings(max_examples=EXAMPLES)
 @given(catalogues, catalogues)
 def test_the_diff_of_two_catalogues_applied_to_the_first_gives_the_second(before, after):
     assert apply(before, diff(before, after)) == after
 
 
+@settings(max_examples=EXAMPLES)
 @given(catalogues)
 def test_a_catalogue_has_no_change_from_itself(catalogue):
     assert diff(catalogue, catalogue) == [] and changed(catalogue, catalogue) == set()
 
 
+@settings(max_examples=EXAMPLES)
 @given(catalogues, catalogues)
 def test_the_models_changed_are_those_the_diff_names(before, after):
     assert changed(before, after) == {c.name for c in diff(before, after)}
@@ -69,6 +74,7 @@ def test_each_kind_of_change_is_named_in_order_and_said_as_the_log_says_it():
     ]
 
 
+@settings(max_examples=EXAMPLES)
 @given(catalogues, st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.none() | listings()))
 def test_an_incremental_read_replaces_the_models_it_names_and_removes_the_deleted(catalogue, read):
     result = updated(catalogue, read)
