@@ -31,7 +31,6 @@ from typing import Any
 
 import grpc
 
-from bnserve.server import metrics
 from bnserve.server.limits import (
     DEFAULT_BODY_SECONDS,
     DEFAULT_MAX_CONNECTION_INFLIGHT_BYTES,
@@ -40,6 +39,7 @@ from bnserve.server.limits import (
     PARSE_FACTOR,
     MiB,
 )
+from bnserve.server.metrics import METRICS
 from bnserve.store.errors import BnServeError, InvalidInput
 
 TRIM_BYTES = 8 * MiB  # a charge this large, released, has the allocator return free memory
@@ -126,7 +126,7 @@ class Admission:
         if call.charged:
             connection.charged -= call.charged
             self.charged -= call.charged
-            metrics.INFLIGHT_BYTES.set(self.charged)
+            METRICS.inflight_bytes.set(self.charged)
             if call.charged >= TRIM_BYTES:
                 self._trim_soon()
         if connection.calls == 0 and self._connections.get(call.peer) is connection:
@@ -152,7 +152,7 @@ class Admission:
         call.charged = cost
         call.connection.charged += cost
         self.charged += cost
-        metrics.INFLIGHT_BYTES.set(self.charged)
+        METRICS.inflight_bytes.set(self.charged)
 
     def _trim_soon(self) -> None:
         """Have the allocator return its free memory shortly, on a thread: the call's

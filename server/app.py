@@ -48,7 +48,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
-from bnserve.server import metrics
 from bnserve.server.admission import Admission
 from bnserve.server.api import (
     diagnostics_pb2,
@@ -61,7 +60,9 @@ from bnserve.server.api import (
 from bnserve.server.config import ServeConfig
 from bnserve.server.dataplane import DataPlane
 from bnserve.server.interceptors import ServerInterceptor
-from bnserve.server.repository import ModelRepository, Poller
+from bnserve.server.metrics import METRICS, serve_metrics
+from bnserve.server.poller import Poller
+from bnserve.server.repository import ModelRepository
 from bnserve.server.security import TlsMaterial, TokenFile, load_tls
 from bnserve.server.servicers.diagnostics import DiagnosticsServicer
 from bnserve.server.servicers.inference import InferenceServicer
@@ -168,7 +169,7 @@ class App:
         grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(InferenceServicer(dataplane), self.grpc_server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
         services = (PREDICTOR, DIAGNOSTICS, INFERENCE, HEALTH, REFLECTION)
-        metrics.initialize_grpc(services)
+        METRICS.initialize_grpc(services)
         reflection.enable_server_reflection(
             [s.full_name for s in services], self.grpc_server, pool=reflection_pool(services)
         )
@@ -214,7 +215,7 @@ class App:
         """Start serving. A worker listens from a background thread once the store is read;
         should that fail, ``failure`` says why and ``on_failure`` is called."""
         if self.metrics_port >= 0:
-            http_server = metrics.serve_metrics(self.metrics_port, self.config.host)
+            http_server = serve_metrics(self.metrics_port, self.config.host)
             self.metrics_port = http_server.server_address[1]
             self._http_server = http_server
         if self.config.worker:

@@ -9,10 +9,11 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bnserve import argtypes
-from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig
+from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig, flag_of
 from bnserve.server.limits import PARSE_FACTOR
 from bnserve.store.errors import BnServeError
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
@@ -112,6 +113,154 @@ def _add_client_flags(command: argparse.ArgumentParser, environ: dict[str, str])
         command.set_defaults(token_file=token_file)
 
 
+class _Flag(NamedTuple):
+    """One ``server serve`` setting: flag ``flag_of(setting)``, variable ``BNSERVE_<SETTING>``,
+    default ``DEFAULTS[setting]``; ``parse`` reads its text."""
+
+    setting: str
+    parse: Callable[[str], Any]
+    help: str
+    metavar: str | None = None
+
+
+_FILE = argtypes.file_path
+SERVE_FLAGS = (
+    _Flag("host", str, "address to bind both ports on (default %(default)s)"),
+    _Flag("port", _whole, "gRPC port (default %(default)s; 0 picks a free one)"),
+    _Flag("metrics_port", _whole, "Prometheus /metrics port (default %(default)s; -1 disables)"),
+    _Flag("poll_seconds", _seconds, "how often to look for new versions and alias moves (default %(default)s)"),
+    _Flag(
+        "poll_stall_seconds",
+        _seconds,
+        "a poll of the store still running after this long is logged and counted as stalled (default %(default)s)",
+    ),
+    _Flag(
+        "compile",
+        str,
+        "compile each loaded version at once (eager) or on its first request (lazy: a faster start "
+        "and less memory for models seldom asked for) (default %(default)s)",
+        "{eager,lazy}",
+    ),
+    _Flag("grace_seconds", _seconds, "drain time for in-flight calls on SIGTERM (default %(default)s)"),
+    _Flag(
+        "threads",
+        _whole,
+        "work-pool threads, for requests too large for the event loop (over 32 rows, 4,096 values "
+        "or 64 KiB); store reads have their own, --store-threads (default %(default)s; per worker process)",
+    ),
+    _Flag(
+        "workers",
+        _whole,
+        "worker processes sharing the port, one core each (default %(default)s: this process serves)",
+    ),
+    _Flag("log_level", str, "DEBUG, INFO, WARNING or ERROR (default %(default)s)"),
+    _Flag(
+        "max_rows",
+        _whole,
+        f"most rows one Predict or ModelInfer may hold; more is RESOURCE_EXHAUSTED (default {DEFAULTS['max_rows']:,})",
+    ),
+    _Flag(
+        "max_message_bytes",
+        _whole,
+        f"largest request or response message; larger is RESOURCE_EXHAUSTED "
+        f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)",
+    ),
+    _Flag(
+        "max_metadata_bytes",
+        _whole,
+        f"largest metadata (headers) of a call; a call with more is refused on its headers "
+        f"with RESOURCE_EXHAUSTED (default {DEFAULTS['max_metadata_bytes']:,}, 16 KiB)",
+    ),
+    _Flag(
+        "max_streams_per_connection",
+        _whole,
+        "calls one client connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS); a call past it "
+        "is refused with REFUSED_STREAM, which clients see as UNAVAILABLE: retry it, or open another connection "
+        "(grpc's own clients hold it back until a call ends, where its deadline may pass) (default %(default)s)",
+    ),
+    _Flag(
+        "idle_seconds", _seconds, "close a client connection that has had no call open this long (default %(default)s)"
+    ),
+    _Flag(
+        "max_inflight_bytes",
+        _bytes,
+        f"bytes the calls in flight may hold, each charged {PARSE_FACTOR} times its request's size (what "
+        f"parsing may take); a call past it is RESOURCE_EXHAUSTED at once "
+        f"(default {DEFAULTS['max_inflight_bytes']:,}, 384 MiB; per worker process)",
+    ),
+    _Flag(
+        "max_connection_inflight_bytes",
+        _bytes,
+        f"the same, for the calls of one client connection "
+        f"(default {DEFAULTS['max_connection_inflight_bytes']:,}, 192 MiB)",
+    ),
+    _Flag(
+        "max_connections",
+        _whole,
+        "client connections that may have calls open at once; a call on another is RESOURCE_EXHAUSTED "
+        "at its headers (default %(default)s; per worker process)",
+    ),
+    _Flag(
+        "body_seconds",
+        _seconds,
+        "a call's request message must arrive within this long of its headers, else the call ends "
+        "DEADLINE_EXCEEDED (default %(default)s)",
+    ),
+    _Flag(
+        "plan_cache_bytes",
+        _bytes,
+        f"bytes of missing-value plans kept for reuse, all models together; a plan that does not fit "
+        f"is built for its call alone (default {DEFAULTS['plan_cache_bytes']:,}, 64 MiB; per worker process)",
+    ),
+    _Flag(
+        "store_threads",
+        _whole,
+        "threads that load versions not in memory from the store, apart from --threads: a store that "
+        "hangs holds these only (default %(default)s; per worker process)",
+    ),
+    _Flag(
+        "max_load_waiters",
+        _whole,
+        "calls that may wait for one version's load from the store; more are refused at once with "
+        "UNAVAILABLE (default %(default)s)",
+    ),
+    _Flag(
+        "version_cache_bytes",
+        _bytes,
+        f"bytes of compiled tables of the versions loaded on demand (neither latest nor aliased) kept "
+        f"in memory, least recently used out first (default {DEFAULTS['version_cache_bytes']:,}, 64 MiB; "
+        f"per worker process)",
+    ),
+    _Flag(
+        "tls_cert",
+        _FILE,
+        "PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)",
+        "FILE",
+    ),
+    _Flag("tls_key", _FILE, "PEM private key (unencrypted) of --tls-cert", "FILE"),
+    _Flag(
+        "tls_client_ca",
+        _FILE,
+        "PEM CA bundle: clients must present a certificate it signed (mutual TLS; needs --tls-cert)",
+        "FILE",
+    ),
+    _Flag(
+        "auth_token_file",
+        _FILE,
+        "bearer tokens, one a line: every call but grpc.health.v1.Health must carry "
+        "'authorization: Bearer <one of them>' (re-read when the file changes)",
+        "FILE",
+    ),
+    _Flag(
+        "verify_key",
+        _FILE,
+        "PEM Ed25519 public keys (one or more): load only versions signed by one of them (trainer "
+        "--signing-key); unsigned, forged or other-key versions are refused at load",
+        "FILE",
+    ),
+)
+
+
 class _Parser(argparse.ArgumentParser):
     """The ``server`` parser; ``subcommands`` names each subcommand's parser (for its usage errors)."""
 
@@ -128,180 +277,15 @@ def build_parser(environ: dict[str, str] | None = None) -> _Parser:
         "--store", help="SQLAlchemy URL of the model store (default: $BNSERVE_STORE_URL, else sqlite:///bnserve.db)"
     )
     add_timeout_flags(serve)
-    serve.add_argument("--host", default=DEFAULTS["host"], help="address to bind both ports on (default %(default)s)")
-    serve.add_argument(
-        "--port", type=_whole, default=DEFAULTS["port"], help="gRPC port (default %(default)s; 0 picks a free one)"
-    )
-    serve.add_argument(
-        "--metrics-port",
-        type=_whole,
-        default=DEFAULTS["metrics_port"],
-        help="Prometheus /metrics port (default %(default)s; -1 disables)",
-    )
-    serve.add_argument(
-        "--poll-seconds",
-        type=_seconds,
-        default=DEFAULTS["poll_seconds"],
-        help="how often to look for new versions and alias moves (default %(default)s)",
-    )
-    serve.add_argument(
-        "--poll-stall-seconds",
-        type=_seconds,
-        default=DEFAULTS["poll_stall_seconds"],
-        help="a poll of the store still running after this long is logged and counted as stalled (default %(default)s)",
-    )
-    serve.add_argument(
-        "--compile",
-        default=DEFAULTS["compile"],
-        metavar="{eager,lazy}",
-        help="compile each loaded version at once (eager) or on its first request (lazy: a faster start "
-        "and less memory for models seldom asked for) (default %(default)s)",
-    )
-    serve.add_argument(
-        "--grace-seconds",
-        type=_seconds,
-        default=DEFAULTS["grace_seconds"],
-        help="drain time for in-flight calls on SIGTERM (default %(default)s)",
-    )
-    serve.add_argument(
-        "--threads",
-        type=_whole,
-        default=DEFAULTS["threads"],
-        help="work-pool threads, for requests too large for the event loop (over 32 rows, 4,096 values "
-        "or 64 KiB); store reads have their own, --store-threads (default %(default)s; per worker process)",
-    )
-    serve.add_argument(
-        "--workers",
-        type=_whole,
-        default=DEFAULTS["workers"],
-        help="worker processes sharing the port, one core each (default %(default)s: this process serves)",
-    )
+    for flag in SERVE_FLAGS:
+        serve.add_argument(
+            flag_of(flag.setting),
+            type=flag.parse,
+            default=DEFAULTS[flag.setting],
+            metavar=flag.metavar,
+            help=flag.help,
+        )
     serve.add_argument("--worker-of", type=int, metavar="PID", help=argparse.SUPPRESS)  # set by --workers
-    serve.add_argument(
-        "--log-level", default=DEFAULTS["log_level"], help="DEBUG, INFO, WARNING or ERROR (default %(default)s)"
-    )
-    serve.add_argument(
-        "--max-rows",
-        type=_whole,
-        default=DEFAULTS["max_rows"],
-        help=f"most rows one Predict or ModelInfer may hold; more is RESOURCE_EXHAUSTED "
-        f"(default {DEFAULTS['max_rows']:,})",
-    )
-    serve.add_argument(
-        "--max-message-bytes",
-        type=_whole,
-        default=DEFAULTS["max_message_bytes"],
-        help=f"largest request or response message; larger is RESOURCE_EXHAUSTED "
-        f"(default {DEFAULTS['max_message_bytes']:,}, 64 MiB)",
-    )
-    serve.add_argument(
-        "--max-metadata-bytes",
-        type=_whole,
-        default=DEFAULTS["max_metadata_bytes"],
-        help=f"largest metadata (headers) of a call; a call with more is refused on its headers "
-        f"with RESOURCE_EXHAUSTED (default {DEFAULTS['max_metadata_bytes']:,}, 16 KiB)",
-    )
-    serve.add_argument(
-        "--max-streams-per-connection",
-        type=_whole,
-        default=DEFAULTS["max_streams_per_connection"],
-        help="calls one client connection may have open at once (HTTP/2 MAX_CONCURRENT_STREAMS); a call past it "
-        "is refused with REFUSED_STREAM, which clients see as UNAVAILABLE: retry it, or open another connection "
-        "(grpc's own clients hold it back until a call ends, where its deadline may pass) (default %(default)s)",
-    )
-    serve.add_argument(
-        "--idle-seconds",
-        type=_seconds,
-        default=DEFAULTS["idle_seconds"],
-        help="close a client connection that has had no call open this long (default %(default)s)",
-    )
-    serve.add_argument(
-        "--max-inflight-bytes",
-        type=_bytes,
-        default=DEFAULTS["max_inflight_bytes"],
-        help=f"bytes the calls in flight may hold, each charged {PARSE_FACTOR} times its request's size (what "
-        f"parsing may take); a call past it is RESOURCE_EXHAUSTED at once "
-        f"(default {DEFAULTS['max_inflight_bytes']:,}, 384 MiB; per worker process)",
-    )
-    serve.add_argument(
-        "--max-connection-inflight-bytes",
-        type=_bytes,
-        default=DEFAULTS["max_connection_inflight_bytes"],
-        help=f"the same, for the calls of one client connection "
-        f"(default {DEFAULTS['max_connection_inflight_bytes']:,}, 192 MiB)",
-    )
-    serve.add_argument(
-        "--max-connections",
-        type=_whole,
-        default=DEFAULTS["max_connections"],
-        help="client connections that may have calls open at once; a call on another is RESOURCE_EXHAUSTED "
-        "at its headers (default %(default)s; per worker process)",
-    )
-    serve.add_argument(
-        "--body-seconds",
-        type=_seconds,
-        default=DEFAULTS["body_seconds"],
-        help="a call's request message must arrive within this long of its headers, else the call ends "
-        "DEADLINE_EXCEEDED (default %(default)s)",
-    )
-    serve.add_argument(
-        "--plan-cache-bytes",
-        type=_bytes,
-        default=DEFAULTS["plan_cache_bytes"],
-        help=f"bytes of missing-value plans kept for reuse, all models together; a plan that does not fit "
-        f"is built for its call alone (default {DEFAULTS['plan_cache_bytes']:,}, 64 MiB; per worker process)",
-    )
-    serve.add_argument(
-        "--store-threads",
-        type=_whole,
-        default=DEFAULTS["store_threads"],
-        help="threads that load versions not in memory from the store, apart from --threads: a store that "
-        "hangs holds these only (default %(default)s; per worker process)",
-    )
-    serve.add_argument(
-        "--max-load-waiters",
-        type=_whole,
-        default=DEFAULTS["max_load_waiters"],
-        help="calls that may wait for one version's load from the store; more are refused at once with "
-        "UNAVAILABLE (default %(default)s)",
-    )
-    serve.add_argument(
-        "--version-cache-bytes",
-        type=_bytes,
-        default=DEFAULTS["version_cache_bytes"],
-        help=f"bytes of compiled tables of the versions loaded on demand (neither latest nor aliased) kept "
-        f"in memory, least recently used out first (default {DEFAULTS['version_cache_bytes']:,}, 64 MiB; "
-        f"per worker process)",
-    )
-    serve.add_argument(
-        "--tls-cert",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="PEM certificate chain of the server: the gRPC port speaks TLS only (needs --tls-key)",
-    )
-    serve.add_argument(
-        "--tls-key", type=argtypes.file_path, metavar="FILE", help="PEM private key (unencrypted) of --tls-cert"
-    )
-    serve.add_argument(
-        "--tls-client-ca",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="PEM CA bundle: clients must present a certificate it signed (mutual TLS; needs --tls-cert)",
-    )
-    serve.add_argument(
-        "--auth-token-file",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="bearer tokens, one a line: every call but grpc.health.v1.Health must carry "
-        "'authorization: Bearer <one of them>' (re-read when the file changes)",
-    )
-    serve.add_argument(
-        "--verify-key",
-        type=argtypes.file_path,
-        metavar="FILE",
-        help="PEM Ed25519 public keys (one or more): load only versions signed by one of them (trainer "
-        "--signing-key); unsigned, forged or other-key versions are refused at load",
-    )
     serve.epilog = (
         "Every flag above but --store may also be set as BNSERVE_<FLAG> in the environment "
         "(e.g. BNSERVE_GRACE_SECONDS=25); the store URL is BNSERVE_STORE_URL. A flag wins."

@@ -28,7 +28,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from bnserve.server.limits import Work, check_rows, check_still_wanted
-from bnserve.server.repository import ModelEntry, ModelRepository, ServedModel
+from bnserve.server.repository import ModelRepository
+from bnserve.server.served import ServedModel
+from bnserve.server.snapshot import ModelEntry
 from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
 
 Response = TypeVar("Response")
@@ -112,5 +114,5 @@ def _answer(
     proba = served.compiled.predict_proba(codes)
     winners = np.argmax(proba, axis=1)
     response = encode(served, proba, winners)
-    served.record(winners, started)
+    served.metrics.record(winners, started)
     return response

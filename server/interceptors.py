@@ -24,9 +24,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from bnserve.server import metrics
 from bnserve.server.admission import Admission
 from bnserve.server.limits import DEFAULT_MAX_MESSAGE_BYTES, check_reply_size
+from bnserve.server.metrics import METRICS
 from bnserve.server.security import UNAUTHENTICATED_MESSAGE, TokenFile, is_protected
 from bnserve.store.errors import BnServeError, InvalidInput
 
@@ -60,20 +60,20 @@ class _HandledCounters(dict):
         self._labels = labels
 
     def __missing__(self, code: str) -> Any:
-        child = self[code] = metrics.GRPC_HANDLED.labels(*self._labels, code)
+        child = self[code] = METRICS.grpc_handled.labels(*self._labels, code)
         return child
 
 
 def _method_metrics(labels: tuple[str, str, str]) -> tuple[Any, Callable[[float, str], None]]:
     """One method's grpc_server_* children, looked up once: its started counter, and
     ``done(t0, code)``, which observes the handling seconds since ``t0`` and counts the code."""
-    seconds, handled = metrics.GRPC_HANDLING_SECONDS.labels(*labels), _HandledCounters(labels)
+    seconds, handled = METRICS.grpc_handling_seconds.labels(*labels), _HandledCounters(labels)
 
     def done(t0: float, code: str) -> None:
         seconds.observe(time.perf_counter() - t0)
         handled[code].inc()
 
-    return metrics.GRPC_STARTED.labels(*labels), done
+    return METRICS.grpc_started.labels(*labels), done
 
 
 class Unauthenticated(BnServeError):
@@ -239,66 +239,61 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
 
     @staticmethod
     def _wrap_unary(behavior: Callable, labels: tuple[str, str, str], max_reply_bytes: int) -> Callable:
-        started, done = _method_metrics(labels)
+        async def reply(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            response = behavior(request, context)
+            if inspect.isawaitable(response):
+                response = await response
+            check_reply_size(response, max_reply_bytes)
+            return response
 
-        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            # An error is counted before its status is sent (aio's abort sends it at once):
-            # a caller that has its answer may read the metrics next.
-            started.inc()
-            t0 = time.perf_counter()
-            try:
-                response = behavior(request, context)
-                if inspect.isawaitable(response):
-                    response = await response
-                check_reply_size(response, max_reply_bytes)
-            except BnServeError as exc:
-                status, message = status_of(exc), exc.message
-            except asyncio.CancelledError:  # the caller cancelled, or its deadline passed
-                done(t0, "CANCELLED")
-                raise
-            except Exception:
-                if _context_code(context) != "OK":  # the behaviour's own abort, sent already
-                    done(t0, _context_code(context))
-                    raise
-                log.exception("unhandled error in %s/%s", labels[1], labels[2])
-                status, message = grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE
-            else:
-                done(t0, _context_code(context))
-                return response
-            done(t0, status.name)
-            await context.abort(status, message)
-
-        return wrapped
+        return _counted(reply, labels, unknown_is_internal=True)
 
     @staticmethod
     def _wrap_stream(behavior: Callable, labels: tuple[str, str, str]) -> Callable:
         """A streaming behaviour, whether it yields its messages (an async generator) or
         writes them (a coroutine calling ``context.write``), as one that writes them."""
-        started, done = _method_metrics(labels)
 
-        async def wrapped(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> None:
-            started.inc()
-            t0 = time.perf_counter()
-            try:
-                result = behavior(request_or_iterator, context)
-                if inspect.isasyncgen(result):
-                    async for message in result:
-                        await context.write(message)
-                else:
-                    await result
-            except BnServeError as exc:
-                status, message = status_of(exc), exc.message
-            except asyncio.CancelledError:  # the client went away mid-stream
-                done(t0, "CANCELLED")
-                raise
-            except Exception:
-                code = _context_code(context)
+        async def write(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+            result = behavior(request_or_iterator, context)
+            if inspect.isasyncgen(result):
+                async for message in result:
+                    await context.write(message)
+            else:
+                await result
+
+        return _counted(write, labels, unknown_is_internal=False)
+
+
+def _counted(run: Callable, labels: tuple[str, str, str], *, unknown_is_internal: bool) -> Callable:
+    """``run`` counted in the method's grpc_server_* series, our errors aborting the call with
+    their status. An unknown error is logged and answered INTERNAL with a fixed message
+    (``unknown_is_internal``: a unary call) or raised, which grpc ends as UNKNOWN (a stream,
+    which may have written already); one the behaviour aborted with is counted as its code."""
+    started, done = _method_metrics(labels)
+
+    async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        # An error is counted before its status is sent (aio's abort sends it at once):
+        # a caller that has its answer may read the metrics next.
+        started.inc()
+        t0 = time.perf_counter()
+        try:
+            response = await run(request, context)
+        except BnServeError as exc:
+            status, message = status_of(exc), exc.message
+        except asyncio.CancelledError:  # the caller cancelled, went away, or its deadline passed
+            done(t0, "CANCELLED")
+            raise
+        except Exception:
+            code = _context_code(context)
+            if code != "OK" or not unknown_is_internal:  # the behaviour's own abort, sent already
                 done(t0, code if code != "OK" else "UNKNOWN")
                 raise
-            else:
-                done(t0, _context_code(context))
-                return
-            done(t0, status.name)
-            await context.abort(status, message)
+            log.exception("unhandled error in %s/%s", labels[1], labels[2])
+            status, message = grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE
+        else:
+            done(t0, _context_code(context))
+            return response
+        done(t0, status.name)
+        await context.abort(status, message)
 
-        return wrapped
+    return wrapped

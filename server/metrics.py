@@ -1,4 +1,9 @@
-"""Every Prometheus metric the server exposes, declared once.
+"""Every Prometheus metric the server exposes, declared once, in one registry.
+
+``Metrics(registry)`` declares them all in ``registry``; ``METRICS``, in the global one, is
+what ``/metrics`` serves and what the server records into. A test passes a
+``CollectorRegistry()`` of its own and reads its counts alone. A model version's children
+are looked up once, when it is loaded (``ModelMetrics``), never per request.
 
 The grpc_server_* names and labels follow the go-grpc-prometheus convention that
 dashboards already expect. Per-model labels are bounded by the models in the store.
@@ -27,9 +32,12 @@ single process):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 if TYPE_CHECKING:
@@ -58,130 +66,186 @@ LATENCY_BUCKETS = (
 )
 GRPC_LABELS = ("grpc_type", "grpc_service", "grpc_method")
 
-GRPC_STARTED = Counter("grpc_server_started_total", "RPCs started on the server.", GRPC_LABELS)
-GRPC_HANDLED = Counter(
-    "grpc_server_handled_total", "RPCs completed on the server, by status code.", GRPC_LABELS + ("grpc_code",)
-)
-GRPC_HANDLING_SECONDS = Histogram(
-    "grpc_server_handling_seconds",
-    "Time from the start of an RPC to its completion on the server.",
-    GRPC_LABELS,
-    buckets=LATENCY_BUCKETS,
-)
-
-PREDICTION_ROWS = Counter("bnserve_prediction_rows_total", "Rows predicted, per model.", ("model",))
-PREDICTED_CLASS_ROWS = Counter(
-    "bnserve_predicted_class_rows_total", "Rows predicted, per model and most probable class.", ("model", "class")
-)
-UNKNOWN_VALUES = Counter(
-    "bnserve_unknown_values_total",
-    "Values unseen in training read as missing (request policy unknown=missing), per model and feature; "
-    "a series appears at its first count, for a feature of a loaded model only.",
-    ("model", "feature"),
-)
-REQUEST_SECONDS = Histogram(
-    "bnserve_request_seconds",
-    "Time to answer one prediction request (Predict or ModelInfer) in the handler, per model: "
-    "what grpc_server_handling_seconds measures per method, here per model.",
-    ("model",),
-    buckets=LATENCY_BUCKETS,
-)
 BATCH_ROWS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000)
-REQUEST_ROWS = Histogram(
-    "bnserve_request_rows",
-    "Rows per prediction request (batch size), per model.",
-    ("model",),
-    buckets=BATCH_ROWS_BUCKETS,
-)
-MODEL_INFO = Gauge(
-    "bnserve_model_info",
-    "1 for each model version the server holds compiled; aliases comma-separated.",
-    ("model", "version", "algorithm", "aliases"),
-    multiprocess_mode="livemax",
-)
-MODEL_LOAD_SECONDS = Histogram(
-    "bnserve_model_load_seconds",
-    "Time to read one model version from the store and compile it.",
-    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0),
-)
-MODEL_LOAD_FAILURES = Counter(
-    "bnserve_model_load_failures_total",
-    "Model versions refused at load: a checksum, validation or compile failure, or any other error loading one.",
-    ("model",),
-)
-PLAN_CACHE_BYTES = Gauge(
-    "bnserve_plan_cache_bytes",
-    "Bytes held by the cache of missing-value plans (at most --plan-cache-bytes per process).",
-    multiprocess_mode="livesum",
-)
-VERSION_LOADS = Counter(
-    "bnserve_version_loads_total",
-    "Loads from the store of versions not in memory, asked for by a call, by result: loaded, refused (the "
-    "version is refused at load) or failed (the store failed or timed out, or the version was deleted).",
-    ("result",),
-)
-VERSION_CALLS_SHED = Counter(
-    "bnserve_version_calls_shed_total",
-    "Calls for a version not in memory refused at once (UNAVAILABLE), by reason: waiters (--max-load-waiters "
-    "calls already wait for that version) or pending (every load slot of --store-threads is taken).",
-    ("reason",),
-)
-VERSION_LOAD_WAITERS = Gauge(
-    "bnserve_version_load_waiters",
-    "Calls waiting for a version to load from the store (each holds no thread).",
-    multiprocess_mode="livesum",
-)
-VERSION_CACHE_BYTES = Gauge(
-    "bnserve_version_cache_bytes",
-    "Bytes of compiled tables of the versions kept after a load on demand (at most --version-cache-bytes per process).",
-    multiprocess_mode="livesum",
-)
-for _result in ("loaded", "refused", "failed"):  # every known series from 0, so rate() sees the first
-    VERSION_LOADS.labels(_result)
-for _reason in ("waiters", "pending"):
-    VERSION_CALLS_SHED.labels(_reason)
-INFLIGHT_BYTES = Gauge(
-    "bnserve_inflight_request_bytes",
-    "Bytes charged to calls in flight (a request's wire size times the parse factor), at most --max-inflight-bytes.",
-    multiprocess_mode="livesum",
-)
-STORE_POLL_ERRORS = Counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
-STORE_POLL_STALLS = Counter(
-    "bnserve_store_poll_stalls_total",
-    "Polls of the model store still running after --poll-stall-seconds (a store that hangs), each counted once.",
-)
-STORE_LAST_SUCCESS = Gauge(
-    "bnserve_store_last_success_timestamp_seconds",
-    "Unix time of the last successful poll of the model store.",
-    multiprocess_mode="livemin",
-)
+LOAD_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0)
+VERSION_LOAD_RESULTS = ("loaded", "refused", "failed")
+SHED_REASONS = ("waiters", "pending")
 
 
-def drop_model_info(*labels: str) -> None:
-    """A version is no longer held: remove its series, or in multiprocess mode (which
-    cannot remove one) set it to 0."""
-    if MULTIPROCESS:
-        MODEL_INFO.labels(*labels).set(0)
-    else:
-        MODEL_INFO.remove(*labels)
+class Metrics:
+    """The server's metrics, registered in ``registry``: one instance per registry (a second
+    in the same registry is a ``ValueError``, duplicated timeseries)."""
+
+    def __init__(self, registry: CollectorRegistry = REGISTRY):
+        self.registry = registry
+        counter, gauge = partial(Counter, registry=registry), partial(Gauge, registry=registry)
+        histogram = partial(Histogram, registry=registry)
+        self.grpc_started = counter("grpc_server_started_total", "RPCs started on the server.", GRPC_LABELS)
+        self.grpc_handled = counter(
+            "grpc_server_handled_total",
+            "RPCs completed on the server, by status code.",
+            GRPC_LABELS + ("grpc_code",),
+        )
+        self.grpc_handling_seconds = histogram(
+            "grpc_server_handling_seconds",
+            "Time from the start of an RPC to its completion on the server.",
+            GRPC_LABELS,
+            buckets=LATENCY_BUCKETS,
+        )
+        self.prediction_rows = counter("bnserve_prediction_rows_total", "Rows predicted, per model.", ("model",))
+        self.predicted_class_rows = counter(
+            "bnserve_predicted_class_rows_total",
+            "Rows predicted, per model and most probable class.",
+            ("model", "class"),
+        )
+        self.unknown_values = counter(
+            "bnserve_unknown_values_total",
+            "Values unseen in training read as missing (request policy unknown=missing), per model and feature; "
+            "a series appears at its first count, for a feature of a loaded model only.",
+            ("model", "feature"),
+        )
+        self.request_seconds = histogram(
+            "bnserve_request_seconds",
+            "Time to answer one prediction request (Predict or ModelInfer) in the handler, per model: "
+            "what grpc_server_handling_seconds measures per method, here per model.",
+            ("model",),
+            buckets=LATENCY_BUCKETS,
+        )
+        self.request_rows = histogram(
+            "bnserve_request_rows",
+            "Rows per prediction request (batch size), per model.",
+            ("model",),
+            buckets=BATCH_ROWS_BUCKETS,
+        )
+        self.model_info = gauge(
+            "bnserve_model_info",
+            "1 for each model version the server holds compiled; aliases comma-separated.",
+            ("model", "version", "algorithm", "aliases"),
+            multiprocess_mode="livemax",
+        )
+        self.model_load_seconds = histogram(
+            "bnserve_model_load_seconds",
+            "Time to read one model version from the store and compile it.",
+            buckets=LOAD_BUCKETS,
+        )
+        self.model_load_failures = counter(
+            "bnserve_model_load_failures_total",
+            "Model versions refused at load: a checksum, validation or compile failure, or any other error loading one.",
+            ("model",),
+        )
+        self.plan_cache_bytes = gauge(
+            "bnserve_plan_cache_bytes",
+            "Bytes held by the cache of missing-value plans (at most --plan-cache-bytes per process).",
+            multiprocess_mode="livesum",
+        )
+        self.version_loads = counter(
+            "bnserve_version_loads_total",
+            "Loads from the store of versions not in memory, asked for by a call, by result: loaded, refused (the "
+            "version is refused at load) or failed (the store failed or timed out, or the version was deleted).",
+            ("result",),
+        )
+        self.version_calls_shed = counter(
+            "bnserve_version_calls_shed_total",
+            "Calls for a version not in memory refused at once (UNAVAILABLE), by reason: waiters (--max-load-waiters "
+            "calls already wait for that version) or pending (every load slot of --store-threads is taken).",
+            ("reason",),
+        )
+        self.version_load_waiters = gauge(
+            "bnserve_version_load_waiters",
+            "Calls waiting for a version to load from the store (each holds no thread).",
+            multiprocess_mode="livesum",
+        )
+        self.version_cache_bytes = gauge(
+            "bnserve_version_cache_bytes",
+            "Bytes of compiled tables of the versions kept after a load on demand "
+            "(at most --version-cache-bytes per process).",
+            multiprocess_mode="livesum",
+        )
+        for result in VERSION_LOAD_RESULTS:  # every known series from 0, so rate() sees the first
+            self.version_loads.labels(result)
+        for reason in SHED_REASONS:
+            self.version_calls_shed.labels(reason)
+        self.inflight_bytes = gauge(
+            "bnserve_inflight_request_bytes",
+            "Bytes charged to calls in flight (a request's wire size times the parse factor), "
+            "at most --max-inflight-bytes.",
+            multiprocess_mode="livesum",
+        )
+        self.store_poll_errors = counter("bnserve_store_poll_errors_total", "Polls of the model store that failed.")
+        self.store_poll_stalls = counter(
+            "bnserve_store_poll_stalls_total",
+            "Polls of the model store still running after --poll-stall-seconds (a store that hangs), each counted once.",
+        )
+        self.store_last_success = gauge(
+            "bnserve_store_last_success_timestamp_seconds",
+            "Unix time of the last successful poll of the model store.",
+            multiprocess_mode="livemin",
+        )
+
+    def model(self, name: str, classes: Sequence[str]) -> ModelMetrics:
+        """The children of one model (its ``classes``, in code order), looked up once."""
+        return ModelMetrics(self, name, classes)
+
+    def drop_model_info(self, *labels: str) -> None:
+        """A version is no longer held: remove its series, or in multiprocess mode (which
+        cannot remove one) set it to 0."""
+        if MULTIPROCESS:
+            self.model_info.labels(*labels).set(0)
+        else:
+            self.model_info.remove(*labels)
+
+    def initialize_grpc(self, services: Iterable[ServiceDescriptor]) -> None:
+        """Create every method's grpc_server_* series at 0 (go-grpc-prometheus's
+        InitializeMetrics): a series that first appears with its first call hides that call
+        from rate() and increase()."""
+        for service in services:
+            for method in service.methods:
+                kind = {
+                    (False, False): "UNARY",
+                    (False, True): "SERVER_STREAM",
+                    (True, False): "CLIENT_STREAM",
+                    (True, True): "BIDI_STREAM",
+                }[method.client_streaming, method.server_streaming]
+                labels = (kind, service.full_name, method.name)
+                self.grpc_started.labels(*labels)
+                self.grpc_handled.labels(*labels, "OK")
+                self.grpc_handling_seconds.labels(*labels)
 
 
-def initialize_grpc(services: Iterable[ServiceDescriptor]) -> None:
-    """Create every method's grpc_server_* series at 0 (go-grpc-prometheus's
-    InitializeMetrics): a series that first appears with its first call hides that call
-    from rate() and increase()."""
-    for service in services:
-        for method in service.methods:
-            kind = {
-                (False, False): "UNARY",
-                (False, True): "SERVER_STREAM",
-                (True, False): "CLIENT_STREAM",
-                (True, True): "BIDI_STREAM",
-            }[method.client_streaming, method.server_streaming]
-            labels = (kind, service.full_name, method.name)
-            GRPC_STARTED.labels(*labels)
-            GRPC_HANDLED.labels(*labels, "OK")
-            GRPC_HANDLING_SECONDS.labels(*labels)
+class ModelMetrics:
+    """One model's children of the prediction metrics, made once when a version is loaded so
+    the hot path only increments. Versions of one name share their series."""
+
+    def __init__(self, metrics: Metrics, name: str, classes: Sequence[str]):
+        self._metrics = metrics
+        self._name = name
+        self._rows = metrics.prediction_rows.labels(name)
+        self._per_class = tuple(metrics.predicted_class_rows.labels(name, c) for c in classes)
+        self._batch = metrics.request_rows.labels(name)
+        self._seconds = metrics.request_seconds.labels(name)
+
+    def record(self, winners: np.ndarray, started: float) -> None:
+        """Count one answered request: its rows, their most probable classes (codes), its
+        batch size, and its time since ``started`` (``time.perf_counter()`` when the handler began)."""
+        rows = len(winners)
+        self._rows.inc(rows)
+        self._batch.observe(rows)
+        self._seconds.observe(time.perf_counter() - started)
+        if rows == 1:
+            self._per_class[int(winners[0])].inc()
+        elif rows:
+            for c, n in enumerate(np.bincount(winners, minlength=len(self._per_class)).tolist()):
+                if n:
+                    self._per_class[c].inc(n)
+
+    def record_unseen(self, unseen: Mapping[str, int]) -> None:
+        """Count values unseen in training read as missing: feature name -> how many. The
+        caller passes this model's features only, so what a client sends cannot add series."""
+        for feature, n in unseen.items():
+            self._metrics.unknown_values.labels(self._name, feature).inc(n)
+
+
+METRICS = Metrics()  # the global registry's, which /metrics serves
 
 
 def serve_metrics(port: int, host: str, registry: CollectorRegistry = REGISTRY) -> Any:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, Protocol, TypeVar
 
-from bnserve.server import metrics
+from bnserve.server.metrics import METRICS, Metrics
 from bnserve.store.errors import BnServeError
 
 DEFAULT_VERSION_CACHE_BYTES = 64 * 1024 * 1024  # --version-cache-bytes
@@ -56,8 +56,17 @@ class OnDemand(Generic[T]):
     runs on ``threads`` threads of its own. ``_lock`` guards the dicts for a few steps at a
     time, never across a load."""
 
-    def __init__(self, load: Callable[[str, int], T], *, budget: int, threads: int, max_waiters: int):
+    def __init__(
+        self,
+        load: Callable[[str, int], T],
+        *,
+        budget: int,
+        threads: int,
+        max_waiters: int,
+        metrics: Metrics = METRICS,
+    ):
         self._load = load
+        self._metrics = metrics
         self.budget = budget
         self.max_waiters = max_waiters
         self.max_pending = threads * LOADS_PER_STORE_THREAD
@@ -97,20 +106,20 @@ class OnDemand(Generic[T]):
             start = waiters is None
             if waiters is None:
                 if len(self._pending) >= self.max_pending:
-                    metrics.VERSION_CALLS_SHED.labels("pending").inc()
+                    self._metrics.version_calls_shed.labels("pending").inc()
                     raise Busy(
                         f"model {key[0]!r} version {key[1]} needs a load from the store, and {len(self._pending)} "
                         f"loads are pending ({LOADS_PER_STORE_THREAD} per --store-threads): retry later"
                     )
                 waiters = self._pending[key] = set()
             elif len(waiters) >= self.max_waiters:
-                metrics.VERSION_CALLS_SHED.labels("waiters").inc()
+                self._metrics.version_calls_shed.labels("waiters").inc()
                 raise Busy(
                     f"model {key[0]!r} version {key[1]} has {len(waiters)} calls waiting for its load from the "
                     "store (--max-load-waiters): retry later"
                 )
             waiters.add(mine)
-            metrics.VERSION_LOAD_WAITERS.inc()
+            self._metrics.version_load_waiters.inc()
         mine.add_done_callback(lambda future: self._leave(key, future))
         if start:
             try:
@@ -127,7 +136,7 @@ class OnDemand(Generic[T]):
             # list() copies the keys in one step: ``peek`` may reorder them meanwhile
             for key in [k for k in list(self._kept) if not keep(k)]:
                 self.nbytes -= self._kept.pop(key)[1]
-            metrics.VERSION_CACHE_BYTES.set(self.nbytes)
+            self._metrics.version_cache_bytes.set(self.nbytes)
 
     def close(self) -> None:
         """Stop the load threads; a load still queued ends its callers' waits with ``Busy``."""
@@ -157,13 +166,13 @@ class OnDemand(Generic[T]):
             while self.nbytes > self.budget:
                 _, (_, evicted) = self._kept.popitem(last=False)
                 self.nbytes -= evicted
-            metrics.VERSION_CACHE_BYTES.set(self.nbytes)
+            self._metrics.version_cache_bytes.set(self.nbytes)
 
     def _settle(self, key: Key, value: T | None, error: BaseException | None) -> None:
         """Hand the load's outcome to every caller still waiting for it."""
         with self._lock:
             waiters = self._pending.pop(key, set())
-            metrics.VERSION_LOAD_WAITERS.dec(len(waiters))
+            self._metrics.version_load_waiters.dec(len(waiters))
         for future in waiters:
             if future.set_running_or_notify_cancel():  # not cancelled by its caller
                 if error is None:
@@ -179,4 +188,4 @@ class OnDemand(Generic[T]):
             waiters = self._pending.get(key)
             if waiters is not None and future in waiters:
                 waiters.discard(future)
-                metrics.VERSION_LOAD_WAITERS.dec()
+                self._metrics.version_load_waiters.dec()

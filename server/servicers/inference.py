@@ -15,7 +15,7 @@ from bnserve.server.api import grpc_service_pb2 as pb
 from bnserve.server.api import grpc_service_pb2_grpc
 from bnserve.server.dataplane import DataPlane
 from bnserve.server.limits import Work
-from bnserve.server.repository import ServedModel
+from bnserve.server.served import ServedModel
 from bnserve.server.tensors import (
     check_inputs,
     codes_from_inputs,

@@ -15,9 +15,9 @@ from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
 from bnserve.server.dataplane import DataPlane
 from bnserve.server.limits import Work
-from bnserve.server.repository import ServedModel
 from bnserve.server.requests import codes_from_dense, codes_from_instances, dense_work, instances_work
 from bnserve.server.responses import predict_response
+from bnserve.server.served import ServedModel
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import REFUSE, unknown_policy
 

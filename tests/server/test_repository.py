@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
 from bnserve.server.on_demand import Busy
-from bnserve.server.repository import FULL_READ_EVERY, ModelRepository, Poller
+from bnserve.server.poller import Poller
+from bnserve.server.repository import FULL_READ_EVERY, ModelRepository
 from bnserve.store.db import ModelStore
 from bnserve.store.errors import InvalidModel, NotFound
 from bnserve.store.model import Model
@@ -122,7 +123,7 @@ def test_a_deleted_version_or_model_is_dropped_on_the_next_poll(model_store, rng
         repo.get("m", alias="staging")
     assert repo.get("m")[0].version == 3
     assert sorted(repo.entry("m").loaded) == [3]
-    assert ("m", 2) not in repo._on_demand.keys()  # its compiled tables are let go
+    assert ("m", 2) not in repo._resident.on_demand.keys()  # its compiled tables are let go
 
     model_store.delete("m")
     repo.refresh()
@@ -451,7 +452,7 @@ def _loads(result: str) -> float:
 
 
 def _kept(repo: ModelRepository) -> list[int]:
-    return sorted(version for _, version in repo._on_demand.keys())
+    return sorted(version for _, version in repo._resident.on_demand.keys())
 
 
 def test_versions_loaded_on_demand_are_kept_within_a_budget_of_bytes(model_store, rng):
@@ -471,7 +472,7 @@ def test_versions_loaded_on_demand_are_kept_within_a_budget_of_bytes(model_store
         repo.get("m", version=version)
     assert repo.get_resident("m", version=1) is not None  # 1 used last: 2 goes first
     repo.get("m", version=3)
-    assert _kept(repo) == [1, 3] and repo._on_demand.nbytes == 2 * size
+    assert _kept(repo) == [1, 3] and repo._resident.on_demand.nbytes == 2 * size
     assert REGISTRY.get_sample_value("bnserve_version_cache_bytes") == 2 * size
     for version in (1, 3, 1, 3):
         assert repo.get("m", version=version)[0].version == version
