@@ -13,24 +13,7 @@ nor scikit-learn. The packages underneath are ``bnserve.store``, ``bnserve.train
 from __future__ import annotations
 
 import importlib
-import os
 from typing import TYPE_CHECKING, Any
-
-
-def _source_root() -> str | None:
-    """The clone this facade runs from, if it does: the folder holding ``pyproject.toml``
-    and the packages' folders ``store/``, ``trainer/`` and ``server/`` beside ``bnserve/``.
-    None in an installed copy, where setuptools put those folders inside ``bnserve/``."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    marks = ("pyproject.toml", *(os.path.join(folder, "__init__.py") for folder in ("store", "trainer", "server")))
-    return root if all(os.path.isfile(os.path.join(root, mark)) for mark in marks) else None
-
-
-# From a clone (its root on sys.path, e.g. ``python -c`` run there), this folder shadows any
-# installed bnserve, so ``bnserve.store`` must be found as ``<root>/store``: the clone's root
-# joins the package's path, as pyproject.toml's package-dir maps it in a wheel.
-if (_root := _source_root()) is not None:
-    __path__.append(_root)
 
 if TYPE_CHECKING:
     from bnserve.client import Client, Predictions
