@@ -12,7 +12,7 @@ publish into one SQLite store, and the two versions must be the same model (CPT 
 structure, variables). The streamed fit runs with ``--jobs 2`` and again with ``--jobs 1``
 (goal: 1.6× faster with two). With ``--no-peer`` (a file beyond memory), the fit without any
 flag (the default ``--memory-budget``) is measured too. The in-memory fit's seconds are also set beside ``pandas.read_csv``
-of the same file alone (goal: within 3×), and its peak RSS beside the file's size (within 3×). Goal: peak RSS under 1.5 GiB for a 10-million-row file; in the
+of the same file alone (goal: within 2×), and its peak RSS beside the file's size (within 2×). Goal: peak RSS under 1.5 GiB for a 10-million-row file; in the
 suite (1M rows, so that it fits in its time) the goal is checked on the streamed RSS.
 """
 
@@ -36,8 +36,8 @@ from bench.synthetic import random_network, sample
 
 ITEM = "2 out of core"
 RSS_GOAL_GIB = 1.5
-READ_GOAL = 3.0  # the in-memory fit, end to end, within 3× pandas.read_csv of the same file
-RSS_PER_FILE_GOAL = 3.0  # its peak RSS within 3× the file's size
+READ_GOAL = 2.0  # the in-memory fit, end to end, within 2× pandas.read_csv of the same file (issue 30)
+RSS_PER_FILE_GOAL = 2.0  # its peak RSS within 2× the file's size (issue 30)
 JOBS_GOAL = 1.6  # the streamed fit with --jobs 2 at least 1.6× as fast as with --jobs 1
 SUITE_ROWS = 1_000_000
 

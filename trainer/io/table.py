@@ -225,14 +225,22 @@ def arrow_numbers(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
-def arrow_texts(texts: Sequence[str]) -> pa.Array:
-    """Texts as an Arrow string array built from their UTF-8 bytes, as ``arrow_numbers``."""
-    data = [text.encode() for text in texts]
-    ends = np.cumsum([len(d) for d in data], dtype=np.int64)
-    if len(data) and ends[-1] > np.iinfo(np.int32).max:  # past a string array's offsets: pyarrow says so
-        return pa.array(list(texts), type=pa.string())
+def row_texts(column: TextColumn) -> pa.Array:
+    """Every row's text as an Arrow string array, built from the distinct texts' UTF-8 bytes
+    by numpy gathers (no Python object per row; no ``pyarrow.compute``, whose cast from a
+    dictionary costs 0.1 s to import)."""
+    data = [text.encode() for text in column.labels.tolist()]
+    lengths = np.array([len(d) for d in data], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    index = column.index.astype(np.intp, copy=False)
+    ends = np.cumsum(lengths[index])
+    total = int(ends[-1]) if ends.size else 0
+    if total > np.iinfo(np.int32).max:  # past a string array's offsets
+        return pa.array(column.texts().tolist(), type=pa.string())
     offsets = np.concatenate([[0], ends]).astype(np.int32)
-    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+    at = np.repeat(starts[index] - offsets[:-1], lengths[index]) + np.arange(total)  # each byte's source
+    blob = np.frombuffer(b"".join(data), dtype=np.uint8)
+    return pa.Array.from_buffers(pa.string(), index.size, [None, pa.py_buffer(offsets), pa.py_buffer(blob[at])])
 
 
 def _object_array(items: list) -> np.ndarray:
