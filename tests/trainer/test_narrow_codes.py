@@ -3,7 +3,7 @@ states costs a byte per row (``narrowest``), and counting narrow codes gives the
 tables counting int64 codes gives."""
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bnserve.trainer.data import encode_with, load
@@ -67,6 +67,7 @@ def _narrowest(column: np.ndarray, card: int) -> np.ndarray:
 
 @settings(max_examples=40, deadline=None)
 @given(_coded_columns(), st.booleans())
+@example(([np.array([0, 0, -1]), np.array([127, 3, 0])], [1, 128]), False)  # a factor as large as the table
 def test_counting_narrow_codes_equals_counting_int64_codes(coded, weighted):
     columns, cards = coded
     wide = [c.astype(np.int64) for c in columns]
