@@ -11,7 +11,8 @@ rows, coding, scoring, writing), and its peak RSS beside the file's size. The pe
 this process, on the same file: ``CompiledModel.predict_proba`` of the rows already coded
 (the arithmetic alone, median of 3), and ``pandas.read_csv`` of the file, each column coded
 (``Variable.codes_of`` of its distinct values) and ``predict_proba`` (reading and scoring,
-no writing). Ratios only, no goal. The Parquet output's probabilities must equal
+no writing). Goals (issue 30): the CSV run at least 2× as fast as the pandas peer, and its
+peak RSS within 2× the file's size. The Parquet output's probabilities must equal
 ``predict_proba``'s of the coded rows, bit for bit.
 """
 
@@ -37,6 +38,39 @@ ITEM = "8 batch scoring"
 SUITE_ROWS, QUICK_ROWS = 1_000_000, 50_000
 FIT_ROWS, QUICK_FIT_ROWS = 100_000, 20_000
 REPEATS = 3
+PANDAS_GOAL = 2.0  # trainer predict --out .csv, end to end, at least 2× the rows/s of the pandas peer
+RSS_PER_FILE_GOAL = 2.0  # its peak RSS within 2× the file's size
+
+
+def _name(n: int, c: int, rows: int) -> str:
+    return f"kdb k=2, n={n}, c={c}, {rows:,} rows"
+
+
+def _versus_pandas(name: str) -> str:
+    return f"{name}: trainer predict --out .csv rows/s end to end vs pandas.read_csv, coding and predict_proba"
+
+
+def _versus_size(name: str) -> str:
+    return f"{name}: trainer predict --out .csv peak RSS MiB vs the file's size"
+
+
+SUITE_NAME = _name(50, 3, SUITE_ROWS)  # the shape of ``write_csv``'s network
+BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
+    _versus_pandas(SUITE_NAME): (
+        "The peer runs in this process, its imports not counted, and pandas.read_csv is one C pass; "
+        "trainer predict starts Python and imports numpy, pyarrow and SQLAlchemy (about 1 CPU-s on the shared "
+        "machine), and pyarrow's parse of the text into dictionary columns costs about what pandas' read does "
+        "(3.5 CPU-s against 2.7 at load 8, one block after another). Coding is now a gather per column into "
+        "int8 (was 1.4 CPU-s), the output columns are written from numpy (no pyarrow.compute); "
+        "predict_proba is the same arithmetic as the peer's. 2x the peer needs the parse on both cores."
+    ),
+    _versus_size(SUITE_NAME): (
+        "About 250 MiB against a 97 MiB file, reading 100,000 rows at a time: about 113 MiB are the interpreter "
+        "and its imports (the same command on a 1,000-row file), the rest one chunk's parsed blocks, codes, "
+        "the predictor's gathers (rows x nodes indices) and what the allocators keep after pyarrow's reader. "
+        "Smaller chunks (--chunk-rows) lower it."
+    ),
+}
 
 
 def run(quick: bool = False, rows: int | None = None) -> list[dict]:
@@ -92,7 +126,7 @@ def run(quick: bool = False, rows: int | None = None) -> list[dict]:
         "in_process": rows / median(in_process),
         "pandas": rows / pandas_seconds,
     }
-    name = f"kdb k=2, n={len(model.features)}, c={len(compiled.classes)}, {rows:,} rows"
+    name = _name(len(model.features), len(compiled.classes), rows)
     return [
         result(
             ITEM,
@@ -112,19 +146,19 @@ def run(quick: bool = False, rows: int | None = None) -> list[dict]:
         ),
         result(
             ITEM,
-            f"{name}: trainer predict --out .csv rows/s end to end vs pandas.read_csv, coding and predict_proba",
+            _versus_pandas(name),
             per_second["csv"],
             per_second["pandas"],
-            "—",
-            None,
+            f"≥ {PANDAS_GOAL:g}×",
+            per_second["csv"] >= PANDAS_GOAL * per_second["pandas"],
         ),
         result(
             ITEM,
-            f"{name}: trainer predict --out .csv peak RSS MiB vs the file's size",
+            _versus_size(name),
             csv_rss / 2**20,
             size / 2**20,
-            "—",
-            None,
+            f"≤ {RSS_PER_FILE_GOAL:g}×",
+            csv_rss <= RSS_PER_FILE_GOAL * size,
         ),
         result(ITEM, f"{name}: the output's probabilities equal predict_proba's", float(equal), 1.0, "equal", equal),
     ]

@@ -49,7 +49,7 @@ from bnserve.trainer.io import (
     iter_tables,
     read_table,
 )
-from bnserve.trainer.io.table import arrow_numbers, arrow_texts
+from bnserve.trainer.io.table import arrow_numbers, row_texts
 from bnserve.trainer.progress import stage
 
 PREDICTED = "predicted"  # the column of each row's most probable class
@@ -146,8 +146,8 @@ def score_file(
             proba = compiled.predict_proba(X)
             winners = np.argmax(proba, axis=1)
             _count(scored, X, y, winners, missing_codes)
-            kept = [_strings(table.columns[table.header.index(name)]) for name in keep]
-            predicted = _strings(TextColumn(np.array(compiled.classes, dtype=object), winners))
+            kept = [row_texts(table.columns[table.header.index(name)]) for name in keep]
+            predicted = row_texts(TextColumn(np.array(compiled.classes, dtype=object), winners))
             if write is None:
                 write = output.enter_context(_writer(target, out_fmt, schema))
             columns = [*kept, predicted, *map(arrow_numbers, np.ascontiguousarray(proba.T))]
@@ -165,13 +165,6 @@ def _count(scored: Scored, X: np.ndarray, y: np.ndarray | None, winners: np.ndar
         has_class = y >= 0
         scored.with_class = (scored.with_class or 0) + int(np.count_nonzero(has_class))
         scored.correct += int(np.count_nonzero(winners[has_class] == y[has_class]))
-
-
-def _strings(column: TextColumn) -> pa.Array:
-    """A column of texts as an Arrow string array, built from its distinct texts."""
-    labels = arrow_texts(column.labels.tolist())
-    indices = arrow_numbers(column.index.astype(np.int32, copy=False))
-    return pa.DictionaryArray.from_arrays(indices, labels).cast(pa.string())
 
 
 def _tables(source: str, fmt: str | None, preprocessing: Preprocessing, chunk_rows: int) -> Iterator[RawTable]:

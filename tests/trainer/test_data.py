@@ -25,7 +25,7 @@ def test_small_file_is_encoded(tmp_path, name):
     assert data.variables[1].states == ("big, very", "small")  # quoting handled
     assert data.class_variable.states == ("no", "yes")
     assert data.n_rows_dropped == 1  # "red,small," has no class
-    assert data.X.dtype == np.int32 and data.X.tolist() == [[1, 0], [0, -1], [-1, 1]]
+    assert data.X.dtype == np.int8 and data.X.tolist() == [[1, 0], [0, -1], [-1, 1]]
     assert data.y.tolist() == [1, 0, 1]
 
 

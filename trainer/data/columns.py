@@ -28,7 +28,7 @@ from bnserve.store.model.discretization import number_of
 from bnserve.store.model.variable import MAX_EXACT_INTEGER, whole_number
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import RawTable, TextColumn
-from bnserve.trainer.io.table import Declared, is_row_index
+from bnserve.trainer.io.table import Declared, is_row_index, narrowest
 
 MAX_CODE = 10  # whole numbers from 0 to this are codes of a nominal column (a 1-10 scale is one)
 CODE_SHARE = 0.999  # ... when at least this share of the rows hold such numbers (1 in 1,000 may not)
@@ -39,9 +39,10 @@ MAX_CLASS_STATES = 256  # more, and the class column is likely not one (an id, a
 class Columns:
     """Typed columns before anything is learned from them. Features in file order.
 
-    ``codes``: int32 (rows, n_features), column-major, the nominal codes (-1 = missing; a
-    numeric column's entries are unused); ``numbers``: float64 (rows, number of numeric columns),
-    their raw values in column order (NaN = missing). ``states[j]`` is None for a numeric
+    ``codes``: (rows, n_features), column-major, in the ``narrowest`` integer type for the
+    most states of a nominal column (int8 up to 127), the nominal codes (-1 = missing; a
+    numeric column's entries are unused); ``numbers``: float64 (rows, number of numeric
+    columns), column-major, their raw values in column order (NaN = missing). ``states[j]`` is None for a numeric
     column.
     """
 
@@ -92,11 +93,11 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         raise InvalidInput(f"{src}: column {class_column!r}: every row has an empty class")
     check_class(src, class_column, class_states, preprocessing)
     kept = np.flatnonzero(keep)  # the table's row of each row kept
-    rows, n = y.size, len(feature_indices)
-    codes = np.full((rows, n), MISSING, dtype=np.int32, order="F")  # written, and later read, by column
-    numbers: list[np.ndarray] = []
+    rows = y.size
+    # Pass 1, on each column's distinct texts: its type, and per text its code or number.
+    typed: list[tuple[TextColumn, np.ndarray]] = []  # per feature: its rows, and a code or number per label
     states: list[tuple[str, ...] | None] = []
-    for out, j in enumerate(feature_indices):
+    for j in feature_indices:
         name = table.header[j]
         column = table.columns[j] if rows == table.n_rows else table.columns[j].rows(kept)
         label_numbers = numbers_of(column.labels) if name not in preprocessing.nominal else None
@@ -110,17 +111,27 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
                     f"{src}: line {table.lines[kept[r]]}: column {name!r} is numeric, "
                     f"but has the value {column.labels[column.index[r]]!r}"
                 )
-            numbers.append(label_numbers[column.index])
+            typed.append((column, label_numbers))
             states.append(None)
             continue
-        column_states, column_codes = _nominal_codes(name, column, declared[j], present, preprocessing)
-        if np.any(column_codes == UNKNOWN):
+        column_states, label_codes = _label_codes(name, column, declared[j], present, preprocessing)
+        if np.any(label_codes == UNKNOWN) and np.any((column_codes := column.lookup(label_codes)) == UNKNOWN):
             _unknown_label(table, j, column_codes, column_states, kept)
         if not column_states:
             raise InvalidInput(f"{src}: column {name!r}: every value is empty")
+        typed.append((column, label_codes))
         states.append(column_states)
-        codes[:, out] = column_codes
-    numbers_array = np.stack(numbers, axis=1) if numbers else np.empty((rows, 0))
+    # Pass 2, one gather per row and column, straight into the matrices.
+    widest = max((len(s) for s in states if s is not None), default=0)
+    codes = np.full((rows, len(typed)), MISSING, dtype=narrowest(widest), order="F")  # written, and read, by column
+    numbers_array = np.empty((rows, states.count(None)), order="F")
+    k = 0
+    for out, ((column, per_label), kind) in enumerate(zip(typed, states)):
+        if kind is None:
+            column.lookup(per_label, numbers_array[:, k])
+            k += 1
+        else:
+            column.lookup(per_label, codes[:, out])
     return Columns(
         src,
         tuple(table.header[j] for j in feature_indices),
@@ -232,10 +243,18 @@ def numbers_of(labels: Sequence[str] | np.ndarray) -> np.ndarray | None:
 def _nominal_codes(
     name: str, column: TextColumn, declared: Declared | None, numbers: np.ndarray | None, preprocessing: Preprocessing
 ) -> tuple[tuple[str, ...], np.ndarray]:
-    """``nominal_states`` and each row's code (``Variable.codes_of``: "1.0" is code "1";
-    UNKNOWN for a label outside a declared domain)."""
+    """``nominal_states`` and each row's code (``_label_codes`` per row)."""
+    states, label_codes = _label_codes(name, column, declared, numbers, preprocessing)
+    return states, column.lookup(label_codes)
+
+
+def _label_codes(
+    name: str, column: TextColumn, declared: Declared | None, numbers: np.ndarray | None, preprocessing: Preprocessing
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """``nominal_states`` and each distinct label's code (``Variable.codes_of``: "1.0" is
+    code "1"; UNKNOWN for a label outside a declared domain)."""
     states = nominal_states(name, column.labels.tolist(), numbers, declared, preprocessing)
-    return states, column.coded(Variable(name, states).codes_of)
+    return states, np.asarray(Variable(name, states).codes_of(column.labels.tolist()))
 
 
 def nominal_states(

@@ -31,12 +31,14 @@ from bnserve.trainer.data.unseen import UnseenValues
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import checked_weights, typing_rules, weight_column, weighted_rows
 from bnserve.trainer.io import RawTable, TextColumn, read_table
+from bnserve.trainer.io.table import narrowest
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
 
 @dataclass(frozen=True)
 class EncodedData(TrainingView):
-    """Coded training data. ``X``: int32 (rows, n_features), -1 = missing; ``y``: int64 (rows,).
+    """Coded training data. ``X``: (rows, n_features), -1 = missing, in the ``narrowest``
+    integer type for the variables' states (int8 up to 127: a byte per cell); ``y``: int64 (rows,).
 
     ``variables`` lists the features in file order, then the class (role "class").
     ``columns`` and ``preprocessing``, when set, are where ``X`` came from and how, so a
@@ -153,7 +155,8 @@ def prepare(columns: Columns, preprocessing: Preprocessing, weights: np.ndarray 
     (``weights``), each row counted as its weight in all that is learned.
 
     ``X`` is ``columns.codes`` itself when nothing is learned (all nominal, available-case),
-    so a large nominal file is held once; else a copy."""
+    so a large nominal file is held once; else a copy, in the ``narrowest`` type for the
+    learned variables too (more intervals than a nominal column has states; a missing state)."""
     impute = preprocessing.missing == IMPUTE
     X = (
         columns.codes
@@ -168,6 +171,7 @@ def prepare(columns: Columns, preprocessing: Preprocessing, weights: np.ndarray 
                 values = np.where(np.isnan(values), _mean(values, weights), values)
             cuts = preprocessing.method(name).cuts(values, columns.y, columns.class_variable.cardinality, weights)
             variables.append(Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts))
+            X = _holding(X, variables[-1].cardinality)
             X[:, j] = interval_codes(cuts, values)
         else:
             variables.append(Variable(name, states, FEATURE))
@@ -178,11 +182,18 @@ def prepare(columns: Columns, preprocessing: Preprocessing, weights: np.ndarray 
                     mass = None if weights is None else weights[column >= 0]
                     column[column < 0] = np.argmax(np.bincount(present, mass, minlength=len(states)))
     if preprocessing.missing == STATE:
+        X = _holding(X, max((v.cardinality + 1 for v in variables), default=0))
         variables = [_with_missing_state(v, X[:, j]) for j, v in enumerate(variables)]
     variables.append(columns.class_variable)
     return EncodedData(
         tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns, preprocessing, weights
     )
+
+
+def _holding(X: np.ndarray, states: int) -> np.ndarray:
+    """``X``, or a copy in a wider type when the ``narrowest`` for codes of ``states`` states is wider."""
+    dtype = narrowest(states)
+    return X if dtype.itemsize <= X.dtype.itemsize else X.astype(dtype, order="F")
 
 
 def _mean(values: np.ndarray, weights: np.ndarray | None) -> float:
@@ -206,7 +217,7 @@ def _with_missing_state(variable: Variable, codes: np.ndarray) -> Variable:
 def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
     """Code rows with variables learned elsewhere (the same columns): numeric values through
     the learned cut points, missing values left missing."""
-    X = columns.codes.copy(order="K")
+    X = _holding(columns.codes.copy(order="K"), max((v.cardinality for v in variables[:-1]), default=0))
     for j, variable in enumerate(variables[:-1]):
         if variable.kind == NUMERIC:
             X[:, j] = interval_codes(variable.cuts, columns.values(j))
@@ -223,7 +234,7 @@ def encode_with(
     lines: np.ndarray | None = None,
 ) -> np.ndarray:
     """Code raw text against existing variables (``Variable.codes_of``): (rows, len(variables))
-    -> int32, -1 = missing. A value that is not a state (nor, for a numeric variable, a
+    -> the ``narrowest`` integer type for their states, -1 = missing. A value that is not a state (nor, for a numeric variable, a
     number) raises ``InvalidInput`` naming the column and value (and line if given)."""
     cells = np.asarray(raw_rows, dtype=object)
     if cells.size == 0:
@@ -250,9 +261,10 @@ def encode_columns(
     ``unseen``); what is left unknown is refused. A refused value that is a common spelling
     of missing (``COMMON_MARKERS``: "NA" for a model trained before "NA" was a default
     marker) suggests ``--na-values``."""
-    X = np.empty((n_rows, len(variables)), dtype=np.int32)
+    widest = max((v.cardinality for v in variables), default=0)
+    X = np.empty((n_rows, len(variables)), dtype=narrowest(widest), order="F")  # written by column
     for j, (var, column) in enumerate(zip(variables, columns)):
-        X[:, j] = column.coded(var.codes_of)
+        column.coded(var.codes_of, out=X[:, j])
         if not (X[:, j] == UNKNOWN).any():
             continue
         settled = settle_unknown(var, X[:, j], unknown)
@@ -299,7 +311,8 @@ def encode_table(
     """The rows of ``table`` coded against trained ``variables`` (the features, then the
     class), matching columns by name; other columns are ignored.
 
-    Returns the features' codes, int32 (rows, features), -1 = missing, and the class codes,
+    Returns the features' codes (rows, features) in the ``narrowest`` integer type for their
+    states, column-major, -1 = missing, and the class codes,
     int64, -1 where the class is empty; or None for the class when the table has no class
     column and ``class_optional`` (scoring new rows). Every other variable must be a column.
     ``unknown`` and ``unseen``: as ``encode_columns``; a class label unseen in training

@@ -51,7 +51,7 @@ class TrainingView(Protocol):
         """sha256 over the variables and the coded rows."""
 
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        """The coded rows, (X int32 (rows, features), y int64, weights float64 or None), in
+        """The coded rows, (X (rows, features) of integer codes, y int64, weights float64 or None), in
         blocks in file order: one block in memory, a chunk at a time (one more pass through
         the file) when streamed. For learners that score rows, e.g. by leave-one-out, after counting."""
 

@@ -1,8 +1,10 @@
 """CSV and TSV: a header row, standard quoting, UTF-8 (a BOM is fine), blank lines skipped;
 the whole file as one ``RawTable``, or in tables of a few rows at a time (``--chunk-rows``).
 
-A whole file is parsed by pyarrow's CSV reader straight into dictionary-encoded columns
-(each distinct text once, an int32 per cell: no Python object per cell). Python's ``csv``
+A file is parsed by pyarrow's streaming CSV reader, a block at a time, straight into
+dictionary-encoded columns (each distinct text once, a position per cell in the narrowest
+integer type: a byte for a column of few values; no string, no Python object per cell;
+``TextColumnBuilder``). Python's ``csv``
 module is the reference: a file pyarrow refuses is read again by it, so a malformed file
 gets the same error (naming its line) as before; and the rows' line numbers, which only
 error messages need, are counted by it when first asked for. Both parsers give the same
@@ -16,7 +18,6 @@ import io
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from typing import IO, Any
@@ -28,7 +29,7 @@ import pyarrow.csv as pa_csv
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
-from bnserve.trainer.io.table import RawTable, TextColumn, cells_array, check_header, dictionary_encoded, object_texts
+from bnserve.trainer.io.table import RawTable, TextColumnBuilder, cells_array, check_header
 
 
 def read_delimited(
@@ -50,7 +51,7 @@ def delimited_chunks(
     ``csv`` reads on from the row reached (and raises, naming the line, if the file is bad)."""
     header = read_header(source, delimiter, limits)
     sent = 0
-    for table in _arrow_chunks(source, delimiter, header, chunk_rows, limits=limits):
+    for table in _arrow_chunks(source, delimiter, header, chunk_rows, quoted=may_quote(source), limits=limits):
         if table is None:  # pyarrow refused what follows
             yield from _csv_chunks(source, delimiter, chunk_rows, skip=sent, first=sent == 0, limits=limits)
             return
@@ -142,60 +143,61 @@ def _table(source: str, header: list[str], rows: list[list[str]], lines: list[in
 def _arrow_table(
     source: str, delimiter: str, header: list[str], counted: ByteCounter | None, limits: ReadLimits
 ) -> RawTable | None:
-    """The file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
+    """The whole file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
     refuses it or reads another header than ``csv``'s (Python's ``csv`` then decides)."""
-    try:
-        with open_binary(source, counted, limits) as raw:
-            table = pa_csv.read_csv(raw, parse_options=_parse_options(delimiter), convert_options=_as_text(header))
-    except (pa.ArrowException, OSError, EOFError):
-        return None
-    if table.column_names != header:
-        return None
-    return _encoded(source, header, table, _lines(source, delimiter, 0, True, limits))
+    opener = partial(open_binary, source, counted, limits)
+    return next(_arrow_chunks(source, delimiter, header, None, opener, quoted=may_quote(source), limits=limits))
 
 
 def _arrow_chunks(
     source: str,
     delimiter: str,
     header: Sequence[str],
-    chunk_rows: int,
+    chunk_rows: int | None,
     opener: Callable[[], IO[bytes] | io.RawIOBase] | None = None,
     whole_file: bool = True,
+    quoted: bool = True,
     limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> Iterator[RawTable | None]:
-    """Tables of ``chunk_rows`` rows from pyarrow's streaming reader over ``opener()`` (the
-    file), then a None if it stopped on something before the end. Their lines are counted
-    by ``csv`` when asked for, if the rows are the ``whole_file``'s."""
+    """Tables of ``chunk_rows`` rows (None: one table of every row) from pyarrow's streaming
+    reader over ``opener()`` (the file), then a None if it stopped on something before the
+    end. Each block is parsed straight into dictionary-encoded columns and added to the
+    chunk's ``TextColumnBuilder``s, so no string per cell is held, only a narrow position
+    per cell. ``quoted``: the file may hold a quote, so a line end may be inside a field
+    (when it holds none, pyarrow splits rows at every line end, faster). Their lines are
+    counted by ``csv`` when asked for, if the rows are the ``whole_file``'s."""
     header = list(header)
-    start = 0
-    pending: list[pa.RecordBatch] = []
+    start = held = 0
+    builders = [TextColumnBuilder() for _ in header]
     try:
         with (opener or (lambda: open_binary(source, limits=limits)))() as raw:
             batches = pa_csv.open_csv(
                 raw,
                 read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
-                parse_options=_parse_options(delimiter),
+                parse_options=_parse_options(delimiter, quoted),
                 convert_options=_as_text(header),
             )
             if batches.schema.names != header:
                 yield None
                 return
             for batch in batches:
-                pending.append(batch)
-                while sum(b.num_rows for b in pending) >= chunk_rows:
-                    whole = pa.Table.from_batches(pending)
-                    pending = whole.slice(chunk_rows).to_batches()
-                    table = _encoded(
-                        source, header, whole.slice(0, chunk_rows), _lines(source, delimiter, start, whole_file, limits)
-                    )
-                    start += chunk_rows
-                    yield table
+                while batch.num_rows:
+                    take = batch.num_rows if chunk_rows is None else min(batch.num_rows, chunk_rows - held)
+                    for builder, column in zip(builders, batch.slice(0, take).columns):
+                        builder.add(column)
+                    held += take
+                    batch = batch.slice(take)
+                    if held == chunk_rows:
+                        table = _built(
+                            source, header, builders, held, _lines(source, delimiter, start, whole_file, limits)
+                        )
+                        start, held = start + held, 0
+                        yield table
     except (pa.ArrowException, OSError, EOFError):
         yield None
         return
-    rest = pa.Table.from_batches(pending, schema=pa.schema([(name, pa.string()) for name in header]))
-    if rest.num_rows or not start:
-        yield _encoded(source, header, rest, _lines(source, delimiter, start, whole_file, limits))
+    if held or not start:
+        yield _built(source, header, builders, held, _lines(source, delimiter, start, whole_file, limits))
 
 
 BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of this size
@@ -254,7 +256,7 @@ def part_chunks(
     with open(source, "rb") as f:
         header_line = f.readline()
     opener = partial(_ByteRange, source, part, header_line)
-    for table in _arrow_chunks(source, delimiter, header, chunk_rows, opener, whole_file=False):
+    for table in _arrow_chunks(source, delimiter, header, chunk_rows, opener, whole_file=False, quoted=False):
         if table is None:
             raise PartUnreadable(f"{source}: bytes {part[0]}-{part[1]}")
         yield table
@@ -288,20 +290,37 @@ class _ByteRange(io.RawIOBase):
         super().close()
 
 
-def _parse_options(delimiter: str) -> pa_csv.ParseOptions:
-    return pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
+def _parse_options(delimiter: str, quoted: bool = True) -> pa_csv.ParseOptions:
+    return pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=quoted)
 
 
 def _as_text(header: list[str]) -> pa_csv.ConvertOptions:
-    return pa_csv.ConvertOptions(column_types=dict.fromkeys(header, pa.string()), strings_can_be_null=False)
+    """Every column as dictionary-encoded text ("" a text, not null)."""
+    text = pa.dictionary(pa.int32(), pa.string())
+    return pa_csv.ConvertOptions(column_types=dict.fromkeys(header, text), strings_can_be_null=False)
 
 
-def _encoded(source: str, header: list[str], table: pa.Table, lines: Callable[[int], np.ndarray]) -> RawTable:
-    """A pyarrow table of texts as a ``RawTable``; ``lines(n)``: the lines of its ``n`` rows."""
-    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # pyarrow encodes without the GIL
-        columns = list(pool.map(_text_column, table.columns))
-    n = table.num_rows
-    return RawTable(source, tuple(header), tuple(columns), lambda: lines(n))
+QUOTE_SCAN_BYTES = 1 << 30  # a larger file is taken to hold quotes: the scan would read it from disk
+
+
+def may_quote(source: str) -> bool:
+    """Whether the file may hold a quote character: False only for a local, uncompressed file
+    of at most ``QUOTE_SCAN_BYTES`` seen to hold none (one pass of ``bytes.find`` over it,
+    a few hundredths of a second for 100 MB in the page cache, where it is about to be parsed)."""
+    if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or is_url(source):
+        return True
+    try:
+        with open(source, "rb") as f:
+            return os.fstat(f.fileno()).st_size > QUOTE_SCAN_BYTES or _has_quote(f)
+    except OSError:
+        return True
+
+
+def _built(
+    source: str, header: list[str], builders: Sequence[TextColumnBuilder], n: int, lines: Callable[[int], np.ndarray]
+) -> RawTable:
+    """The rows held by ``builders`` as a ``RawTable`` (the builders are emptied); ``lines(n)``: the lines of its ``n`` rows."""
+    return RawTable(source, tuple(header), tuple(b.column() for b in builders), lambda: lines(n))
 
 
 def _lines(
@@ -316,12 +335,6 @@ def _lines(
 
         return unknown
     return lambda n: _line_numbers(source, delimiter, limits)[start : start + n]
-
-
-def _text_column(column: pa.ChunkedArray) -> TextColumn:
-    """A column of pyarrow strings (no nulls: ``strings_can_be_null=False``), dictionary-encoded."""
-    dictionary, index = dictionary_encoded(column)
-    return TextColumn(object_texts(dictionary), index)
 
 
 def _line_numbers(source: str, delimiter: str, limits: ReadLimits) -> np.ndarray:

@@ -24,6 +24,14 @@ class Declared:
     labels: tuple[str, ...] | None = None
 
 
+def narrowest(n: int) -> np.dtype:
+    """The narrowest signed integer type for positions or codes below ``n`` (and the
+    negative MISSING and UNKNOWN): int8 up to 127 of them, int16 up to 32,767, else int32.
+    The one rule for every array of codes or label positions, from the reader to the counts:
+    a column of a few states costs a byte per row, not four."""
+    return np.dtype(np.int8 if n <= 127 else np.int16 if n <= 32767 else np.int32)
+
+
 @dataclass(frozen=True, eq=False)
 class TextColumn:
     """One column as read, dictionary-encoded: its distinct texts ("" = missing) and, per row,
@@ -31,14 +39,14 @@ class TextColumn:
     distinct texts, and one lookup per row (no Python object per cell)."""
 
     labels: np.ndarray  # object array of distinct str, each used by some row
-    index: np.ndarray  # int32 (or wider), per row
+    index: np.ndarray  # per row, in the ``narrowest`` type for the labels (or wider)
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> TextColumn:
         """The column of ``texts``, labels in order of first sight."""
         position: dict[str, int] = {}
         index = np.fromiter((position.setdefault(t, len(position)) for t in texts), dtype=np.int32, count=len(texts))
-        return cls(_object_array(list(position)), index)
+        return cls(_object_array(list(position)), index.astype(narrowest(len(position)), copy=False))
 
     def texts(self) -> np.ndarray:
         """Every row's text, as an object array."""
@@ -50,11 +58,23 @@ class TextColumn:
         used = np.bincount(index, minlength=self.labels.size) > 0
         if used.all():
             return TextColumn(self.labels, index)
-        return TextColumn(self.labels[used], (np.cumsum(used, dtype=np.int32) - 1)[index])
+        kept = int(np.count_nonzero(used))
+        return TextColumn(self.labels[used], (np.cumsum(used, dtype=narrowest(kept + 1)) - 1)[index])
 
-    def coded(self, codes_of: Callable[[list[str]], Sequence[int] | np.ndarray]) -> np.ndarray:
-        """Every row's code, ``codes_of`` applied to the distinct texts only (e.g. ``Variable.codes_of``)."""
-        return np.asarray(codes_of(self.labels.tolist()), dtype=np.int32)[self.index]
+    def coded(
+        self, codes_of: Callable[[list[str]], Sequence[int] | np.ndarray], out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Every row's code, ``codes_of`` applied to the distinct texts only (e.g. ``Variable.codes_of``),
+        in the ``narrowest`` type for them, or written into ``out`` (a column of a matrix of codes)."""
+        return self.lookup(np.asarray(codes_of(self.labels.tolist())), out)
+
+    def lookup(self, per_label: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``per_label[index]`` (integer codes, one per label), in the ``narrowest`` type for
+        them or written into ``out``: one gather per row, no temporary beside the result."""
+        if out is None:
+            top = int(per_label.max()) + 1 if per_label.size else 0
+            out = np.empty(self.index.shape, dtype=narrowest(top))
+        return np.take(per_label.astype(out.dtype, copy=False), self.index, out=out, mode="wrap")
 
     def mapped(self, text_of: Callable[[str], str]) -> TextColumn:
         """Each distinct text replaced by ``text_of(text)``; texts that become one are merged."""
@@ -121,17 +141,67 @@ class RawTable:
 
 
 def dictionary_encoded(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
-    """An Arrow column as one dictionary of its distinct values and, per row, the int32
-    position of its value there (-1 for null); a column already dictionary-encoded keeps
-    its dictionary (with every chunk's unified)."""
+    """An Arrow column as one dictionary of its distinct values and, per row, the
+    position of its value there (-1 for null), in the ``narrowest`` type; a column already
+    dictionary-encoded keeps its dictionary (with every chunk's unified)."""
     t = column.type
     if not pa.types.is_dictionary(t):
         column = pa.chunked_array([chunk.dictionary_encode() for chunk in column.chunks], pa.dictionary(pa.int32(), t))
     column = column.unify_dictionaries()
     if not column.num_chunks:
-        return pa.array([], column.type.value_type), np.empty(0, dtype=np.int32)
-    index = np.concatenate([_positions(chunk.indices) for chunk in column.chunks]).astype(np.int32)
-    return column.chunk(0).dictionary, index
+        return pa.array([], column.type.value_type), np.empty(0, dtype=np.int8)
+    dictionary = column.chunk(0).dictionary
+    index = np.concatenate([_positions(chunk.indices) for chunk in column.chunks], dtype=narrowest(len(dictionary)))
+    return dictionary, index
+
+
+SLAB_ROWS = 1 << 20  # rows per array a ``TextColumnBuilder`` fills: one for a file of a million rows
+
+
+class TextColumnBuilder:
+    """One column of text read in pieces (dictionary-encoded Arrow arrays: pyarrow's CSV
+    reader parses straight to them), as one ``TextColumn``: each piece's few distinct texts
+    are numbered in order of first sight over all pieces (as ``TextColumn.of`` and Arrow's
+    ``unify_dictionaries`` number them), and its rows written as positions in the
+    ``narrowest`` type into arrays of ``rows`` (at most ``SLAB_ROWS``) filled in turn. No
+    string per cell is held, no int32 index beside the narrow one, and no small array per
+    piece is left behind to fragment the heap."""
+
+    def __init__(self, rows: int | None = None) -> None:
+        self._position: dict[str, int] = {}
+        self._slab_rows = min(rows or SLAB_ROWS, SLAB_ROWS)
+        self._slabs: list[np.ndarray] = []
+        self._filled = 0  # rows written into the last slab
+
+    def add(self, piece: pa.DictionaryArray) -> None:
+        if piece.null_count:  # the readers parse "" as a text, never as null
+            raise ValueError("a column of texts holds a null")
+        ids = [self._position.setdefault(t, len(self._position)) for t in piece.dictionary.to_pylist()]
+        lookup = np.array(ids, dtype=narrowest(len(self._position)))
+        positions = _positions(piece.indices)
+        done = 0
+        while done < positions.size:
+            if not self._slabs or self._filled == self._slabs[-1].size:
+                self._slabs.append(np.empty(self._slab_rows, dtype=lookup.dtype))
+                self._filled = 0
+            elif self._slabs[-1].dtype.itemsize < lookup.dtype.itemsize:  # more texts than it holds
+                self._slabs[-1] = self._slabs[-1].astype(lookup.dtype)
+            slab = self._slabs[-1]
+            n = min(positions.size - done, slab.size - self._filled)
+            np.take(lookup, positions[done : done + n], out=slab[self._filled : self._filled + n], mode="wrap")
+            done += n
+            self._filled += n
+
+    def column(self) -> TextColumn:
+        """The column of every piece added, in order (and the builder emptied)."""
+        labels = _object_array(list(self._position))
+        slabs, self._slabs = self._slabs, []
+        if slabs:
+            slabs[-1] = slabs[-1][: self._filled]
+        dtype = narrowest(labels.size)
+        if len(slabs) == 1 and slabs[0].dtype == dtype:
+            return TextColumn(labels, slabs[0])
+        return TextColumn(labels, np.concatenate(slabs or [np.empty(0, dtype)], dtype=dtype))
 
 
 def _positions(indices: pa.Array) -> np.ndarray:
@@ -147,11 +217,6 @@ def _positions(indices: pa.Array) -> np.ndarray:
     return np.where(valid[indices.offset :].astype(bool), values.astype(np.int64), -1)
 
 
-def object_texts(array: pa.Array) -> np.ndarray:
-    """Arrow strings as a numpy object array, through a list: ``to_numpy`` imports pandas (0.15 s)."""
-    return _object_array(array.to_pylist())
-
-
 def arrow_numbers(values: np.ndarray) -> pa.Array:
     """A 1-D numpy array of integers or floats as an Arrow array over its bytes: ``pa.array``
     imports pandas (0.15 s), to tell a pandas object from the rest."""
@@ -160,14 +225,22 @@ def arrow_numbers(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, pa.py_buffer(values)])
 
 
-def arrow_texts(texts: Sequence[str]) -> pa.Array:
-    """Texts as an Arrow string array built from their UTF-8 bytes, as ``arrow_numbers``."""
-    data = [text.encode() for text in texts]
-    ends = np.cumsum([len(d) for d in data], dtype=np.int64)
-    if len(data) and ends[-1] > np.iinfo(np.int32).max:  # past a string array's offsets: pyarrow says so
-        return pa.array(list(texts), type=pa.string())
+def row_texts(column: TextColumn) -> pa.Array:
+    """Every row's text as an Arrow string array, built from the distinct texts' UTF-8 bytes
+    by numpy gathers (no Python object per row; no ``pyarrow.compute``, whose cast from a
+    dictionary costs 0.1 s to import)."""
+    data = [text.encode() for text in column.labels.tolist()]
+    lengths = np.array([len(d) for d in data], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    index = column.index.astype(np.intp, copy=False)
+    ends = np.cumsum(lengths[index])
+    total = int(ends[-1]) if ends.size else 0
+    if total > np.iinfo(np.int32).max:  # past a string array's offsets
+        return pa.array(column.texts().tolist(), type=pa.string())
     offsets = np.concatenate([[0], ends]).astype(np.int32)
-    return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+    at = np.repeat(starts[index] - offsets[:-1], lengths[index]) + np.arange(total)  # each byte's source
+    blob = np.frombuffer(b"".join(data), dtype=np.uint8)
+    return pa.Array.from_buffers(pa.string(), index.size, [None, pa.py_buffer(offsets), pa.py_buffer(blob[at])])
 
 
 def _object_array(items: list) -> np.ndarray:

@@ -23,46 +23,49 @@ def joint_counts(
     state 0 of each axis, which is sliced off, so a row with any missing value only lands
     in the sliced-off cells. ``complete``: the caller knows no column has a missing value;
     the same table is counted without the extra states (a table (4/3)^k times smaller for
-    k three-valued columns), which is what makes the many CI tests of CB cheap.
+    k three-valued columns), which is what makes the many CI tests of CB cheap. The columns
+    may be of any integer type (the narrow codes as held): the flat index is built in the
+    narrowest type that holds the table's size (``_flat_index``).
     """
     cols = [np.asarray(c) for c in columns]
     shape = tuple(int(c) for c in cards)
     if not cols:
         raise ValueError("joint_counts needs at least one column")
     if complete:
-        return np.bincount(joint_code(cols, shape), weights, minlength=math.prod(shape)).reshape(shape)
-    return _shifted_counts(shifted_codes(cols, shape), shape, weights)
+        return np.bincount(_flat_index(cols, shape), weights, minlength=math.prod(shape)).reshape(shape)
+    ext = tuple(c + 1 for c in shape)
+    return _shifted_counts(_flat_index(cols, ext, shifted=True), shape, weights)
+
+
+def _flat_index(cols: Sequence[np.ndarray], ext: Sequence[int], shifted: bool = False) -> np.ndarray:
+    """The flat (C-order) index of each row's values in a table of shape ``ext`` (``shifted``:
+    at code + 1 on every axis, code -1 at 0), by Horner's rule in place on one array of the
+    narrowest signed type that holds the table's size: one temporary of a byte or two per
+    row for a family of few states, however many columns it has (no product per column).
+    Every partial value lies within ±size, so nothing overflows."""
+    size = math.prod(ext)
+    index = cols[0].astype(np.promote_types(np.min_scalar_type(-size - 1), np.int8))  # ±size, and each e <= size
+    for c, e in zip(cols[1:], ext[1:]):
+        index *= e
+        np.add(index, c, out=index, casting="unsafe")  # c's values fit: they are below e
+    if shifted:
+        index += sum(math.prod(ext[i + 1 :]) for i in range(len(ext)))  # the +1 of every axis
+    return index
 
 
 def joint_code(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
     """int64 flat (C-order) index of each row's values in a table of shape ``cards``; no value may be missing."""
-    shape = [int(c) for c in cards]
-    codes = np.multiply(columns[0], math.prod(shape[1:]), dtype=np.int64)
-    for c, stride in zip(columns[1:], [math.prod(shape[i + 1 :]) for i in range(1, len(shape))]):
-        if stride == 1:
-            np.add(codes, c, out=codes, dtype=np.int64)
-        else:
-            codes += np.multiply(c, stride, dtype=np.int64)
-    return codes
+    return _flat_index([np.asarray(c) for c in columns], [int(c) for c in cards]).astype(np.int64, copy=False)
 
 
 def shifted_codes(cols: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
     """int64 flat index of each row in the table of shape ``card + 1`` per axis, at (code + 1, ...)."""
     ext = [int(c) + 1 for c in shape]
-    strides = [math.prod(ext[i + 1 :]) for i in range(len(ext))]
-    codes = np.empty(cols[0].shape[0], dtype=np.int64)
-    np.multiply(cols[0], strides[0], out=codes, dtype=np.int64)
-    for c, stride in zip(cols[1:], strides[1:]):
-        if stride == 1:
-            np.add(codes, c, out=codes, dtype=np.int64)
-        else:
-            codes += np.multiply(c, stride, dtype=np.int64)
-    codes += sum(strides)  # the +1 shift of every axis
-    return codes
+    return _flat_index([np.asarray(c) for c in cols], ext, shifted=True).astype(np.int64, copy=False)
 
 
 def _shifted_counts(codes: np.ndarray, shape: Sequence[int], weights: np.ndarray | None = None) -> np.ndarray:
-    """Counts of ``shifted_codes`` with the missing state of every axis sliced off, contiguous."""
+    """Counts of shifted flat indices with the missing state of every axis sliced off, contiguous."""
     ext = tuple(int(c) + 1 for c in shape)
     table = np.bincount(codes, weights, minlength=math.prod(ext)).reshape(ext)
     return np.ascontiguousarray(table[(slice(1, None),) * len(ext)])
