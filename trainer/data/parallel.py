@@ -97,6 +97,23 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     return _POOLS[jobs]
 
 
+def start_pool(jobs: int) -> None:
+    """Start the ``jobs`` processes of the pool now, in the background, so that their start (a
+    fork server importing numpy, pyarrow and the trainer: about a second) overlaps with this
+    process's own start-up and first reading rather than preceding the first pass."""
+    if jobs < 2 or jobs in _POOLS:
+        return
+    pool = _pool(jobs)
+
+    # Each submit starts one process and waits for the fork server to fork it: in a thread.
+    def start() -> None:
+        with contextlib.suppress(RuntimeError):  # shut already (``close``, the interpreter's exit)
+            for _ in range(jobs):
+                pool.submit(int)
+
+    threading.Thread(target=start, name="starting the --jobs processes", daemon=True).start()
+
+
 _CLIENTS: dict[str, Any] = {}
 
 
