@@ -10,7 +10,7 @@ then against a ``distributed.LocalCluster`` of one worker process and of two (on
 each), started before the clock with our modules preloaded and Dask configured as
 deploy/k8s/dask configures it (a user's cluster is already running); and once more on one
 worker with Dask's default configuration, whose malloc trim threshold slows the counting.
-The fits publish into one store and must be the same model. Goal: two workers at least 1.6× as
+The fits publish into one store and must be the same model. Goal: two workers at least 1.8× as
 fast as one. Rows per second per worker are set beside the single process's.
 """
 
@@ -34,7 +34,7 @@ from bench.serving import print_table, result
 from bench.synthetic import random_network, sample
 
 ITEM = "2 on Dask"
-WORKERS_GOAL = 1.6  # two workers at least 1.6x as fast as one
+WORKERS_GOAL = 1.8  # two workers at least 1.8x as fast as one (issue 30)
 SUITE_ROWS = 2_000_000  # bench/run.py; the 10M-row figure: python bench/on_dask.py
 BIN = pathlib.Path(sys.executable).parent
 PRELOAD = "bnserve.trainer.data.streaming"
