@@ -115,10 +115,17 @@ class _Replaced(argparse.Action):
 
 
 def _fit(args: argparse.Namespace) -> int:
-    if args.chunk_rows and args.jobs > 1 and not args.dask:  # the processes start while this one imports
-        from bnserve.trainer.data.parallel import start_pool
+    from bnserve.trainer.data.parallel import settle, start_pool
 
+    if args.chunk_rows and args.jobs > 1 and not args.dask:  # the processes start while this one imports
         start_pool(args.jobs)
+    try:
+        return _fit_and_publish(args)
+    finally:
+        settle()  # a fit refused before its first pass: the processes started, then told to end
+
+
+def _fit_and_publish(args: argparse.Namespace) -> int:
     from bnserve.trainer.plan import data_path, learn, read
 
     spec = training_spec(args, args.algo)

@@ -44,7 +44,7 @@ from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.encoded import TrainingView
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
 from bnserve.trainer.data.kept import Chunk, keeping, kept, new_folder, remove
-from bnserve.trainer.data.parallel import cluster_threads, map_parts, start_pool
+from bnserve.trainer.data.parallel import cluster_threads, map_parts, settle, start_pool
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
 from bnserve.trainer.io import (
@@ -377,6 +377,7 @@ def load_streamed(
     try:
         streamed = _streamed(source, class_column, preprocessing, fmt, chunk_rows, jobs, dask, folder)
     except BaseException:
+        settle()  # refused before the pool was used: its processes started, then told to end
         if folder is not None:
             remove(folder)
         raise
