@@ -10,7 +10,7 @@ then against a ``distributed.LocalCluster`` of one worker process and of two (on
 each), started before the clock with our modules preloaded and Dask configured as
 deploy/k8s/dask configures it (a user's cluster is already running); and once more on one
 worker with Dask's default configuration, whose malloc trim threshold slows the counting.
-The fits publish into one store and must be the same model. Goal: two workers at least 1.6× as
+The fits publish into one store and must be the same model. Goal: two workers at least 1.8× as
 fast as one. Rows per second per worker are set beside the single process's.
 """
 
@@ -34,7 +34,7 @@ from bench.serving import print_table, result
 from bench.synthetic import random_network, sample
 
 ITEM = "2 on Dask"
-WORKERS_GOAL = 1.6  # two workers at least 1.6x as fast as one
+WORKERS_GOAL = 1.8  # two workers at least 1.8x as fast as one (issue 30)
 SUITE_ROWS = 2_000_000  # bench/run.py; the 10M-row figure: python bench/on_dask.py
 BIN = pathlib.Path(sys.executable).parent
 PRELOAD = "bnserve.trainer.data.streaming"
@@ -45,8 +45,11 @@ BOUNDS = {
         "work (starting and importing, merging each part's tallies and pairwise statistics in part order, "
         "learning the structure, publishing) runs on one core beside them, and the scheduler runs on the "
         "same two cores as the workers. It weighs less as the data grow: on 10M rows (python bench/on_dask.py) "
-        "two workers are 1.74x as fast as one. With more machines than cores that work stays fixed while the "
-        "passes divide (docs/scaling.md works the estimate)."
+        "two workers are 1.74x as fast as one. Unlike --jobs, the workers read their part from the files in "
+        "every pass (a task of the next pass may run on another machine): keeping the parts in the workers' "
+        "memory (Dask futures of each part's coded chunks) is the next step. On the shared 2-core machine "
+        "with other sessions busy (load 8-10) this row measured 0.62x before and 1.00x after the change that "
+        "kept --jobs' chunks: noise, since the autogroup scheduler gives the bench's session one share."
     ),
 }
 

@@ -272,6 +272,47 @@ def test_parts_counted_by_processes_give_the_same_model(tmp_path, monkeypatch, a
     assert_same_model(model, fit(algo, load(path), **params))
 
 
+def test_the_later_passes_read_the_chunks_pass_1_kept_not_the_file(tmp_path, monkeypatch):
+    """Pass 1 keeps each part's chunks on disk; the families' counts (pass 3) are then those
+    of the file in memory though the file is gone, and the kept files go with the data."""
+    import gc
+    import os
+
+    from bnserve.trainer.data import streaming
+
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(16), rows=900))
+    in_memory = load(path)
+    families = [[0, -1], [1, 0, -1], [3, 2, -1]]
+    expected = in_memory.family_counts(families)
+    for jobs in (1, 2):
+        streamed = load_streamed(path, None, Preprocessing(), None, 64, jobs=jobs)
+        folder = streamed.reader.kept
+        assert folder is not None and len(os.listdir(folder)) == len(streamed.reader.parts)
+        os.rename(path, f"{path}.away")  # a reading of the file would fail
+        try:
+            counts = streamed.family_counts(families)
+        finally:
+            os.rename(f"{path}.away", path)
+        assert [c.tobytes() for c in counts] == [c.tobytes() for c in expected]
+        del streamed
+        gc.collect()
+        assert not os.path.exists(folder)
+
+
+def test_a_part_not_kept_is_read_from_the_file_again(tmp_path):
+    """A kept part that is missing (a full disk, another machine's worker) is read again: the same counts."""
+    import os
+
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(17)))
+    streamed = load_streamed(path, None, Preprocessing(), None, 64)
+    for name in os.listdir(streamed.reader.kept):
+        os.remove(os.path.join(streamed.reader.kept, name))
+    families = [[0, -1], [2, 1, -1]]
+    expected = load(path).family_counts(families)
+    assert [c.tobytes() for c in streamed.family_counts(families)] == [c.tobytes() for c in expected]
+
+
 def test_a_part_pyarrow_cannot_read_sends_the_file_to_be_read_in_order(tmp_path, monkeypatch):
     """A ragged row in the second part: the file is read again in order, and csv names its line."""
     from bnserve.trainer.data import streaming

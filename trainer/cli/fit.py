@@ -19,7 +19,7 @@ from bnserve.trainer.cli.flags import (
     _store_flag,
 )
 from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
-from bnserve.trainer.cli.publishing import _check_publish_flags, _publish
+from bnserve.trainer.cli.publishing import _check_publish_flags, _publish, import_store_meanwhile
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, parse_size
 from bnserve.trainer.learners.registry import DEFAULT_CANDIDATES, DEFAULT_WORK_BUDGET, STREAMABLE
 from bnserve.trainer.progress import note
@@ -115,11 +115,23 @@ class _Replaced(argparse.Action):
 
 
 def _fit(args: argparse.Namespace) -> int:
+    from bnserve.trainer.data.parallel import settle, start_pool
+
+    if args.chunk_rows and args.jobs > 1 and not args.dask:  # the processes start while this one imports
+        start_pool(args.jobs)
+    try:
+        return _fit_and_publish(args)
+    finally:
+        settle()  # a fit refused before its first pass: the processes started, then told to end
+
+
+def _fit_and_publish(args: argparse.Namespace) -> int:
     from bnserve.trainer.plan import data_path, learn, read
 
     spec = training_spec(args, args.algo)
     _check_publish_flags(args)
     _check_store_url(args.store)  # before the training, which may take minutes
+    import_store_meanwhile()
     path = usage(data_path, spec, args.data)
     if path.note:
         note(path.note)

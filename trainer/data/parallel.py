@@ -97,6 +97,35 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     return _POOLS[jobs]
 
 
+def start_pool(jobs: int) -> None:
+    """Start the ``jobs`` processes of the pool now, in the background, so that their start (a
+    fork server importing numpy, pyarrow and the trainer: about a second) overlaps with this
+    process's own start-up and first reading rather than preceding the first pass. A
+    caller that may end before using the pool calls ``settle`` first."""
+    if jobs < 2 or jobs in _POOLS:
+        return
+    pool = _pool(jobs)
+
+    def start() -> None:  # each submit starts one process, waiting for the fork server to fork it
+        with contextlib.suppress(Exception):  # shut already (``close``); the first pass says what failed
+            for future in [pool.submit(int) for _ in range(jobs)]:
+                future.result()
+
+    thread = threading.Thread(target=start, name="starting the --jobs processes", daemon=True)
+    _STARTING.append(thread)
+    thread.start()
+
+
+_STARTING: list[threading.Thread] = []
+
+
+def settle() -> None:
+    """Wait until the pool processes being started are running: a process that exits while
+    one is still being forked leaves it to fail with a traceback on stderr."""
+    while _STARTING:
+        _STARTING.pop().join()
+
+
 _CLIENTS: dict[str, Any] = {}
 
 
@@ -104,6 +133,7 @@ def close() -> None:
     """Shut the kept process pools and Dask clients. They are kept between passes of one fit
     and between fits of one session (a notebook, a harness), and end with the process; this
     ends them sooner. (A client whose scheduler stopped answering was dropped already.)"""
+    settle()
     while _POOLS:
         _POOLS.popitem()[1].shutdown(cancel_futures=True)
     while _CLIENTS:

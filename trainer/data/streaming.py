@@ -29,6 +29,7 @@ import itertools
 import math
 import os
 import socket
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -48,7 +49,8 @@ from bnserve.trainer.data.columns import (
 )
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
-from bnserve.trainer.data.parallel import cluster_threads, map_parts
+from bnserve.trainer.data.kept import Chunk, keeping, kept, new_folder, remove
+from bnserve.trainer.data.parallel import cluster_threads, map_parts, settle, start_pool
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
@@ -235,6 +237,7 @@ class _Reader:
     preprocessing: Preprocessing = Preprocessing()  # noqa: RUF009 (frozen): how its texts are read
     variables: tuple[Variable, ...] = ()  # once pass 1 has learned them
     weight: int | None = None  # the file column of the row weights, if any
+    kept: str | None = None  # the folder where pass 1 keeps the parts' chunks for the later passes
 
     def tables(self, part: int | None = None) -> Iterator[tuple[RawTable, np.ndarray | None]]:
         """The chunks of every part (or of ``part``), in order, each with its rows' weights
@@ -273,15 +276,25 @@ class _Reader:
             work, self, len(self.parts), *args, jobs=self.jobs, dask=self.dask, what=f"{what} {self.source}"
         )
 
+    def chunks(self, part: int | None = None) -> Iterator[Chunk]:
+        """The chunks of every part (or of ``part``), in order: read back where pass 1 kept
+        them (``kept``), else read from the file again."""
+        for i in range(len(self.parts)) if part is None else (part,):
+            chunks = kept(self.kept, self.parts[i])
+            if chunks is None:
+                chunks = (Chunk.of(t, self.class_index, self.columns, w) for t, w in self.tables(i))
+            yield from chunks
+
     def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         """(X int32 (rows, n features), y int64, weights float64 or None) of each chunk's rows
         that have a class, in the file (or in its ``part``) in order."""
-        for table, weights in self.tables(part):
-            y = table.columns[self.class_index].coded(self.variables[-1].codes_of).astype(np.int64)
+        for chunk in self.chunks(part):
+            y = chunk.y.coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
             X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=np.int32)
-            for out, (j, v) in enumerate(zip(self.columns, self.variables[:-1])):
-                X[:, out] = table.columns[j].coded(v.codes_of)[keep]  # the file pass 1 typed: every value is a state
+            for out, (column, v) in enumerate(zip(chunk.features, self.variables[:-1])):
+                X[:, out] = column.coded(v.codes_of)[keep]  # the file pass 1 typed: every value is a state
+            weights = chunk.weights
             yield X, y[keep], weights[keep] if weights is not None else None
 
 
@@ -365,7 +378,34 @@ def load_streamed(
         raise InvalidInput(f"--chunk-rows must be positive, got {chunk_rows}")
     if preprocessing.missing == IMPUTE:
         raise InvalidInput("--missing impute needs the rows in memory; --chunk-rows takes available-case or state")
-    reader, part_rows, dropped = _learn_variables(source, class_column, preprocessing, fmt, chunk_rows, jobs, dask)
+    if not dask:
+        start_pool(jobs)  # while the header and the parts are worked out
+    folder = None if dask else new_folder()  # a Dask worker may be on another machine
+    try:
+        streamed = _streamed(source, class_column, preprocessing, fmt, chunk_rows, jobs, dask, folder)
+    except BaseException:
+        settle()  # refused before the pool was used: its processes started, then told to end
+        if folder is not None:
+            remove(folder)
+        raise
+    if folder is not None:
+        weakref.finalize(streamed, remove, folder)  # the kept parts go with the data
+    return streamed
+
+
+def _streamed(
+    source: str,
+    class_column: str | None,
+    preprocessing: Preprocessing,
+    fmt: str | None,
+    chunk_rows: int,
+    jobs: int,
+    dask: str | None,
+    folder: str | None,
+) -> StreamedData:
+    reader, part_rows, dropped = _learn_variables(
+        source, class_column, preprocessing, fmt, chunk_rows, jobs, dask, folder
+    )
     variables = reader.variables
     cards = tuple(v.cardinality for v in variables[:-1])
     n_classes = variables[-1].cardinality
@@ -411,6 +451,7 @@ def _learn_variables(
     chunk_rows: int,
     jobs: int,
     dask: str | None,
+    folder: str | None = None,
 ) -> tuple[_Reader, list[int], int]:
     """Pass 1: tally every column, then type it and learn its states or cut points by
     ``columns``' and ``encoded``'s rules. Returns the reader for the next passes, the rows
@@ -424,7 +465,19 @@ def _learn_variables(
     whole_files = tuple(_planned(f) for f in files)  # the files named here are those every process reads
     parts = _parts(whole_files, fmt, cluster_threads(dask) if dask else jobs) if fmt in DELIMITERS else whole_files
     reader = _Reader(
-        source, fmt, chunk_rows, header, tuple(columns), class_index, parts, jobs, dask, preprocessing, (), weight
+        source,
+        fmt,
+        chunk_rows,
+        header,
+        tuple(columns),
+        class_index,
+        parts,
+        jobs,
+        dask,
+        preprocessing,
+        (),
+        weight,
+        folder,
     )
     try:
         counted = reader.map("reading", _pass1)
@@ -466,9 +519,12 @@ def _class_states(total: _Pass1, declared: Declared | None) -> tuple[str, ...]:
 
 
 def _pass1(reader: _Reader, part: int) -> _Pass1:
+    """Pass 1 over the ``part``: its tallies; its chunks kept for the later passes."""
     counted = _Pass1(weighted=reader.weight is not None)
-    for table, weights in reader.tables(part):
-        counted.add(table, reader.class_index, reader.columns, weights)
+    with keeping(reader.kept, reader.parts[part]) as keep:
+        for table, weights in reader.tables(part):
+            counted.add(table, reader.class_index, reader.columns, weights)
+            keep(Chunk.of(table, reader.class_index, reader.columns, weights))
     return counted
 
 

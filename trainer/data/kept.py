@@ -1,0 +1,131 @@
+"""The rows of a file trained in chunks, kept on local disk by the first pass, so that the
+later passes (the pairwise statistics, the families' counts) read them back rather than
+parse the file again: parsing and dictionary-encoding the text is most of a pass.
+
+What is kept of each chunk is what those passes read: the class and feature columns as
+read (each column's distinct texts and, per row, the position of its text among them, in
+one byte where a chunk's column has at most 256 texts), and the rows' weights. A part is
+kept in one file, written by the process that read it and named after the part; it is
+there for a later pass only once the whole part is written. A part not kept (a disk that
+is full, a Dask worker on another machine) is read from the file again, giving the same
+chunks. The files are this fit's own, in a private temporary folder (``$TMPDIR``) removed
+when the fit's data are; they are pickles, read only by this fit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bnserve.trainer.io import RawTable, TextColumn
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Some rows as the later passes read them: the class column, the feature columns (in
+    the variables' order) and the rows' weights (None: unweighted)."""
+
+    y: TextColumn
+    features: tuple[TextColumn, ...]
+    weights: np.ndarray | None
+
+    @classmethod
+    def of(cls, table: RawTable, class_index: int, columns: Sequence[int], weights: np.ndarray | None) -> Chunk:
+        return cls(table.columns[class_index], tuple(table.columns[j] for j in columns), weights)
+
+    def narrowed(self) -> Chunk:
+        """The same rows with each column's positions in the narrowest unsigned type."""
+        return Chunk(_narrow(self.y), tuple(_narrow(c) for c in self.features), self.weights)
+
+
+def _narrow(column: TextColumn) -> TextColumn:
+    dtype = np.min_scalar_type(max(column.labels.size - 1, 0))
+    return TextColumn(column.labels, column.index.astype(dtype, copy=False))
+
+
+def new_folder() -> str:
+    """A private temporary folder for one fit's kept parts."""
+    return tempfile.mkdtemp(prefix="bnserve-chunks-")
+
+
+def remove(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _path(folder: str, part: Any) -> str:
+    """The file of ``part`` (a frozen ``Part``: its source, byte range and stamp name it)."""
+    return os.path.join(folder, hashlib.sha256(repr(part).encode()).hexdigest()[:24])
+
+
+@contextlib.contextmanager
+def keeping(folder: str | None, part: Any) -> Iterator[Callable[[Chunk], None]]:
+    """A function that keeps each chunk of ``part`` in ``folder`` (None: keeps nothing). The
+    part is there to read back only if the block ends without an error; a write that fails
+    (a full disk) keeps nothing of the part, and the block goes on."""
+    if folder is None:
+        yield lambda chunk: None
+        return
+    path = _path(folder, part)
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        out: Any = open(partial, "wb")
+    except OSError:
+        out = None
+
+    def keep(chunk: Chunk) -> None:
+        nonlocal out
+        if out is None:
+            return
+        try:
+            pickle.dump(chunk.narrowed(), out, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError:
+            out.close()
+            out = None
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+
+    try:
+        yield keep
+    except BaseException:
+        if out is not None:
+            out.close()
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+        raise
+    if out is not None:
+        try:
+            out.close()
+            os.replace(partial, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+
+
+def kept(folder: str | None, part: Any) -> Iterator[Chunk] | None:
+    """The chunks of ``part`` in the order they were kept, or None if it was not kept here."""
+    if folder is None:
+        return None
+    try:
+        source = open(_path(folder, part), "rb")
+    except OSError:
+        return None
+    return _chunks(source)
+
+
+def _chunks(source: Any) -> Iterator[Chunk]:
+    with source:
+        while True:
+            try:
+                chunk = pickle.load(source)
+            except EOFError:
+                return
+            yield chunk
