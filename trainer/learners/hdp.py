@@ -246,8 +246,8 @@ class _Forest:
             log_p = np.where(allowed, log_p, -np.inf)
             log_p -= log_p.max(axis=1, keepdims=True)
             cumulative = np.cumsum(np.exp(log_p), axis=1)
-            ids, sizes = np.unique(tree, return_counts=True)  # rows come tree by tree
-            u = np.concatenate([rngs[f].random(size) for f, size in zip(ids, sizes)]) * cumulative[:, -1]
+            sizes = np.bincount(tree, minlength=len(rngs))  # rows come tree by tree
+            u = np.concatenate([rngs[f].random(sizes[f]) for f in np.flatnonzero(sizes)]) * cumulative[:, -1]
             chosen = (cumulative < u[:, None]).sum(axis=1)
             new = candidates[np.arange(len(at)), chosen]
             delta = new - t_x
