@@ -247,7 +247,7 @@ class _Forest:
             log_p -= log_p.max(axis=1, keepdims=True)
             cumulative = np.cumsum(np.exp(log_p), axis=1)
             sizes = np.bincount(tree, minlength=len(rngs))  # rows come tree by tree
-            u = np.concatenate([rngs[f].random(sizes[f]) for f in np.flatnonzero(sizes)]) * cumulative[:, -1]
+            u = np.concatenate([rngs[int(f)].random(sizes[f]) for f in np.flatnonzero(sizes)]) * cumulative[:, -1]
             chosen = (cumulative < u[:, None]).sum(axis=1)
             new = candidates[np.arange(len(at)), chosen]
             delta = new - t_x
