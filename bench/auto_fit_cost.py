@@ -43,10 +43,10 @@ def measure(name: str, forest: bool) -> dict[str, object]:
     if forest:
         rows = np.arange(data.ours.n_rows)
         X, _ = versus_forest.ordinal(data, rows, rows[:1])
-        forest = versus_forest.peer_estimator(FOREST, data)  # scikit-learn's import is not the fit
+        peer = versus_forest.peer_estimator(FOREST, data)  # scikit-learn's import is not the fit
         with threadpool_limits(1):
             start = time.process_time()
-            forest.fit(X, data.ours.y)
+            peer.fit(X, data.ours.y)
             result["rf_cpu_seconds"] = time.process_time() - start
     return result
 
