@@ -208,3 +208,21 @@ def test_the_cli_fits_alr_and_refuses_it_with_chunk_rows(capsys, store):
         "100",
     )
     assert code == 2 and "--estimator alr:2 fits on them" in err
+
+
+def test_the_weights_are_fitted_on_one_blas_thread(small, monkeypatch):
+    """L-BFGS-B's many small BLAS calls on OpenBLAS's threads cost 12x the CPU of one thread:
+    while it runs, every BLAS library loaded is held to one thread."""
+    from threadpoolctl import threadpool_info
+
+    from bnserve.trainer.learners import discriminative
+
+    seen: list[int] = []
+
+    def counting(*args, **kwargs):
+        seen.extend(lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas")
+        return objective(*args, **kwargs)
+
+    monkeypatch.setattr(discriminative, "objective", counting)
+    fit("nb", small, "alr")
+    assert seen and set(seen) == {1}

@@ -394,3 +394,24 @@ def test_the_search_records_what_it_dropped_and_never_drops_the_choice(chess):
     assert full.accuracy < best - 0.01
     model = fit_auto(chess, ["nb", "kdb"], [1], estimators=["laplace", "dirichlet:0.5"])
     assert model.metadata["selection"]["dropped_behind"] == ["nb estimator=dirichlet:0.5"]  # against kdb k=1
+
+
+def test_candidates_on_a_fold_read_the_pairwise_counts_the_first_counted(chess, monkeypatch):
+    """auto's candidates share each prepared training fold: its pairwise statistics are counted
+    once per fold, not once per candidate (fit's column-major copy used to drop them)."""
+    from bnserve.trainer.evaluation.cross_validation import evaluate_on_splits, fold_splits
+    from bnserve.trainer.stats.pairs import PairStatistics
+
+    counted: list[int] = []
+    of = PairStatistics.of
+
+    def counting(*args, **kwargs):
+        counted.append(1)
+        return of(*args, **kwargs)
+
+    monkeypatch.setattr(PairStatistics, "of", staticmethod(counting))
+    data = chess.subset(np.arange(300))
+    splits = fold_splits(data, 3, 0)
+    for algo, params in [("tan", {}), ("kdb", {"k": 1}), ("kdb", {"k": 2})]:
+        evaluate_on_splits(algo, params, data, splits)
+    assert len(counted) == 3

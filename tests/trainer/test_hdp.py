@@ -124,3 +124,22 @@ def test_fitted_hdp_model_predicts_as_the_reference(small: EncodedData) -> None:
     assert np.allclose(compile_model(model).predict_proba(rows), reference_proba(model, rows), atol=1e-6)
     laplace = fit("kdb", small, "laplace", k=2)
     assert not np.allclose(model.networks[0].nodes[1].cpt, laplace.networks[0].nodes[1].cpt)
+
+
+def test_tables_sampled_together_equal_each_sampled_alone() -> None:
+    """hdp_cpts batches a network's tables into one sampler; each table, drawing from its own
+    generator, must get the CPT the one-table sampler (tests/trainer/hdp_one_tree.py) gives it:
+    depths 0 to 3, one state, no data, sparse and dense tables, counts past the exact Stirling table."""
+    from bnserve.trainer.learners.hdp import hdp_cpts
+    from tests.trainer.hdp_one_tree import one_tree_cpt
+
+    rng = np.random.default_rng(11)
+    shapes = [(3,), (2, 3), (4, 3, 2), (1, 3, 2), (3, 2, 4, 3), (5, 2, 3), (2, 2, 2, 2), (3, 4)]
+    tables = [rng.poisson(rng.uniform(0.2, 8), size=shape).astype(float) for shape in shapes]
+    tables.append(np.zeros((3, 2, 2)))
+    tables.append(rng.integers(0, 3000, size=(3, 2, 2)).astype(float))  # past EXACT_STIRLING_MAX_N
+    for sweeps in (1, 12):
+        together = hdp_cpts(tables, sweeps=sweeps, rngs=[np.random.default_rng([5, i]) for i in range(len(tables))])
+        for i, (table, cpt_) in enumerate(zip(tables, together)):
+            alone = one_tree_cpt(table, sweeps=sweeps, rng=np.random.default_rng([5, i]))
+            np.testing.assert_allclose(cpt_, alone, rtol=0, atol=1e-12, err_msg=f"table {i} {table.shape}")

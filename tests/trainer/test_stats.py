@@ -201,3 +201,26 @@ def test_family_log_likelihood_and_bic_penalty_by_hand():
     counts = np.array([[3, 1], [0, 4]])  # parent configuration on axis 0, child on the last axis
     assert stats.family_log_likelihood(counts) == pytest.approx(3 * math.log(3 / 4) + math.log(1 / 4))
     assert stats.bic_penalty(100, 3, 6) == pytest.approx(0.5 * math.log(100) * 2 * 6)
+
+
+def test_a_pair_matrix_is_computed_once_per_statistic_until_counts_are_added() -> None:
+    """auto's candidates on a fold share one PairStatistics: each statistic's matrix is
+    computed once, served as a copy (a caller's edit does not reach the next), and computed
+    again from the new counts after ``add``."""
+    from bnserve.trainer.stats.pairs import PairStatistics
+
+    rng = np.random.default_rng(3)
+    X, y = rng.integers(0, 3, size=(60, 4)).astype(np.int32), rng.integers(0, 2, 60)
+    stats = PairStatistics.of(X, y, [3, 3, 3, 3], 2)
+    calls: list[int] = []
+
+    def statistic(table: np.ndarray) -> float:
+        calls.append(1)
+        return float(table.sum())
+
+    first = stats.pair_matrix(statistic)
+    first[0, 1] = -1.0
+    second = stats.pair_matrix(statistic)
+    assert len(calls) == 6 and second[0, 1] == 60
+    stats.add(PairStatistics.of(X, y, [3, 3, 3, 3], 2))
+    assert stats.pair_matrix(statistic)[0, 1] == 120 and len(calls) == 12

@@ -21,7 +21,7 @@ from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
-from bnserve.trainer.fit import fit
+from bnserve.trainer.fit import column_major, fit
 from bnserve.trainer.io import redacted_url
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import stage
@@ -208,7 +208,7 @@ def _cross_validate(
             fold = stratified_folds(data.y, folds, seed + r)
             pooled = [np.empty((data.n_rows, data.n_classes)) for _ in runs]
             for f in range(folds):
-                train, test = data.split(fold != f, fold == f)  # cut points etc. learned on the training fold
+                train, test = _column_major_training(*data.split(fold != f, fold == f))  # cut points etc. learned on it
                 for run, proba in zip(runs, pooled):
                     bar.note(describe(run.algo, run.params))
                     proba[fold == f] = run.fold(train, test)
@@ -227,7 +227,16 @@ def fold_splits(data: EncodedData, folds: int, seed: int) -> list[Split]:
     statistics the first candidate counted on it."""
     _check_folds(folds, 1, data)
     fold = stratified_folds(data.y, folds, seed)
-    return [(fold == f, *data.split(fold != f, fold == f)) for f in range(folds)]
+    return [(fold == f, *_column_major_training(*data.split(fold != f, fold == f))) for f in range(folds)]
+
+
+def _column_major_training(train: EncodedData, test: EncodedData) -> tuple[EncodedData, EncodedData]:
+    """The training fold in the column-major order ``fit`` reads, made once here: ``fit`` would
+    otherwise copy it into a new object on every call, and each candidate would count the
+    fold's pairwise statistics again instead of reading the first one's."""
+    prepared = column_major(train)
+    assert isinstance(prepared, EncodedData)
+    return prepared, test
 
 
 DROP_AFTER_FOLDS = 2  # a candidate may be dropped once this many folds are scored

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.optimize
 import scipy.sparse
 from scipy.special import logsumexp
+from threadpoolctl import threadpool_limits
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CPT_DTYPE, Network, Node
@@ -196,13 +197,16 @@ def fit_weights(
         value, grad = objective(w.reshape(log_theta.shape), design, log_theta, y, strength, row_weights)
         return value, grad.ravel()
 
-    found = scipy.optimize.minimize(
-        flat,
-        np.ones(log_theta.size),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": ALR_ITERATIONS, "ftol": ALR_TOLERANCE},
-    )
+    # L-BFGS-B's small BLAS calls on OpenBLAS's threads cost 12x the CPU of one thread (a
+    # 100-weight fit: 2.4 ms against 0.2 ms an iteration): the weights are fitted on one
+    with threadpool_limits(1, user_api="blas"):
+        found = scipy.optimize.minimize(
+            flat,
+            np.ones(log_theta.size),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": ALR_ITERATIONS, "ftol": ALR_TOLERANCE},
+        )
     return found.x.reshape(log_theta.shape)
 
 

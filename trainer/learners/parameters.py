@@ -98,11 +98,21 @@ class Estimator:
 
         if self.kind == ALR:
             raise ValueError("alr estimates from the rows, not a family's counts: see estimate")
-        if counts.size and not np.array_equal(counts, np.rint(counts)):
-            raise InvalidInput("estimator hdp samples from whole counts: its row weights must be whole numbers")
-        from bnserve.trainer.learners.hdp import hdp_cpt  # scipy.special: imported for hdp only
+        return self.cpts([counts], first=family)[0]
 
-        return hdp_cpt(counts, sweeps=int(self.strength), rng=np.random.default_rng([self.seed, family]))
+    def cpts(self, counts: Sequence[np.ndarray], first: int = 0) -> list[np.ndarray]:
+        """``cpt`` of each family's counts, the i-th being family ``first + i``; hdp samples
+        them together (``hdp.hdp_cpts``: a network's sweeps cost one table's numpy calls),
+        each family from its own stream, so its CPTs are those of one family at a time."""
+        if self.kind != HDP:
+            return [self.cpt(c, first + i) for i, c in enumerate(counts)]
+        counts = [c.astype(np.float64) for c in counts]
+        if any(c.size and not np.array_equal(c, np.rint(c)) for c in counts):
+            raise InvalidInput("estimator hdp samples from whole counts: its row weights must be whole numbers")
+        from bnserve.trainer.learners.hdp import hdp_cpts  # scipy.special: imported for hdp only
+
+        rngs = [np.random.default_rng([self.seed, first + i]) for i in range(len(counts))]
+        return hdp_cpts(counts, sweeps=int(self.strength), rngs=rngs)
 
 
 LAPLACE_ESTIMATOR = Estimator()
@@ -131,10 +141,11 @@ def estimate(structure: Structure, data: TrainingView, estimator: Estimator = LA
     names = [v.name for v in data.variables if v.name in structure.parents]
     families = [[index[f] for f in (name, *structure.parents[name])] for name in names]
     counts = data.family_counts(families)  # one pass for every family when the rows are streamed
+    cpts = estimator.cpts(counts)
     return Network(
         tuple(
-            Node(name, tuple(structure.parents[name]), estimator.cpt(c, i).astype(CPT_DTYPE, copy=False))
-            for i, (name, c) in enumerate(zip(names, counts))
+            Node(name, tuple(structure.parents[name]), cpt.astype(CPT_DTYPE, copy=False))
+            for name, cpt in zip(names, cpts)
         )
     )
 

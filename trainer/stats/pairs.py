@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,6 +69,9 @@ class PairStatistics:
     n_classes: int
     class_feature: list[np.ndarray]
     pairs: dict[tuple[int, int], np.ndarray]
+    # each statistic's matrix once: auto's candidates on a fold (tan, kdb and fkdb at each k,
+    # skdb, eskdb) read the same CMI matrix; forgotten when counts are added
+    _matrices: dict[Callable[[np.ndarray], float], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @staticmethod
     def of(
@@ -90,6 +93,7 @@ class PairStatistics:
 
     def add(self, other: PairStatistics) -> None:
         """Add the counts of other rows, in place (a pair this one has not counted yet is copied)."""
+        self._matrices.clear()
         for mine, theirs in zip(self.class_feature, other.class_feature):
             mine += theirs
         for key, table in other.pairs.items():
@@ -103,12 +107,15 @@ class PairStatistics:
         return np.array([mutual_information_from_counts(t) for t in self.class_feature], dtype=np.float64)
 
     def pair_matrix(self, statistic: Callable[[np.ndarray], float]) -> np.ndarray:
-        """Symmetric (n, n) matrix of ``statistic`` over each pair's available-case N(xi, xj, c)."""
-        n = len(self.cards)
-        out = np.zeros((n, n), dtype=np.float64)
-        for (i, j), table in self.pairs.items():
-            out[i, j] = out[j, i] = statistic(table[1:, 1:, 1:])
-        return out
+        """Symmetric (n, n) matrix of ``statistic`` over each pair's available-case N(xi, xj, c)
+        (a copy of the one computed first for this statistic)."""
+        if statistic not in self._matrices:
+            n = len(self.cards)
+            out = np.zeros((n, n), dtype=np.float64)
+            for (i, j), table in self.pairs.items():
+                out[i, j] = out[j, i] = statistic(table[1:, 1:, 1:])
+            self._matrices[statistic] = out
+        return self._matrices[statistic].copy()
 
     def cmi_matrix(self) -> np.ndarray:
         """I(Xi;Xj|C), symmetric, zero diagonal, in nats."""
