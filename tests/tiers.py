@@ -86,6 +86,7 @@ SLOW_TESTS: frozenset[str] = frozenset(
         "tests/test_startup_imports.py::test_fit_nb_and_predict_with_a_current_store_import_only_what_they_use",
         "tests/test_tiers.py::test_the_default_set_covers_every_package_and_an_end_to_end_path_and_leaves_the_rest",
         "tests/trainer/test_auto.py::test_alr_is_tried_on_the_better_of_naive_bayes_and_tan_only",
+        "tests/trainer/test_auto_binning.py::test_the_choice_is_recorded_and_the_recorded_command_makes_the_same_model",
         "tests/trainer/test_cli.py::test_evaluate_auto_by_nested_cross_validation",
         "tests/trainer/test_cli.py::test_evaluate_gives_k_to_the_learners_that_take_it",
         "tests/trainer/test_cli.py::test_precision_flag_records_the_table_dtype_and_the_check_behind_it",
