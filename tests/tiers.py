@@ -86,6 +86,8 @@ SLOW_TESTS: frozenset[str] = frozenset(
         "tests/test_startup_imports.py::test_fit_nb_and_predict_with_a_current_store_import_only_what_they_use",
         "tests/test_tiers.py::test_the_default_set_covers_every_package_and_an_end_to_end_path_and_leaves_the_rest",
         "tests/trainer/test_auto.py::test_alr_is_tried_on_the_better_of_naive_bayes_and_tan_only",
+        "tests/trainer/test_auto_binning.py::test_evaluate_on_a_test_file_codes_it_as_auto_cut_its_training_file",
+        "tests/trainer/test_auto_binning.py::test_nested_cv_scores_the_test_rows_as_the_chosen_method_cuts_them",
         "tests/trainer/test_auto_binning.py::test_the_choice_is_recorded_and_the_recorded_command_makes_the_same_model",
         "tests/trainer/test_cli.py::test_evaluate_auto_by_nested_cross_validation",
         "tests/trainer/test_cli.py::test_evaluate_gives_k_to_the_learners_that_take_it",

@@ -5,17 +5,20 @@ the same model again."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bnserve.trainer.auto import cross_validate_auto
 from bnserve.trainer.binning import choose_binning
 from bnserve.trainer.cli.learning import training_spec
 from bnserve.trainer.cli.parser import build_parser
-from bnserve.trainer.data import load
+from bnserve.trainer.data import Preprocessing, load
 from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.evaluation.cross_validation import cross_validate_many
 from bnserve.trainer.plan import TrainingSpec, command, spec_of, train, with_auto_discretization
 
 MENU = ("mdl:16", "equal-frequency:5")
@@ -106,3 +109,32 @@ def test_data_without_numeric_columns_skip_the_choice(tmp_path, monkeypatch):
     model = train(TrainingSpec("auto", **ONLY_NB), str(tmp_path / "nominal.csv"))
     assert "discretization" not in model.metadata["selection"]
     assert not any("discretisation" in s for s in model.metadata["selection"]["skipped_for_work"])
+
+
+def test_nested_cv_scores_the_test_rows_as_the_chosen_method_cuts_them(ramps):
+    """Each outer test fold is coded with the cuts of the model auto fitted, not those the outer
+    split learned (mdl:16): auto with naive Bayes alone scores on each fold what naive Bayes
+    scores on data read with the method it chose there (equal-frequency:5 on most folds)."""
+    data = with_auto_discretization(load(str(ramps)))
+    (nested,) = cross_validate_auto(data, ["nb"], [1], estimators=["laplace"], folds=5)
+    nb = [("nb", {"estimator": "laplace"})]
+    by_method = {}
+    for method in MENU:
+        read = load(str(ramps), preprocessing=Preprocessing(discretize=Method.parse(method)))
+        by_method[method] = cross_validate_many(nb, read, folds=5)[0]
+    ef5, mdl16 = (by_method[m].fold_accuracies for m in ("equal-frequency:5", "mdl:16"))
+    assert all(a in (b, c) for a, b, c in zip(nested.fold_accuracies, ef5, mdl16))
+    assert sum(a == b != c for a, b, c in zip(nested.fold_accuracies, ef5, mdl16)) >= 3
+
+
+def test_evaluate_on_a_test_file_codes_it_as_auto_cut_its_training_file(ramps, tmp_path):
+    from bnserve.trainer.cli import main
+
+    test = write_ramps(tmp_path / "test.csv", rows=150, seed=1)
+    common = ["--estimator", "laplace", "--data", str(ramps), "--test", str(test), "--quiet", "--json"]
+    assert main(["evaluate", "--algo", "auto", "--candidates", "nb", *common, str(tmp_path / "auto.json")]) == 0
+    cut = ["--discretize", "equal-frequency:5"]  # what auto chooses on ramps
+    assert main(["evaluate", "--algo", "nb", *cut, *common, str(tmp_path / "nb.json")]) == 0
+    auto, nb = (json.loads((tmp_path / f"{m}.json").read_text())["evaluations"][0] for m in ("auto", "nb"))
+    assert auto["fold_choices"] == ["nb estimator=laplace"]
+    assert (auto["accuracy"], auto["log_loss"]) == pytest.approx((nb["accuracy"], nb["log_loss"]))
