@@ -47,7 +47,7 @@ def test_equal_frequency_is_chosen_where_its_folds_score_clearly_better(ramps):
     data = with_auto_discretization(load(str(ramps)))
     binning, splits = choose_binning(data, MENU, folds=5, seed=0)
     first, other = binning.scores
-    assert other.accuracy > first.accuracy + 0.05 and other.lead_z > 2
+    assert other.accuracy > first.accuracy + 0.05 and other.lead_z > 3
     assert binning.chosen == "equal-frequency:5"
     assert all(v.cardinality <= 5 for _, train, _ in splits for v in train.features)  # its folds go on
 
@@ -114,7 +114,7 @@ def test_data_without_numeric_columns_skip_the_choice(tmp_path, monkeypatch):
 def test_nested_cv_scores_the_test_rows_as_the_chosen_method_cuts_them(ramps):
     """Each outer test fold is coded with the cuts of the model auto fitted, not those the outer
     split learned (mdl:16): auto with naive Bayes alone scores on each fold what naive Bayes
-    scores on data read with the method it chose there (equal-frequency:5 on most folds)."""
+    scores on data read with the method it chose there (equal-frequency:5 on two folds of five)."""
     data = with_auto_discretization(load(str(ramps)))
     (nested,) = cross_validate_auto(data, ["nb"], [1], estimators=["laplace"], folds=5)
     nb = [("nb", {"estimator": "laplace"})]
@@ -124,7 +124,7 @@ def test_nested_cv_scores_the_test_rows_as_the_chosen_method_cuts_them(ramps):
         by_method[method] = cross_validate_many(nb, read, folds=5)[0]
     ef5, mdl16 = (by_method[m].fold_accuracies for m in ("equal-frequency:5", "mdl:16"))
     assert all(a in (b, c) for a, b, c in zip(nested.fold_accuracies, ef5, mdl16))
-    assert sum(a == b != c for a, b, c in zip(nested.fold_accuracies, ef5, mdl16)) >= 3
+    assert sum(a == b != c for a, b, c in zip(nested.fold_accuracies, ef5, mdl16)) >= 2
 
 
 def test_evaluate_on_a_test_file_codes_it_as_auto_cut_its_training_file(ramps, tmp_path):
