@@ -44,7 +44,7 @@ from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.evaluation.comparison import friedman
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
 from bnserve.trainer.io import read_table
-from bnserve.trainer.learners.registry import DEFAULT_WORK_BUDGET, LEARNERS
+from bnserve.trainer.learners.registry import DEFAULT_DISCRETIZATIONS, DEFAULT_WORK_BUDGET, LEARNERS
 from bnserve.trainer.plan import AUTO_DISCRETIZATION, with_auto_discretization
 from bnserve.trainer.progress import reporting, terminal_bars
 
@@ -62,6 +62,7 @@ HGB, HGB_DEFAULT, HGB_NO_STOP = "hgb", "hgb-default", "hgb-no-stop"  # hgb: the 
 # what auto's cached results depend on beside the rule (a result cached under another search is redone)
 AUTO_PROTOCOL = {
     "discretize": str(AUTO_DISCRETIZATION),
+    "discretizations": list(DEFAULT_DISCRETIZATIONS),
     "work_budget": DEFAULT_WORK_BUDGET,
     "drop": "after 2 folds, z 3",
 }
@@ -468,7 +469,8 @@ def render(
         "every method. Ours learn their MDL cut points on each training fold (`nb-alr`, `tan-alr`: with "
         "`--estimator alr`); `auto` reads the data as `trainer fit --algo auto` does (`--discretize "
         f"{AUTO_DISCRETIZATION}`: a column MDL leaves whole keeps up to {AUTO_DISCRETIZATION.bins} "
-        "equal-frequency intervals) and is scored by nested CV "
+        "equal-frequency intervals, then chooses among "
+        f"{', '.join(DEFAULT_DISCRETIZATIONS)} by its inner CV) and is scored by nested CV "
         "(`cross_validate_auto`: `fit_auto` chooses by its own 5-fold CV on each outer training fold), "
         "`auto-se` the same with the rule `simplest-within-noise` (the rule before: within one standard error "
         "of the best, the candidate tried first wins). The peers are at their honest best: RandomForest "

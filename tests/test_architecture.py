@@ -42,6 +42,7 @@ LAYERS = {
         ["learners"],
         ["fit", "formats"],
         ["evaluation", "scoring"],
+        ["binning"],
         ["auto"],
         ["plan"],
         ["cli"],

@@ -1,8 +1,11 @@
 """``--algo auto``: choose the learner, k and the estimator by cross-validation on the training data.
 
 Three stages on the same stratified folds (prepared once, so every candidate on a fold reads
-the statistics the first one counted):
+the statistics the first one counted), after a stage 0 where the data have numeric columns:
 
+0. discretisation (``binning``): the menu's methods (``DEFAULT_DISCRETIZATIONS``) scored by
+   naive Bayes and AODE, each fold cut on its training rows; the best one's folds are the
+   folds of the stages below, and the winner is fitted on the data cut by it;
 1. structures: naive Bayes first, then every candidate learner (one per k for those that
    take k; selective learners choose their own), each with Laplace estimates;
 2. estimators: the best ``REFINED`` structures again with each other estimator (HDP,
@@ -45,9 +48,11 @@ import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model
+from bnserve.trainer.binning import Binning, choosable, choose_binning, work_of_choice
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
+    Split,
     cross_validate_fitters,
     describe,
     fold_splits,
@@ -59,6 +64,7 @@ from bnserve.trainer.learners.parameters import ALR, Estimator
 from bnserve.trainer.learners.registry import (
     AUTO,
     DEFAULT_CANDIDATES,
+    DEFAULT_DISCRETIZATIONS,
     DEFAULT_ESTIMATORS,
     DEFAULT_KS,
     DEFAULT_WORK_BUDGET,
@@ -97,6 +103,7 @@ class Choice:
     members: tuple[Candidate, ...] = ()  # a blend's candidates (algorithm BLEND)
     refused: tuple[str, ...] = ()  # candidates past the training limits: "candidate: why"
     dropped: tuple[str, ...] = ()  # candidates clearly behind after the first folds
+    binning: Binning | None = None  # the discretisation chosen for the numeric columns, if any
 
     @property
     def label(self) -> str:
@@ -133,6 +140,7 @@ class Search:
     blend: tuple[int, ...] = ()  # the blend's candidates (indices into tried), best first; () for none
     refused: tuple[str, ...] = ()  # candidates past the training limits, each "candidate: why"
     dropped: tuple[str, ...] = ()  # candidates clearly behind after the first folds, left unfinished
+    binning: Binning | None = None  # stage 0's choice of discretisation; None when not made
 
 
 def work(candidate: Candidate, data: EncodedData, folds: int) -> int:
@@ -157,27 +165,32 @@ def search(
     budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
     jobs: int = 1,
+    discretizations: Sequence[str] = DEFAULT_DISCRETIZATIONS,
 ) -> Search:
     """Score the candidates by stratified CV on ``data``: the stages of the module docstring,
     within ``budget`` cell-fits (None: every candidate). A candidate past ``limits`` (refused
     by its first fold's fit before it allocates) is skipped with a ``note`` saying why; when
     every candidate is, the search fails. Weighted rows are refused: the folds' accuracy
     counts every row once. ``jobs`` processes score a stage's candidates at once, with the
-    same results as one."""
+    same results as one. ``discretizations``: the menu of stage 0 (``binning``); () keeps the
+    data's own."""
     if data.weighted:
         raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     if not estimators:
         raise InvalidInput("auto needs at least one estimator")
     estimators = [str(Estimator.parse(e)) for e in estimators]
     check_work_budget(budget)
-    splits = fold_splits(data, max(2, min(folds, data.n_rows)), seed)
+    folds = max(2, min(folds, data.n_rows))
     scores: list[Evaluation] = []
     tried: list[Candidate] = []
     skipped: list[str] = []
+    binning, splits, spent = _binning(data, discretizations, folds, seed, estimators[0], budget, limits, jobs)
+    if binning is None and len(discretizations) > 1 and choosable(data):
+        skipped.append(f"discretisation choice among {', '.join(discretizations)}")
     refused: list[str] = []
     dropped: list[str] = []
     posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
-    spent = 0
+    charged = spent  # what stage 0 spent: the first candidate starts whatever it cost
 
     def run(what: str, grid: Sequence[Candidate], against: int | None = None) -> None:
         """Score ``grid`` within the budget. A candidate clearly behind a reference after the
@@ -187,7 +200,7 @@ def search(
         planned = []
         for candidate in grid:  # charged before any starts: the budget needs no clock
             cost = work(candidate, data, len(splits))
-            if budget is not None and spent and spent + cost > budget:
+            if budget is not None and spent > charged and spent + cost > budget:
                 skipped.append(describe(*candidate))
                 continue
             spent += cost
@@ -228,7 +241,29 @@ def search(
     ]
     run("estimators", refined, against=ranked[0])  # against the best structure
     blend = _blend(scores, posteriors, data.y, tried)
-    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused), tuple(dropped))
+    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused), tuple(dropped), binning)
+
+
+def _binning(
+    data: EncodedData,
+    menu: Sequence[str],
+    folds: int,
+    seed: int,
+    estimator: str,
+    budget: int | None,
+    limits: TrainingLimits,
+    jobs: int,
+) -> tuple[Binning | None, list[Split], int]:
+    """Stage 0 (``binning``): the discretisation chosen from ``menu``, the folds prepared with
+    it and the work it was charged; (None, the data's own folds, 0) without numeric columns, a
+    menu of fewer than two methods, or when the choice and naive Bayes after it would take the
+    search past ``budget``."""
+    charge = work_of_choice(menu, lambda proxy: work((proxy, {"estimator": estimator}), data, folds))
+    first = work((BASELINE, {"estimator": estimator}), data, folds)
+    if len(menu) < 2 or not choosable(data) or (budget is not None and charge + first > budget):
+        return None, fold_splits(data, folds, seed), 0
+    binning, splits = choose_binning(data, menu, folds, seed, estimator, limits, jobs)
+    return binning, splits, charge
 
 
 def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -287,7 +322,9 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
     if rule == MOST_ACCURATE and found.blend:
         members = tuple(found.tried[i] for i in found.blend)
         labels = [describe(*member) for member in members]
-        return Choice(BLEND, {"members": labels}, scores, 0.0, found.skipped, members, found.refused, found.dropped)
+        return Choice(
+            BLEND, {"members": labels}, scores, 0.0, found.skipped, members, found.refused, found.dropped, found.binning
+        )
     best = min(range(len(scores)), key=lambda i: _rank_key(scores[i], i))
     noise, chosen = 0.0, best
     if rule == SIMPLEST_WITHIN_NOISE:
@@ -295,7 +332,9 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
         noise = top.accuracy_std / math.sqrt(len(top.fold_accuracies))
         chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
     algo, params = found.tried[chosen]
-    return Choice(algo, params, scores, noise, found.skipped, refused=found.refused, dropped=found.dropped)
+    return Choice(
+        algo, params, scores, noise, found.skipped, refused=found.refused, dropped=found.dropped, binning=found.binning
+    )
 
 
 def choose(
@@ -310,11 +349,21 @@ def choose(
     budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
     jobs: int = 1,
+    discretizations: Sequence[str] = DEFAULT_DISCRETIZATIONS,
 ) -> Choice:
     """Score the candidates by stratified CV on ``data`` and pick one by ``rule``."""
     _check_rule(rule)
     found = search(
-        data, candidates, ks, estimators=estimators, folds=folds, seed=seed, budget=budget, limits=limits, jobs=jobs
+        data,
+        candidates,
+        ks,
+        estimators=estimators,
+        folds=folds,
+        seed=seed,
+        budget=budget,
+        limits=limits,
+        jobs=jobs,
+        discretizations=discretizations,
     )
     return pick(found, rule)
 
@@ -341,9 +390,11 @@ def fit_auto(
     budget: int | None = DEFAULT_WORK_BUDGET,
     limits: TrainingLimits = DEFAULT_LIMITS,
     jobs: int = 1,
+    discretizations: Sequence[str] = DEFAULT_DISCRETIZATIONS,
 ) -> Model:
-    """Choose, then fit the winner on all of ``data``; the candidates' scores go into the
-    metadata. ``limits`` bound every candidate's fit (see ``search``) and the winner's."""
+    """Choose, then fit the winner on all of ``data`` (cut by the discretisation chosen); the
+    candidates' scores go into the metadata. ``limits`` bound every candidate's fit (see
+    ``search``) and the winner's."""
     choice = choose(
         data,
         candidates,
@@ -355,6 +406,7 @@ def fit_auto(
         budget=budget,
         limits=limits,
         jobs=jobs,
+        discretizations=discretizations,
     )
     how = f"seed {seed}; rule {rule}" + (f"; work budget {budget:,} cell-fits" if budget else "")
     return fit_choice(data, choice, how, limits)
@@ -362,6 +414,8 @@ def fit_auto(
 
 def fit_choice(data: EncodedData, choice: Choice, how: str, limits: TrainingLimits = DEFAULT_LIMITS) -> Model:
     """The chosen candidate fitted on all of ``data``, with the search in its metadata."""
+    if choice.binning is not None:
+        data = choice.binning.apply(data)
     with stage(f"auto: fitting {choice.label}"):
         if choice.members:
             model = _fit_blend(data, choice.members, limits)
@@ -374,6 +428,7 @@ def fit_choice(data: EncodedData, choice: Choice, how: str, limits: TrainingLimi
         "skipped_for_work": list(choice.skipped),
         "skipped_for_limits": list(choice.refused),
         "dropped_behind": list(choice.dropped),
+        **({"discretization": choice.binning.to_dict()} if choice.binning is not None else {}),
         "candidates": [
             {
                 "algorithm": e.algorithm,
@@ -423,6 +478,7 @@ def cross_validate_auto(
     dataset: str = "",
     limits: TrainingLimits = DEFAULT_LIMITS,
     jobs: int = 1,
+    discretizations: Sequence[str] = DEFAULT_DISCRETIZATIONS,
 ) -> list[Evaluation]:
     """``auto`` scored by nested CV, one ``Evaluation`` per rule: on each outer training fold
     (the same folds as ``cross_validate_many`` with this ``seed``) one inner search, then each
@@ -441,6 +497,8 @@ def cross_validate_auto(
         label["ks"] = ",".join(map(str, ks))
     if tuple(estimators) != DEFAULT_ESTIMATORS:
         label["estimators"] = ",".join(estimators)
+    if tuple(discretizations) != DEFAULT_DISCRETIZATIONS:
+        label["discretizations"] = ",".join(discretizations) or "none"
     last: list[tuple[EncodedData, Search]] = []  # the search of the fold at hand, shared by the rules
 
     def searched(train: EncodedData) -> Search:
@@ -455,6 +513,7 @@ def cross_validate_auto(
                 budget=budget,
                 limits=limits,
                 jobs=jobs,
+                discretizations=discretizations,
             )
             last[:] = [(train, found)]
         return last[0][1]

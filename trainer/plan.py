@@ -26,7 +26,7 @@ from bnserve.trainer.data.budget import (
     IN_MEMORY_PER_FILE_BYTE,
     chunk_rows_within,
 )
-from bnserve.trainer.data.discretize import MDL, Method
+from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.encoded import from_table, prepare
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.data.streaming import load_streamed
@@ -37,6 +37,7 @@ from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.registry import (
     AUTO,
     DEFAULT_CANDIDATES,
+    DEFAULT_DISCRETIZATIONS,
     DEFAULT_ESTIMATORS,
     DEFAULT_KS,
     DEFAULT_WORK_BUDGET,
@@ -50,9 +51,10 @@ from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS, TrainingLimit
 
 SPEC_VERSION = 1
 TRAINING_SPEC = "training_spec"  # the model metadata's key
-# auto's default discretisation (a spec's ``discretize`` overrides it): MDL, but a column it
-# leaves whole keeps up to 16 equal-frequency intervals for the structures that can use it
-AUTO_DISCRETIZATION = Method(MDL, 16)
+# what auto reads numeric columns with (a spec's ``discretize`` overrides it), the first of the
+# menu its search then chooses from (``auto_search``): MDL, but a column it leaves whole keeps
+# up to 16 equal-frequency intervals for the structures that can use it
+AUTO_DISCRETIZATION = Method.parse(DEFAULT_DISCRETIZATIONS[0])
 BY_BUDGET = "budget"  # max_decompressed: what a file read whole may take within memory_budget
 # how the data were taken, not what the model is (the same model in memory, in chunks or on
 # Dask, bit for bit): left out of the metadata and of the reproducing command
@@ -368,10 +370,13 @@ def learn(spec: TrainingSpec, data: TrainingView) -> Model:
 
 
 def auto_search(spec: TrainingSpec) -> tuple[list[str], list[int], dict[str, Any]]:
-    """Auto's candidates, ks and keyword arguments (estimators) under ``spec``:
-    auto's defaults where the spec gives none, decided here only."""
+    """Auto's candidates, ks and keyword arguments (estimators, the discretisations it chooses
+    from: none when the spec gives one) under ``spec``: auto's defaults where the spec gives
+    none, decided here only."""
     estimators = [spec.estimator] if spec.estimator else list(DEFAULT_ESTIMATORS)
-    return list(spec.candidates or DEFAULT_CANDIDATES), list(spec.ks or DEFAULT_KS), {"estimators": estimators}
+    discretizations = list(DEFAULT_DISCRETIZATIONS) if spec.discretize is None else []
+    search = {"estimators": estimators, "discretizations": discretizations}
+    return list(spec.candidates or DEFAULT_CANDIDATES), list(spec.ks or DEFAULT_KS), search
 
 
 def train(spec: TrainingSpec, source: Source) -> Model:

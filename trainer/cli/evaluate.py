@@ -100,7 +100,9 @@ def _evaluate(args: argparse.Namespace) -> int:
             )
             results = in_given_order(
                 [holdout(a, train, test, limits=limits, **p) for a, p in candidates],
-                holdout(AUTO, auto_train, auto_test, fitter=fit_chosen) if auto else None,
+                holdout(AUTO, auto_train, auto_test, fitter=fit_chosen, recode=_test_file_as_cut(args, preprocessing))
+                if auto
+                else None,
             )
             headings[results[0].dataset] = (
                 f"trained on {named} ({train.n_rows} rows), tested on {redacted_url(args.test)} ({test.n_rows} rows)"
@@ -128,6 +130,11 @@ def _evaluate(args: argparse.Namespace) -> int:
             json.dump(result.to_dict(), out, indent=2, allow_nan=True)
             out.write("\n")
     return 0
+
+
+def _test_file_as_cut(args: argparse.Namespace, preprocessing: Any) -> Any:
+    """The --test file coded against the variables of auto's model (cut as it chose)."""
+    return lambda variables: data_io.load_with(args.test, variables, args.fmt, preprocessing)
 
 
 def _auto_cv(spec: TrainingSpec, train: EncodedData, cv: dict[str, Any]) -> Evaluation:

@@ -216,14 +216,15 @@ def _with_missing_state(variable: Variable, codes: np.ndarray) -> Variable:
 
 def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
     """Code rows with variables learned elsewhere (the same columns): numeric values through
-    the learned cut points, missing values left missing."""
+    the learned cut points, missing values left missing. The rows keep their ``columns``, so
+    a model cut otherwise (auto's chosen discretisation) can code them again."""
     X = _holding(columns.codes.copy(order="K"), max((v.cardinality for v in variables[:-1]), default=0))
     for j, variable in enumerate(variables[:-1]):
         if variable.kind == NUMERIC:
             X[:, j] = interval_codes(variable.cuts, columns.values(j))
         if variable.missing_state:
             X[X[:, j] < 0, j] = variable.missing_code
-    return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source)
+    return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns)
 
 
 def encode_with(

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import Model
+from bnserve.store.model import Model, Variable
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data.columns import Columns
+from bnserve.trainer.data.encoded import encode_like
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.fit import column_major, fit
@@ -80,6 +82,7 @@ def describe(algo: str, params: Mapping[str, Any]) -> str:
 
 
 Fitter = Callable[[EncodedData], Model]  # training rows -> model; for procedures above ``fit`` (auto)
+Recoder = Callable[[Sequence[Variable]], EncodedData]  # the test rows coded against other variables
 
 
 class _Run:
@@ -98,6 +101,7 @@ class _Run:
     ):
         self.algo, self.params, self.data, self.fitter, self.limits = algo, dict(params), data, fitter, limits
         self.structure_scores = structure_scores
+        self.recode: Recoder | None = None  # holdout's test rows, read again; else their columns
         self.choices: list[str] = []
         self.accuracies: list[float] = []
         self.losses: list[np.ndarray] = []
@@ -112,6 +116,8 @@ class _Run:
     def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
         t0 = time.perf_counter()
         model = self.fitter(train) if self.fitter else fit(self.algo, train, limits=self.limits, **self.params)
+        if model.variables != test.variables:  # a fitter that cut the numbers its own way (auto's stage 0)
+            test = self.recode(model.variables) if self.recode else encode_like(_columns(test), model.variables)
         t1 = time.perf_counter()
         proba = compile_model(model).predict_proba(test.X)
         t2 = time.perf_counter()
@@ -150,6 +156,12 @@ class _Run:
             classes=self.data.class_variable.states,
             confusion=tuple(tuple(int(n) for n in row) for row in self.confusion),
         )
+
+
+def _columns(test: EncodedData) -> Columns:
+    if test.columns is None:
+        raise InvalidInput("the model's variables differ from the test rows', and their raw columns are not kept")
+    return test.columns
 
 
 def _check_folds(folds: int, repeats: int, data: EncodedData) -> None:
@@ -299,15 +311,18 @@ def holdout(
     *,
     fitter: Fitter | None = None,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    recode: Recoder | None = None,
     **params: Any,
 ) -> Evaluation:
     """Learn on ``train`` (with ``fitter`` when given, as in ``cross_validate_fitters``),
-    score on ``test`` (coded against the same variables)."""
+    score on ``test`` (coded against the same variables; ``recode`` codes them against a
+    fitter's model cut otherwise)."""
     if test.variables != train.variables:
         raise InvalidInput("the test data must be coded against the training variables")
     if test.n_rows == 0:
         raise InvalidInput(f"{redacted_url(test.source)}: no rows to score")
     run = _Run(algo, params, train, fitter, limits)
+    run.recode = recode
     proba = run.fold(train, test)
     run.aucs.append(metrics.auc(proba, test.y))
     result = run.result(f"{redacted_url(train.source)} -> {redacted_url(test.source)}")

@@ -115,6 +115,9 @@ def check_work_budget(budget: int | None) -> None:
 
 DEFAULT_KS = (1, 2, 3)
 DEFAULT_ESTIMATORS = ("laplace", "hdp", "dirichlet:0.5", "alr")  # the first is stage 1's
+# the discretisations auto chooses among for numeric columns (bnserve.trainer.binning); the
+# first is what it reads them with before choosing, and keeps where there is no choice
+DEFAULT_DISCRETIZATIONS = ("mdl:16", "equal-frequency:5", "equal-frequency:10")
 
 
 # ------------------------------------------------------------------ writing the index

@@ -1,0 +1,144 @@
+"""``--algo auto``'s first stage: how its numeric columns become intervals, chosen by its inner CV.
+
+No one discretisation wins everywhere (10-fold, naive Bayes: ecoli 81.3 % with ``mdl:16``,
+83.6 % with ``equal-frequency:10``; wine 99.4 % against 97.2 %), so auto tries each method of
+a small menu (``DEFAULT_DISCRETIZATIONS``, today's ``mdl:16`` first) on the folds the search
+then uses, scored by cheap proxies (``PROXIES``: naive Bayes and AODE with the search's first
+estimator). The first method stays unless another's proxies get more rows right out of fold
+by over ``MARGIN_Z`` standard errors of the paired difference, as clear as a candidate
+dropped behind (the proxies are not the structures auto ends with: on dermatology
+``equal-frequency:10`` gains naive Bayes one row of 366 and costs TAN 8 points; on an ecoli
+fold a lead of z 2.6 lost the final model 4 test rows of 67; on letter the leads are z 4 to
+11 and every structure gains); of those that do, the most accurate, ties to the lower
+log-loss, then to the method listed first. Each fold's cut points are learned on its
+training rows alone (``EncodedData.split``): the choice never cuts on all the rows, nor on a
+row it scores. Its work is charged to auto's budget like any candidate's. Skipped when no
+numeric column takes the data's method (none, or every one has a ``--discretize COL=…`` of
+its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from bnserve.store.model import NUMERIC
+from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.data.encoded import prepare
+from bnserve.trainer.evaluation.cross_validation import Split, fold_splits
+from bnserve.trainer.evaluation.metrics import log_losses
+from bnserve.trainer.evaluation.parallel import score_all
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
+from bnserve.trainer.progress import stage
+
+PROXIES = ("nb", "aode")  # cheap, and they read every column as it is cut
+MARGIN_Z = 3.0  # how far ahead of the first method another must be, in standard errors (DROP_Z's)
+
+
+@dataclass(frozen=True)
+class MethodScore:
+    """One method of the menu: its proxies' pooled out-of-fold accuracy and log-loss, and its
+    paired lead over the first method in standard errors (McNemar's z; 0 for the first)."""
+
+    method: str
+    accuracy: float
+    log_loss: float
+    lead_z: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "accuracy": self.accuracy, "log_loss": self.log_loss, "lead_z": self.lead_z}
+
+
+@dataclass(frozen=True)
+class Binning:
+    """The method chosen and what every method tried scored, in menu order."""
+
+    chosen: str
+    scores: tuple[MethodScore, ...]
+
+    def apply(self, data: EncodedData) -> EncodedData:
+        """``data`` prepared again, its numeric columns cut by the chosen method (those with a
+        method of their own keep it)."""
+        return recut(data, Method.parse(self.chosen), learn=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": f"proxies {', '.join(PROXIES)}: out-of-fold accuracy, {MARGIN_Z:g} SE ahead of the first",
+            "chosen": self.chosen,
+            "candidates": [s.to_dict() for s in self.scores],
+        }
+
+
+def choosable(data: EncodedData) -> bool:
+    """Whether some numeric column takes the data's method, so there is a choice to make."""
+    if data.columns is None or data.preprocessing is None:
+        return False
+    taken = data.preprocessing.per_column
+    return any(v.kind == NUMERIC and v.name not in taken for v in data.features)
+
+
+def recut(data: EncodedData, method: Method, learn: bool = False) -> EncodedData:
+    """``data`` whose numeric columns take ``method``. With ``learn`` the cut points are learned
+    on all its rows; without, only the preprocessing changes (the codes do not), for
+    ``fold_splits``, which learns them again on each training fold."""
+    assert data.columns is not None and data.preprocessing is not None
+    preprocessing = replace(data.preprocessing, discretize=method)
+    if learn:
+        return prepare(data.columns, preprocessing, data.weights)
+    return replace(data, preprocessing=preprocessing)
+
+
+def work_of_choice(menu: Sequence[str], cost: Callable[[str], int]) -> int:
+    """What the choice is charged: every proxy on every method of the menu."""
+    return len(menu) * sum(cost(proxy) for proxy in PROXIES)
+
+
+def choose_binning(
+    data: EncodedData,
+    menu: Sequence[str],
+    folds: int,
+    seed: int,
+    estimator: str = "laplace",
+    limits: TrainingLimits = DEFAULT_LIMITS,
+    jobs: int = 1,
+) -> tuple[Binning, list[Split]]:
+    """The method of ``menu`` the proxies score best on ``folds`` stratified folds (``seed``),
+    and those folds prepared with it, for the search to go on with."""
+    scores: list[MethodScore] = []
+    prepared: list[list[Split]] = []
+    first: np.ndarray | None = None  # the first method's hits, every proxy's rows end to end
+    proxies = [(proxy, {"estimator": estimator}) for proxy in PROXIES]
+    with stage("auto: discretisations", len(menu), "method") as bar:
+        for text in menu:
+            table = recut(data, Method.parse(text))
+            splits = fold_splits(table, folds, seed)
+            results = score_all(proxies, table, splits, limits, jobs)
+            pooled = [r.posteriors if r.posteriors is not None else np.zeros((data.n_rows, 0)) for r in results]
+            hits = np.concatenate([_hits(p, data.y) for p in pooled])
+            loss = np.mean([log_losses(p, data.y).mean() if p.size else np.inf for p in pooled])
+            first = hits if first is None else first
+            scores.append(MethodScore(text, float(hits.mean()), float(loss), lead_z(hits, first)))
+            prepared.append(splits)
+            bar.note(text)
+            bar.update()
+    ahead = [i for i, score in enumerate(scores) if i == 0 or score.lead_z > MARGIN_Z]
+    best = min(ahead, key=lambda i: (-round(scores[i].accuracy, 12), round(scores[i].log_loss, 12), i))
+    return Binning(menu[best], tuple(scores)), prepared[best]
+
+
+def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Whether each row's posterior puts the true class first (none where a proxy was refused)."""
+    if posteriors.size == 0:
+        return np.zeros(y.shape[0], dtype=bool)
+    return posteriors.argmax(axis=1) == y
+
+
+def lead_z(hits: np.ndarray, reference: np.ndarray) -> float:
+    """McNemar's z of ``hits`` over ``reference`` (bool per decision, paired): positive when ahead."""
+    ahead = int(np.count_nonzero(hits & ~reference))
+    behind = int(np.count_nonzero(reference & ~hits))
+    return 0.0 if ahead == behind else (ahead - behind) / float(np.sqrt(ahead + behind))
