@@ -9,7 +9,9 @@ kept in one file, written by the process that read it and named after the part; 
 there for a later pass only once the whole part is written. A part not kept (a disk that
 is full, a Dask worker on another machine) is read from the file again, giving the same
 chunks. The files are this fit's own, in a private temporary folder (``$TMPDIR``) removed
-when the fit's data are; they are pickles, read only by this fit.
+when the fit's data are. Each chunk is a run of ``.npy`` arrays (``numpy.save``, read back
+with pickles refused): no module that reads data deserialises code
+(tests/store/test_integrity.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import pickle
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -86,7 +87,7 @@ def keeping(folder: str | None, part: Any) -> Iterator[Callable[[Chunk], None]]:
         if out is None:
             return
         try:
-            pickle.dump(chunk.narrowed(), out, protocol=pickle.HIGHEST_PROTOCOL)
+            _write(chunk.narrowed(), out)
         except OSError:
             out.close()
             out = None
@@ -123,9 +124,34 @@ def kept(folder: str | None, part: Any) -> Iterator[Chunk] | None:
 
 def _chunks(source: Any) -> Iterator[Chunk]:
     with source:
-        while True:
-            try:
-                chunk = pickle.load(source)
-            except EOFError:
-                return
-            yield chunk
+        while source.peek(1):
+            yield _read(source)
+
+
+def _write(chunk: Chunk, out: Any) -> None:
+    """One chunk as arrays: a header (columns, weighted), then each column (the class first) as
+    its texts' UTF-8 bytes, their ends, and the rows' positions; then the weights, if any."""
+    columns = (chunk.y, *chunk.features)
+    np.save(out, np.array([len(columns), chunk.weights is not None], dtype=np.int64), allow_pickle=False)
+    for column in columns:
+        encoded = [label.encode("utf-8", "surrogatepass") for label in column.labels]
+        np.save(out, np.cumsum([len(e) for e in encoded], dtype=np.int64), allow_pickle=False)
+        np.save(out, np.frombuffer(b"".join(encoded), dtype=np.uint8), allow_pickle=False)
+        np.save(out, column.index, allow_pickle=False)
+    if chunk.weights is not None:
+        np.save(out, chunk.weights, allow_pickle=False)
+
+
+def _read(source: Any) -> Chunk:
+    """The chunk ``_write`` wrote next in ``source``."""
+    n_columns, weighted = (int(v) for v in np.load(source, allow_pickle=False))
+    columns = []
+    for _ in range(n_columns):
+        ends = np.load(source, allow_pickle=False)
+        data = np.load(source, allow_pickle=False).tobytes()
+        starts = [0, *ends[:-1].tolist()]
+        labels = np.empty(len(ends), dtype=object)
+        labels[:] = [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends.tolist())]
+        columns.append(TextColumn(labels, np.load(source, allow_pickle=False)))
+    weights = np.load(source, allow_pickle=False) if weighted else None
+    return Chunk(columns[0], tuple(columns[1:]), weights)

@@ -278,12 +278,16 @@ class _Reader:
 
     def chunks(self, part: int | None = None) -> Iterator[Chunk]:
         """The chunks of every part (or of ``part``), in order: read back where pass 1 kept
-        them (``kept``), else read from the file again."""
+        them (``kept``), else read from the file again; the rows reported either way."""
         for i in range(len(self.parts)) if part is None else (part,):
             chunks = kept(self.kept, self.parts[i])
             if chunks is None:
-                chunks = (Chunk.of(t, self.class_index, self.columns, w) for t, w in self.tables(i))
-            yield from chunks
+                yield from (Chunk.of(t, self.class_index, self.columns, w) for t, w in self.tables(i))
+                continue
+            with stage(self.parts[i].source, unit="row") as bar:  # as ``tables`` reports a reading
+                for chunk in chunks:
+                    bar.update(chunk.y.index.size)  # the rows kept: a zero weight's row was not
+                    yield chunk
 
     def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         """(X int32 (rows, n features), y int64, weights float64 or None) of each chunk's rows
