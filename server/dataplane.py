@@ -30,7 +30,8 @@ import numpy as np
 from bnserve.server.limits import Work, check_rows, check_still_wanted
 from bnserve.server.repository import ModelRepository
 from bnserve.server.served import ServedModel
-from bnserve.server.snapshot import ModelEntry
+from bnserve.server.snapshot import ModelEntry, Snapshot
+from bnserve.store.errors import StoreUnavailable
 from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
 
 Response = TypeVar("Response")
@@ -48,6 +49,13 @@ class DataPlane:
         self.ready = ready
         self._pool = pool
 
+    def models(self) -> Snapshot:
+        """The served snapshot; until the store has been read once the server knows no model
+        yet, so a call then is UNAVAILABLE (a client retries), never NOT_FOUND."""
+        if not self.repository.ready:
+            raise StoreUnavailable("the server has not read the model store yet; try again shortly")
+        return self.repository.snapshot
+
     async def offload(self, work: Callable[..., Result], *args: Any) -> Result:
         """``work(*args)`` on the work pool, awaited."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, work, *args)
@@ -57,6 +65,7 @@ class DataPlane:
     ) -> tuple[ServedModel, ModelEntry]:
         """The compiled version a selector names: from memory on the loop; else its load from
         the store awaited, and a lazy compile on the work pool."""
+        self.models()  # UNAVAILABLE, not NOT_FOUND, until the store is read
         found = self.repository.get_resident(name, version, alias)
         if found is not None:
             return found

@@ -86,7 +86,7 @@ class PredictorServicer(predictor_pb2_grpc.PredictorServicer):
     async def ListModels(
         self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListModelsResponse:
-        models = self._dataplane.repository.snapshot.models
+        models = self._dataplane.models().models
         return pb.ListModelsResponse(
             models=[
                 pb.ModelSummary(
