@@ -1,48 +1,39 @@
-"""A server whose store cannot be read yet (here: another process holds it locked) is
-listening but knows no model: every call that names or lists models is UNAVAILABLE, which
-clients retry, never NOT_FOUND, which they do not (a client that retried through a start
-under load was told 'model not found'); once the store is read the same calls answer."""
+"""A server listens at once and reads its store in the background; until that first read it
+knows no model, so every call that names or lists models is UNAVAILABLE, which clients
+retry, never NOT_FOUND, which they do not (a client that retried through a start under load
+was told 'model not found'). Once the store is read the same calls answer. Checked on the
+data plane the servicers call, with a repository before and after its first read (holding
+a real server's first read back depends on the database's locking, not on us)."""
 
 from __future__ import annotations
 
-import sqlite3
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import numpy as np
 import pytest
 
-from bnserve.server.api import predictor_pb2 as pb
-from bnserve.server.api import predictor_pb2_grpc
-from bnserve.server.app import App
-from bnserve.server.config import ServeConfig
+from bnserve.server.dataplane import DataPlane
+from bnserve.server.interceptors import status_of
+from bnserve.server.repository import ModelRepository
 from bnserve.store.db import ModelStore
+from bnserve.store.errors import StoreUnavailable
 from tests.model_factory import random_model
 
 
 def test_calls_before_the_first_read_are_unavailable_then_answered(tmp_path):
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    with ModelStore(url, create=True) as store:
+    with ModelStore(f"sqlite:///{tmp_path / 'store.db'}", create=True) as store:
         store.publish("m", random_model(np.random.default_rng(0), n_features=2))
-    lock = sqlite3.connect(tmp_path / "store.db", isolation_level=None)
-    lock.execute("BEGIN EXCLUSIVE")  # no reader gets in until it ends
-    app = App(ServeConfig(store_url=url, host="127.0.0.1", port=0, metrics_port=-1, poll_seconds=0.2)).start()
-    try:
-        assert not app.repository.ready
-        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
-            stub = predictor_pb2_grpc.PredictorStub(channel)
-            calls = {
-                "Predict": lambda: stub.Predict(pb.PredictRequest(model="m", instances=[]), timeout=10),
-                "GetModelMetadata": lambda: stub.GetModelMetadata(pb.GetModelMetadataRequest(model="m"), timeout=10),
-                "ListModels": lambda: stub.ListModels(pb.ListModelsRequest(), timeout=10),
-            }
-            for name, call in calls.items():
-                with pytest.raises(grpc.RpcError) as refused:
+        repository = ModelRepository(store)
+        with ThreadPoolExecutor(1) as pool:
+            plane = DataPlane(repository, max_rows=10, ready=lambda: True, pool=pool)
+            for call in (plane.models, lambda: asyncio.run(plane.model("m")), lambda: asyncio.run(plane.model("x"))):
+                with pytest.raises(StoreUnavailable) as refused:
                     call()
-                assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, (name, refused.value.details())
-            lock.execute("COMMIT")
-            assert app.repository.wait_ready(60)
-            assert [m.name for m in calls["ListModels"]().models] == ["m"]
-            assert calls["GetModelMetadata"]().name == "m"
-    finally:
-        lock.close()
-        app.stop()
+                assert status_of(refused.value) == grpc.StatusCode.UNAVAILABLE
+            repository.refresh()
+            assert list(plane.models().models) == ["m"]
+            served, _ = asyncio.run(plane.model("m"))
+            assert served.version == 1
+        repository.close()
