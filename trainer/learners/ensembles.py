@@ -21,19 +21,19 @@ from __future__ import annotations
 import numpy as np
 
 from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR
-from bnserve.trainer.data import EncodedData
+from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.learners.base import Learned, Learner, Member, Param, non_negative_int, positive_int
 from bnserve.trainer.learners.structure import Structure
 from bnserve.trainer.learners.tan import tan
 
 
-def spode(data: EncodedData, p: int) -> Structure:
+def spode(data: TrainingView, p: int) -> Structure:
     """The SPODE with feature column ``p`` as super-parent; ``order`` is p, then the other columns."""
     n = len(data.features)
     return Structure.augmented(data, [() if i == p else (p,) for i in range(n)], [p, *(i for i in range(n) if i != p)])
 
 
-def aode(data: EncodedData) -> Learned:
+def aode(data: TrainingView) -> Learned:
     """Every feature is the super-parent of one member, in column order (no data needed for
     the structure: O(n^2)); the CPTs cost O(n^2 (m + c v^2)) in ``bnserve.trainer.fit``, and
     prediction O(n^2 c) per row (every node of every member is kept, for exact joints).

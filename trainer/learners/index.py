@@ -26,7 +26,7 @@ MODULES = {
     "tan-ddr": "tan",
 }
 # the learners that can learn from counts alone (from a file read in chunks)
-STREAMABLE = ("a2de", "eskdb", "fkdb", "kdb", "nb", "skdb", "tan", "tan-ddr")
+STREAMABLE = ("a2de", "aode", "eskdb", "fkdb", "kdb", "nb", "skdb", "tan", "tan-ddr")
 # parameter -> (its first learner, its type's name, needs the rows, help by learner)
 PARAMETERS = {
     "alpha": (
