@@ -1,0 +1,41 @@
+"""The numeric-column studies of issue 28 (bench/discretisations.py, bench/numeric_leaves.py):
+their naive Bayes on intervals is the trainer's, so their other variants are compared with
+what auto fits."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench import discretisations, numeric_leaves
+from bench.versus_forest import ordinal
+from bnserve.trainer.data import Preprocessing, load
+from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.data.folds import stratified_folds
+from bnserve.trainer.evaluation.cross_validation import cross_validate_many
+from tests.data_helpers import shared_datasets
+
+
+def test_the_leaves_studys_interval_naive_bayes_is_the_trainers():
+    path = shared_datasets() / "ecoli.csv"
+    data = discretisations.peer_data(path, "ecoli")
+    y, width = data.ours.y, data.raw.shape[1]
+    fold = stratified_folds(y, 5, 0)
+    ours = []
+    for f in range(5):
+        X_train, X_test = ordinal(data, fold != f, fold == f)
+        tables = numeric_leaves.column_tables(["mdl:16", "gaussian"], data, X_train, y[fold != f], X_test)
+        ours.append(numeric_leaves.hits(tables, ["mdl:16"] * width, y[fold != f], y[fold == f], data.ours.n_classes))
+    read = load(str(path), preprocessing=Preprocessing(discretize=Method.parse("mdl:16")))
+    (trainer,) = cross_validate_many([("nb", {})], read, folds=5, seed=0)
+    assert [float(h.mean()) for h in ours] == list(trainer.fold_accuracies)
+
+
+def test_the_discretisation_study_prints_each_method_against_the_first(capsys):
+    shared_datasets()
+    assert (
+        discretisations.main(["--datasets", "wine", "--methods", "mdl:16,wpkid", "--learners", "nb", "--no-forest"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("wine (178 rows)") and "mdl:16  97.78 (+0.00±0.00) | wpkid" in out
+    assert np.isfinite(float(out.split("wpkid")[1].split()[0]))
