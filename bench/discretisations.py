@@ -1,13 +1,15 @@
 """Discretisation methods against each other and against RandomForest(300), on the same folds.
 
     python bench/discretisations.py [--datasets ecoli,wine] [--methods mdl:16,pkid]
-                                    [--learners 'nb;aode;nb-alr=nb,estimator=alr'] [--folds 5] [--seed 0] [--rows 5000]
+                                    [--learners 'nb;aode;nb-alr=nb,estimator=alr'] [--menu] [--folds 5] [--seed 0] [--rows 5000]
 
 For each shared data set with numeric columns, each method cuts each training fold on its
 own rows (``EncodedData.split``) and each fixed learner is scored by stratified CV; the
 forest gets the raw columns (``bench/versus_forest.py``'s reading) on the same folds. Prints
 the mean accuracy, its standard error over the folds, and each method's mean paired gain
 over the first method with its standard error. ``--rows`` samples the larger sets (seed 0).
+``--menu`` also runs auto's stage 0 (``bnserve.trainer.binning``) with ``--methods`` as its
+menu: the method it would choose, and each method's proxy accuracy and lead z.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench import versus_forest
+from bnserve.trainer.binning import choose_binning
 from bnserve.trainer.data import Preprocessing, load
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation.cross_validation import cross_validate_many
+from bnserve.trainer.plan import with_auto_discretization
 
 NUMERIC_SETS = (
     "balance-scale,breast-cancer-wisconsin,dermatology,ecoli,hepatitis,lymphography,wine,zoo,adult-train,letter"
@@ -83,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--no-forest", action="store_true")
+    parser.add_argument(
+        "--menu", action="store_true", help="also auto's stage 0 on the whole set with --methods as its menu"
+    )
     args = parser.parse_args(argv)
     methods = args.methods.split(",")
     given = [versus_forest.parse_learner(t if "=" in t else f"{t}={t}") for t in args.learners.split(";")]
@@ -97,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
                 evaluations = cross_validate_many(runs, data, folds=args.folds, seed=args.seed)
                 per[text] = [np.array(e.fold_accuracies) for e in evaluations]
             print(f"{name} ({data.n_rows} rows)")
+            if args.menu:
+                read = with_auto_discretization(load(str(path)))
+                binning, _ = choose_binning(read, methods, folds=args.folds, seed=args.seed)
+                leads = " ".join(f"{s.method} {100 * s.accuracy:.2f} (z {s.lead_z:+.1f})" for s in binning.scores)
+                print(f"  stage 0 chooses {binning.chosen}: {leads}")
             if not args.no_forest:
                 rf = forest(path, name, args.folds, args.seed)
                 print(f"  {'rf300':<20} {100 * rf.mean():6.2f} ± {100 * rf.std(ddof=1) / np.sqrt(rf.size):4.2f}")
