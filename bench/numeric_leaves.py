@@ -1,6 +1,7 @@
 """Naive Bayes with numeric leaves against naive Bayes on intervals, on the same folds.
 
-    python bench/numeric_leaves.py [--datasets ecoli,wine] [--leaves mdl:16,gaussian,kde] [--folds 5] [--rows 5000]
+    python bench/numeric_leaves.py [--datasets ecoli,wine] [--leaves mdl:16,gaussian,kde] [--choose] [--blend]
+                                   [--folds 5] [--rows 5000]
 
 A study, not a learner: each numeric column's P(x | class) is estimated one of these ways,
 every nominal column by Laplace counts, on ``bench/discretisations.py``'s folds and samples:
@@ -20,7 +21,8 @@ spike, which cost Gaussian leaves 9 points on ecoli.
 
 With ``--choose``, naive Bayes with the first leaf for every column against the leaf chosen
 by inner CV on each training fold, one for all numeric columns (``per-set``, as auto's stage 0
-chooses) and one per column (``per-column``). Prints each variant's mean accuracy and its mean paired gain over the first with its
+chooses) and one per column (``per-column``). With ``--blend``, also an ensemble over the
+leaves: the mean of their naive Bayes posteriors. Prints each variant's mean accuracy and its mean paired gain over the first with its
 standard error over the folds.
 """
 
@@ -116,11 +118,17 @@ def column_tables(
     return tables
 
 
+def posteriors(tables: Tables, choice: list[str], y_train: np.ndarray, n_classes: int) -> np.ndarray:
+    """Naive Bayes's P(class | x) of the scored rows, with column j's leaf ``choice[j]``."""
+    from scipy.special import softmax
+
+    prior = np.log((np.bincount(y_train, minlength=n_classes) + 1.0) / (y_train.size + n_classes))
+    return np.asarray(softmax(prior + sum(t[leaf] for t, leaf in zip(tables, choice)), axis=1))
+
+
 def hits(tables: Tables, choice: list[str], y_train: np.ndarray, y_test: np.ndarray, n_classes: int) -> np.ndarray:
     """Whether naive Bayes with column j's leaf ``choice[j]`` puts each scored row's class first."""
-    prior = np.log((np.bincount(y_train, minlength=n_classes) + 1.0) / (y_train.size + n_classes))
-    scores = prior + sum(t[leaf] for t, leaf in zip(tables, choice))
-    return np.asarray(scores.argmax(axis=1) == y_test)
+    return np.asarray(posteriors(tables, choice, y_train, n_classes).argmax(axis=1) == y_test)
 
 
 def inner_choices(
@@ -156,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--choose", action="store_true", help="the first leaf against inner CV's choice per set and per column"
     )
+    parser.add_argument("--blend", action="store_true", help="also the mean posterior of the leaves' naive Bayes")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", type=int, default=5000)
@@ -177,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
                 for label, choice in choices.items():
                     right = hits(tables, choice, y[fold != f], y[fold == f], n_classes)
                     accuracies.setdefault(label, []).append(float(right.mean()))
+                if args.blend:
+                    mean = np.mean(
+                        [posteriors(tables, [leaf] * width, y[fold != f], n_classes) for leaf in leaves], axis=0
+                    )
+                    accuracies.setdefault("blend", []).append(float(np.mean(mean.argmax(axis=1) == y[fold == f])))
             base = np.array(accuracies[leaves[0]])
             cells = []
             for label, a in accuracies.items():

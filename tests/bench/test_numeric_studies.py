@@ -35,3 +35,9 @@ def test_the_discretisation_study_prints_each_method_and_stage_0s_choice(capsys)
     out = capsys.readouterr().out
     assert out.startswith("wine (178 rows)") and "mdl:16  97.78 (+0.00±0.00) | wpkid" in out
     assert "stage 0 chooses mdl:16: mdl:16 97.75 (z +0.0) wpkid 97.75 (z +0.0)" in out
+
+
+def test_a_blend_of_one_leaf_twice_is_that_leaf(capsys):
+    shared_datasets()
+    assert numeric_leaves.main(["--datasets", "wine", "--leaves", "mdl:16,mdl:16", "--blend"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("| blend  97.78 (+0.00±0.00)")
