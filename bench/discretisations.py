@@ -1,7 +1,7 @@
 """Discretisation methods against each other and against RandomForest(300), on the same folds.
 
     python bench/discretisations.py [--datasets ecoli,wine] [--methods mdl:16,pkid]
-                                    [--learners 'nb;aode;nb-alr=nb,estimator=alr'] [--menu] [--folds 5] [--seed 0] [--rows 5000]
+                                    [--learners 'nb;aode;nb-alr=nb,estimator=alr'] [--menu [--proxies nb,aode,tan]] [--folds 5] [--seed 0] [--rows 5000]
 
 For each shared data set with numeric columns, each method cuts each training fold on its
 own rows (``EncodedData.split``) and each fixed learner is scored by stratified CV; the
@@ -9,7 +9,8 @@ forest gets the raw columns (``bench/versus_forest.py``'s reading) on the same f
 the mean accuracy, its standard error over the folds, and each method's mean paired gain
 over the first method with its standard error. ``--rows`` samples the larger sets (seed 0).
 ``--menu`` also runs auto's stage 0 (``bnserve.trainer.binning``) with ``--methods`` as its
-menu: the method it would choose, and each method's proxy accuracy and lead z.
+menu (``--proxies``: its proxies, naive Bayes and AODE by default): the method it would
+choose, and each method's proxy accuracy and lead z.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench import versus_forest
-from bnserve.trainer.binning import choose_binning
-from bnserve.trainer.data import Preprocessing, load
+from bnserve.trainer import binning
+from bnserve.trainer.data import EncodedData, Preprocessing, load
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.folds import stratified_folds
 from bnserve.trainer.evaluation.cross_validation import cross_validate_many
@@ -78,6 +79,18 @@ def forest(path: pathlib.Path, name: str, folds: int, seed: int) -> np.ndarray:
     return np.array(accuracies)
 
 
+def with_proxies(
+    proxies: tuple[str, ...], data: EncodedData, menu: list[str], folds: int, seed: int
+) -> binning.Binning:
+    """Stage 0's choice on ``data`` with ``proxies`` in place of its own."""
+    kept = binning.PROXIES
+    try:
+        binning.PROXIES = proxies
+        return binning.choose_binning(data, menu, folds=folds, seed=seed)[0]
+    finally:
+        binning.PROXIES = kept
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=NUMERIC_SETS)
@@ -90,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--menu", action="store_true", help="also auto's stage 0 on the whole set with --methods as its menu"
     )
+    parser.add_argument("--proxies", default=",".join(binning.PROXIES), help="stage 0's proxies under --menu")
     args = parser.parse_args(argv)
     methods = args.methods.split(",")
     given = [versus_forest.parse_learner(t if "=" in t else f"{t}={t}") for t in args.learners.split(";")]
@@ -106,9 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} ({data.n_rows} rows)")
             if args.menu:
                 read = with_auto_discretization(load(str(path)))
-                binning, _ = choose_binning(read, methods, folds=args.folds, seed=args.seed)
-                leads = " ".join(f"{s.method} {100 * s.accuracy:.2f} (z {s.lead_z:+.1f})" for s in binning.scores)
-                print(f"  stage 0 chooses {binning.chosen}: {leads}")
+                chosen = with_proxies(tuple(args.proxies.split(",")), read, methods, args.folds, args.seed)
+                leads = " ".join(f"{s.method} {100 * s.accuracy:.2f} (z {s.lead_z:+.1f})" for s in chosen.scores)
+                print(f"  stage 0 chooses {chosen.chosen}: {leads}")
             if not args.no_forest:
                 rf = forest(path, name, args.folds, args.seed)
                 print(f"  {'rf300':<20} {100 * rf.mean():6.2f} ± {100 * rf.std(ddof=1) / np.sqrt(rf.size):4.2f}")

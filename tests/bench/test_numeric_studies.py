@@ -37,6 +37,16 @@ def test_the_discretisation_study_prints_each_method_and_stage_0s_choice(capsys)
     assert "stage 0 chooses mdl:16: mdl:16 97.75 (z +0.0) wpkid 97.75 (z +0.0)" in out
 
 
+def test_stage_0_takes_the_proxies_it_is_given_and_keeps_its_own(capsys):
+    from bnserve.trainer import binning
+
+    shared_datasets()
+    flags = ["--datasets", "wine", "--methods", "mdl:16,wpkid", "--learners", "nb", "--no-forest", "--menu"]
+    assert discretisations.main([*flags, "--proxies", "tan"]) == 0
+    assert "stage 0 chooses mdl:16: mdl:16 94.38 (z +0.0) wpkid 96.63 (z +1.2)" in capsys.readouterr().out
+    assert binning.PROXIES == ("nb", "aode")
+
+
 def test_a_blend_of_one_leaf_twice_is_that_leaf(capsys):
     shared_datasets()
     assert numeric_leaves.main(["--datasets", "wine", "--leaves", "mdl:16,mdl:16", "--blend"]) == 0
