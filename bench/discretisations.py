@@ -8,6 +8,7 @@ own rows (``EncodedData.split``) and each fixed learner is scored by stratified 
 forest gets the raw columns (``bench/versus_forest.py``'s reading) on the same folds. Prints
 the mean accuracy, its standard error over the folds, and each method's mean paired gain
 over the first method with its standard error. ``--rows`` samples the larger sets (seed 0).
+``--datasets iris,wdbc,digits`` takes the numeric sets scikit-learn ships (``BUNDLED``).
 ``--menu`` also runs auto's stage 0 (``bnserve.trainer.binning``) with ``--methods`` as its
 menu (``--proxies``: its proxies, naive Bayes and AODE by default): the method it would
 choose, and each method's proxy accuracy and lead z.
@@ -20,6 +21,7 @@ import json
 import pathlib
 import sys
 import tempfile
+from typing import Any
 
 import numpy as np
 
@@ -39,8 +41,15 @@ NUMERIC_SETS = (
 )
 
 
+# numeric sets scikit-learn ships (no download): the held-out kind of data issue 28 is about
+BUNDLED = {"iris": "load_iris", "wdbc": "load_breast_cancer", "digits": "load_digits"}
+
+
 def sampled(name: str, rows: int, where: pathlib.Path) -> pathlib.Path:
-    """The shared file, or ``rows`` of its rows drawn with seed 0 (header kept)."""
+    """The shared file, or ``rows`` of its rows drawn with seed 0 (header kept); a set of
+    ``BUNDLED`` written to ``where`` from scikit-learn."""
+    if name in BUNDLED:
+        return bundled(name, where)
     path = versus_forest.DATASETS / f"{name}.csv"
     lines = path.read_text().splitlines()
     if len(lines) - 1 <= rows:
@@ -51,14 +60,37 @@ def sampled(name: str, rows: int, where: pathlib.Path) -> pathlib.Path:
     return out
 
 
+def bundled(name: str, where: pathlib.Path) -> pathlib.Path:
+    """scikit-learn's set as a CSV: columns f0, f1, …, the class as c0, c1, …"""
+    from sklearn import datasets
+
+    bunch = getattr(datasets, BUNDLED[name])()
+    out = where / f"{name}.csv"
+    lines = [",".join([*(f"f{j}" for j in range(bunch.data.shape[1])), "class"])]
+    lines += [",".join([*(repr(float(v)) for v in row), f"c{t}"]) for row, t in zip(bunch.data, bunch.target)]
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def schema_of(path: pathlib.Path, name: str) -> dict[str, Any]:
+    """The set's entry of the shared schema.json; a ``BUNDLED`` set's columns are all numeric."""
+    if name not in BUNDLED:
+        return dict(json.loads((versus_forest.DATASETS / "schema.json").read_text())[f"{name}.csv"])
+    header = path.read_text().split("\n", 1)[0].split(",")
+    classes = sorted({line.rsplit(",", 1)[1] for line in path.read_text().splitlines()[1:]})
+    columns = [{"name": c, "type": "numeric"} for c in header[:-1]]
+    return {"class": "class", "columns": [*columns, {"name": "class", "type": "nominal", "values": classes}]}
+
+
 def peer_data(path: pathlib.Path, name: str) -> versus_forest.Data:
-    """``versus_forest.read`` of the file at ``path`` (the shared file or a sample of it)."""
+    """``versus_forest.read`` of the file at ``path`` (the shared file, a sample of it, or a
+    ``BUNDLED`` set)."""
     shared = versus_forest.DATASETS
-    schema = json.loads((shared / "schema.json").read_text())
+    schema = schema_of(path, name)
     try:  # read() finds the file and its schema by name in DATASETS
         versus_forest.DATASETS = path.parent
         if path.parent != shared:
-            (path.parent / "schema.json").write_text(json.dumps({f"{name}.csv": schema[f"{name}.csv"]}))
+            (path.parent / "schema.json").write_text(json.dumps({f"{name}.csv": schema}))
         return versus_forest.read(name)
     finally:
         versus_forest.DATASETS = shared

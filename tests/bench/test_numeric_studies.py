@@ -51,3 +51,11 @@ def test_a_blend_of_one_leaf_twice_is_that_leaf(capsys):
     shared_datasets()
     assert numeric_leaves.main(["--datasets", "wine", "--leaves", "mdl:16,mdl:16", "--blend"]) == 0
     assert capsys.readouterr().out.rstrip().endswith("| blend  97.78 (+0.00±0.00)")
+
+
+def test_a_set_scikit_learn_ships_is_read_as_its_numbers(tmp_path):
+    """iris, written from scikit-learn: 150 rows, four numeric columns, three classes, the same
+    rows both ways (ours typed by the file, the peers' by the schema the writer gives)."""
+    data = discretisations.peer_data(discretisations.sampled("iris", 5000, tmp_path), "iris")
+    assert (data.ours.n_rows, data.ours.n_classes, data.raw.shape) == (150, 3, (150, 4))
+    assert not data.nominal.any() and [v.kind for v in data.ours.features] == ["numeric"] * 4
