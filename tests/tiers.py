@@ -98,6 +98,7 @@ SLOW_TESTS: frozenset[str] = frozenset(
         "tests/trainer/test_cli_terminal.py::test_a_description_keeps_its_newlines_and_tabs",
         "tests/trainer/test_cli_terminal.py::test_publishing_a_control_character_is_refused_naming_it",
         "tests/trainer/test_cli_terminal.py::test_show_and_list_print_no_raw_control_character",
+        "tests/trainer/test_discretize.py::test_a_pkid_model_serves_its_cut_points_from_the_store",
         "tests/trainer/test_ensembles.py::test_chess_accuracy_aode_beats_nb_and_rtan_matches_tan",
         "tests/trainer/test_plan.py::test_auto_without_a_time_limit_chooses_the_same_model_every_run",
         "tests/trainer/test_predict_out.py::test_a_signal_mid_way_removes_the_partial_file",

@@ -35,7 +35,7 @@ from bnserve.trainer.evaluation.parallel import score_all
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import stage
 
-PROXIES = ("nb", "aode")  # cheap, and they read every column as it is cut
+PROXIES: tuple[str, ...] = ("nb", "aode")  # cheap, and they read every column as it is cut
 MARGIN_Z = 3.0  # how far ahead of the first method another must be, in standard errors (DROP_Z's)
 
 

@@ -268,7 +268,7 @@ def test_preprocessing_flags_reach_the_model(capsys, store, tmp_path):
 @pytest.mark.parametrize(
     "flags, code, message",
     [
-        (["--discretize", "size=kmeans"], 2, "expected mdl, mdl:N, equal-frequency:N or equal-width:N"),
+        (["--discretize", "size=kmeans"], 2, "expected mdl, mdl:N, pkid, wpkid, equal-frequency:N or equal-width:N"),
         (["--numeric", "nope"], 1, "--numeric: no column 'nope'"),
         (["--numeric", "colour"], 1, "column 'colour' is numeric, but has the value 'r'"),
         (["--missing", "guess"], 2, "invalid choice"),

@@ -12,7 +12,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import NUMERIC
 from bnserve.trainer.data import IMPUTE, Preprocessing, load
 from bnserve.trainer.data.discretize import Method, equal_frequency_cuts, equal_width_cuts, mdl_cuts
-from tests.data_helpers import dataset, write
+from tests.data_helpers import dataset, dataset_path, write
 
 FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -67,6 +67,52 @@ def test_equal_frequency_and_equal_width():
     )  # rank 4: the nearer end of the run
 
 
+def test_proportional_k_interval_counts_grow_with_the_rows():
+    """pkid: sqrt(n) intervals of sqrt(n) rows (100 rows: 10 of 10; 400: 20 of 20); wpkid: t(t + 30)
+    = n, at least 30 rows an interval (100 rows: 3; 400: 10 of 40); missing values do not count."""
+    y = np.zeros(400, dtype=np.int64)
+    for n, pkid, wpkid in ((100, 10, 3), (400, 20, 10)):
+        x = np.arange(float(n))
+        assert Method.parse("pkid").cuts(x, y[:n], 1) == equal_frequency_cuts(x, pkid)
+        assert Method.parse("wpkid").cuts(x, y[:n], 1) == equal_frequency_cuts(x, wpkid)
+    with_missing = np.concatenate([np.arange(100.0), np.full(300, np.nan)])
+    assert len(Method.parse("pkid").cuts(with_missing, y, 1)) == 9
+
+
+@pytest.mark.parametrize("method", ["pkid", "wpkid"])
+def test_proportional_cut_points_stream(method):
+    """Their interval count comes from the value table's rows, which chunks add up to."""
+    from bnserve.trainer.data.streaming import load_streamed
+
+    path, prep = str(dataset_path("ecoli")), Preprocessing(discretize=Method.parse(method))
+    in_memory = load(path, preprocessing=prep)
+    assert [v.cuts for v in load_streamed(path, None, prep, None, 23).features] == [v.cuts for v in in_memory.features]
+    assert max(len(v.cuts) for v in in_memory.features) > 5
+
+
+def test_a_pkid_model_serves_its_cut_points_from_the_store(tmp_path):
+    """The cut rule runs at training only: the model stores its cuts, and the store's copy,
+    compiled, answers raw numbers as the fitted model does."""
+    import pandas as pd
+
+    from bnserve import BayesNetClassifier, publish
+    from bnserve import load as load_model
+
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame({"a": rng.normal(size=400), "b": rng.normal(size=400)})
+    y = np.where(X["a"] + 0.5 * X["b"] + rng.normal(scale=0.5, size=400) > 0, "yes", "no")
+    fitted = BayesNetClassifier("nb", discretize="pkid").fit(X, y)
+    assert fitted.model_.metadata["preprocessing"]["discretization"] == {"a": "pkid", "b": "pkid"}
+    assert [v.cuts for v in fitted.model_.variables[:2]] == [
+        equal_frequency_cuts(X[c].to_numpy(), 20) for c in ("a", "b")
+    ]
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    publish(fitted, "pkid", store=url)
+    loaded = load_model("pkid", store=url)
+    assert [v.cuts for v in loaded.model_.variables] == [v.cuts for v in fitted.model_.variables]
+    assert np.array_equal(loaded.predict_proba(X), fitted.predict_proba(X))
+
+
 @pytest.mark.parametrize(
     "text, method",
     [
@@ -74,15 +120,19 @@ def test_equal_frequency_and_equal_width():
         ("equal-frequency:3", Method("equal-frequency", 3)),
         ("equal-width:10", Method("equal-width", 10)),
         ("mdl:16", Method("mdl", 16)),
+        ("pkid", Method("pkid")),
+        ("wpkid", Method("wpkid")),
     ],
 )
 def test_method_parses_and_prints_back(text, method):
     assert Method.parse(text) == method and str(method) == text
 
 
-@pytest.mark.parametrize("text", ["mdl:1", "mdl:x", "equal-width", "equal-width:0", "equal-frequency:x", "kmeans:3"])
+@pytest.mark.parametrize(
+    "text", ["mdl:1", "mdl:x", "pkid:4", "wpkid:0", "equal-width", "equal-width:0", "equal-frequency:x", "kmeans:3"]
+)
 def test_bad_method_is_refused(text):
-    with pytest.raises(InvalidInput, match="expected mdl, mdl:N, equal-frequency:N or equal-width:N"):
+    with pytest.raises(InvalidInput, match="expected mdl, mdl:N, pkid, wpkid, equal-frequency:N or equal-width:N"):
         Method.parse(text)
 
 

@@ -77,7 +77,8 @@ def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
         default=[],
         metavar="[COLUMN=]METHOD",
         help="mdl (default), mdl:N (a column MDL leaves whole gets N equal-frequency intervals; "
-        "--algo auto's default is mdl:16), equal-frequency:N or equal-width:N; for every numeric "
+        "--algo auto's default is mdl:16), pkid (about sqrt(n) intervals of sqrt(n) rows), wpkid (at "
+        "least 30 rows an interval), equal-frequency:N or equal-width:N; for every numeric "
         "column, or COLUMN=METHOD for one",
     )
     p.add_argument(

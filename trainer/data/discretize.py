@@ -1,5 +1,5 @@
 """Cut points for numeric columns: supervised MDL (Fayyad & Irani 1993), equal frequency,
-equal width. Applying cut points is ``bnserve.store.model.discretization``, shared with the server.
+equal width, proportional k-interval (Yang & Webb). Applying cut points is ``bnserve.store.model.discretization``, shared with the server.
 
 Every method sees one column as its value table: the distinct present values (NaN =
 missing is left out), ascending, with the class counts of each. The table is additive, so
@@ -20,12 +20,15 @@ from bnserve.trainer.stats import row_entropies
 MDL = "mdl"
 EQUAL_FREQUENCY = "equal-frequency"
 EQUAL_WIDTH = "equal-width"
+PKID = "pkid"
+WPKID = "wpkid"
 LOG2 = math.log(2.0)
 
 
 @dataclass(frozen=True)
 class Method:
-    """A discretisation method: ``mdl``, or ``equal-frequency``/``equal-width`` with ``bins``.
+    """A discretisation method: ``mdl``, ``pkid``, ``wpkid``, or ``equal-frequency``/``equal-width``
+    with ``bins``.
 
     ``mdl`` with ``bins`` (``mdl:N``) gives a column MDL leaves uncut N equal-frequency
     intervals instead of one: a column that says nothing of the class alone may say much
@@ -36,18 +39,20 @@ class Method:
 
     @staticmethod
     def parse(text: str) -> Method:
-        """``mdl``, ``mdl:N`` (N >= 2), ``equal-frequency:N`` or ``equal-width:N`` (N >= 1)."""
+        """``mdl``, ``mdl:N`` (N >= 2), ``pkid``, ``wpkid``, ``equal-frequency:N`` or ``equal-width:N`` (N >= 1)."""
         name, _, bins = text.strip().partition(":")
-        if name == MDL and not bins:
-            return Method(MDL)
+        if name in (MDL, PKID, WPKID) and not bins:
+            return Method(name)
         if name == MDL and bins.isascii() and bins.isdigit() and int(bins) >= 2:
             return Method(MDL, int(bins))
         if name in (EQUAL_FREQUENCY, EQUAL_WIDTH) and bins.isascii() and bins.isdigit() and int(bins) >= 1:
             return Method(name, int(bins))
-        raise InvalidInput(f"bad discretisation {text!r}; expected mdl, mdl:N, equal-frequency:N or equal-width:N")
+        raise InvalidInput(
+            f"bad discretisation {text!r}; expected mdl, mdl:N, pkid, wpkid, equal-frequency:N or equal-width:N"
+        )
 
     def __str__(self) -> str:
-        return self.name if self.name == MDL and not self.bins else f"{self.name}:{self.bins}"
+        return self.name if not self.bins else f"{self.name}:{self.bins}"
 
     def cuts(
         self, values: np.ndarray, y: np.ndarray, n_classes: int, weights: np.ndarray | None = None
@@ -64,6 +69,9 @@ class Method:
             return cuts or (equal_frequency_cuts_from_table(values, counts.sum(axis=1), self.bins) if self.bins else ())
         if self.name == EQUAL_FREQUENCY:
             return equal_frequency_cuts_from_table(values, counts.sum(axis=1), self.bins)
+        if self.name in (PKID, WPKID):
+            rows = counts.sum(axis=1)
+            return equal_frequency_cuts_from_table(values, rows, proportional_bins(float(rows.sum()), self.name))
         return equal_width_cuts(values, self.bins)
 
 
@@ -164,6 +172,15 @@ def equal_frequency_cuts_from_table(values: np.ndarray, counts: np.ndarray, bins
         elif above is not None:
             cuts.add(_midpoint(values[g], values[g + 1]))
     return tuple(sorted(cuts))
+
+
+def proportional_bins(n: float, name: str = PKID) -> int:
+    """How many intervals proportional k-interval discretisation gives n present values (Yang
+    & Webb 2001): ``pkid`` about sqrt(n) intervals of about sqrt(n) rows, so both grow with the
+    data; ``wpkid`` (2003) at least 30 rows an interval, t(t + 30) = n, less variance when n is small."""
+    if name == WPKID:
+        return max(1, int(math.sqrt(225.0 + n) - 15.0))
+    return max(1, int(math.sqrt(n)))
 
 
 def equal_width_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:
