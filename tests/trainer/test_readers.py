@@ -170,11 +170,54 @@ def test_a_bad_row_after_good_chunks_is_found_by_csv_at_its_line(tmp_path, monke
     from bnserve.trainer.io import delimited
 
     monkeypatch.setattr(delimited, "BLOCK_BYTES", 1024)  # many blocks: the bad row is met late
+    monkeypatch.setattr(delimited, "PIECE_BYTES", 1024)  # many pieces, likewise
     path = write(tmp_path, "a,b\n" + "x,y\n" * 3000 + bad + "\n" + "x,y\n" * 10)
     first = next(delimited.delimited_chunks(path, ",", 500))
     assert callable(first.line_numbers)  # read by pyarrow
     arrow, reference = both_in_chunks(path, 500)
     assert arrow == reference and "line 3002" in arrow
+
+
+UNQUOTED = [t for t in TRICKY if '"' not in t] + ["a,b\n" + "".join(f"{i % 7},{'xyz'[i % 3]}\n" for i in range(300))]
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 5, 64])
+@pytest.mark.parametrize("text", UNQUOTED)
+def test_a_file_parsed_in_pieces_on_every_core_reads_as_csv_does(tmp_path, monkeypatch, text, piece_bytes):
+    """A local file without quotes is parsed in byte pieces on a pool of threads, one per
+    core: the same texts in the same order, whole and in chunks, as Python's csv, or refused
+    alike."""
+    from bnserve.trainer.io import delimited
+
+    cut = delimited.byte_pieces
+    pieces = []
+    monkeypatch.setattr(delimited, "PIECE_BYTES", piece_bytes)
+    monkeypatch.setattr(delimited, "byte_pieces", lambda source: pieces.append(cut(source)) or pieces[-1])
+    path = write(tmp_path, text)
+    arrow, whole = both_readers(path)
+    assert arrow == whole
+    for chunk_rows in (1, 7, 1000):
+        arrow, reference = both_in_chunks(path, chunk_rows)
+        assert arrow == reference
+    if not isinstance(whole, str) and len(whole[1]) > 1 and len(text) > 4 * piece_bytes:  # pyarrow's, in pieces
+        assert pieces[0] is not None and len(pieces[0]) > 1
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.text(alphabet="ab,\n\r \t", max_size=60), piece_bytes=st.integers(1, 12))
+def test_random_files_read_in_pieces_as_csv_does(tmp_path, body, piece_bytes):
+    from bnserve.trainer.io import delimited
+
+    delimited_pieces = delimited.PIECE_BYTES
+    delimited.PIECE_BYTES = piece_bytes
+    try:
+        path = write(tmp_path, "h1,h2\n" + body)
+        arrow, reference = both_readers(path)
+        assert arrow == reference
+        arrow, reference = both_in_chunks(path, 3)
+        assert arrow == reference
+    finally:
+        delimited.PIECE_BYTES = delimited_pieces
 
 
 def test_every_shared_data_set_reads_the_same_in_chunks():

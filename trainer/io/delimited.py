@@ -1,11 +1,12 @@
 """CSV and TSV: a header row, standard quoting, UTF-8 (a BOM is fine), blank lines skipped;
 the whole file as one ``RawTable``, or in tables of a few rows at a time (``--chunk-rows``).
 
-A file is parsed by pyarrow's streaming CSV reader, a block at a time, straight into
-dictionary-encoded columns (each distinct text once, a position per cell in the narrowest
-integer type: a byte for a column of few values; no string, no Python object per cell;
-``TextColumnBuilder``). Python's ``csv``
-module is the reference: a file pyarrow refuses is read again by it, so a malformed file
+A file is parsed by pyarrow straight into dictionary-encoded columns (each distinct text
+once, a position per cell in the narrowest integer type: a byte for a column of few values;
+no string, no Python object per cell; ``TextColumnBuilder``): a local file without a quote
+character in pieces of ``PIECE_BYTES`` on a pool of threads, one per core
+(``_parsed_pieces``); any other file by the streaming reader, a block at a time. Python's
+``csv`` module is the reference: a file pyarrow refuses is read again by it, so a malformed file
 gets the same error (naming its line) as before; and the rows' line numbers, which only
 error messages need, are counted by it when first asked for. Both parsers give the same
 texts for every file both accept (``tests/trainer/test_readers.py``).
@@ -13,11 +14,13 @@ texts for every file both accept (``tests/trainer/test_readers.py``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from typing import IO, Any
@@ -51,7 +54,9 @@ def delimited_chunks(
     ``csv`` reads on from the row reached (and raises, naming the line, if the file is bad)."""
     header = read_header(source, delimiter, limits)
     sent = 0
-    for table in _arrow_chunks(source, delimiter, header, chunk_rows, quoted=may_quote(source), limits=limits):
+    quoted = may_quote(source)
+    pieces = None if quoted else byte_pieces(source)
+    for table in _arrow_chunks(source, delimiter, header, chunk_rows, quoted=quoted, limits=limits, pieces=pieces):
         if table is None:  # pyarrow refused what follows
             yield from _csv_chunks(source, delimiter, chunk_rows, skip=sent, first=sent == 0, limits=limits)
             return
@@ -146,7 +151,13 @@ def _arrow_table(
     """The whole file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
     refuses it or reads another header than ``csv``'s (Python's ``csv`` then decides)."""
     opener = partial(open_binary, source, counted, limits)
-    return next(_arrow_chunks(source, delimiter, header, None, opener, quoted=may_quote(source), limits=limits))
+    quoted = may_quote(source)
+    pieces = None if quoted else byte_pieces(source)
+    return next(
+        _arrow_chunks(
+            source, delimiter, header, None, opener, quoted=quoted, limits=limits, pieces=pieces, counted=counted
+        )
+    )
 
 
 def _arrow_chunks(
@@ -158,6 +169,8 @@ def _arrow_chunks(
     whole_file: bool = True,
     quoted: bool = True,
     limits: ReadLimits = DEFAULT_READ_LIMITS,
+    pieces: list[tuple[int, int]] | None = None,
+    counted: ByteCounter | None = None,
 ) -> Iterator[RawTable | None]:
     """Tables of ``chunk_rows`` rows (None: one table of every row) from pyarrow's streaming
     reader over ``opener()`` (the file), then a None if it stopped on something before the
@@ -165,19 +178,28 @@ def _arrow_chunks(
     chunk's ``TextColumnBuilder``s, so no string per cell is held, only a narrow position
     per cell. ``quoted``: the file may hold a quote, so a line end may be inside a field
     (when it holds none, pyarrow splits rows at every line end, faster). Their lines are
-    counted by ``csv`` when asked for, if the rows are the ``whole_file``'s."""
+    counted by ``csv`` when asked for, if the rows are the ``whole_file``'s. ``pieces``: the
+    file's byte ranges (``byte_pieces``), parsed on every core instead (``_parsed_pieces``)."""
     header = list(header)
     start = held = 0
     builders = [TextColumnBuilder() for _ in header]
     try:
-        with (opener or (lambda: open_binary(source, limits=limits)))() as raw:
-            batches = pa_csv.open_csv(
-                raw,
-                read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
-                parse_options=_parse_options(delimiter, quoted),
-                convert_options=_as_text(header),
-            )
-            if batches.schema.names != header:
+        with contextlib.ExitStack() as stack:
+            if pieces is None:
+                raw = stack.enter_context((opener or (lambda: open_binary(source, limits=limits)))())
+                batches: Iterator[pa.RecordBatch] = pa_csv.open_csv(
+                    raw,
+                    read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
+                    parse_options=_parse_options(delimiter, quoted),
+                    convert_options=_as_text(header),
+                )
+                names = batches.schema.names  # type: ignore[attr-defined]
+            else:
+                tables = stack.enter_context(_parsed_pieces(source, delimiter, header, pieces, counted))
+                first = next(tables)
+                names = first.schema.names  # the first piece's header, as pyarrow read it
+                batches = (batch for table in itertools.chain([first], tables) for batch in table.to_batches())
+            if names != header:
                 yield None
                 return
             for batch in batches:
@@ -201,6 +223,80 @@ def _arrow_chunks(
 
 
 BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of this size
+PIECE_BYTES = 1 << 20  # a local file without quotes is parsed in pieces of about this size, on every core
+
+
+def byte_pieces(source: str) -> list[tuple[int, int]] | None:
+    """The whole file as byte ranges [start, end) of about ``PIECE_BYTES``, each ending at a
+    line end (the first holds the header line), for ``_parsed_pieces``; None unless it is a
+    local file, not gzipped (the caller knows it holds no quote: a line end ends a row)."""
+    if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or is_url(source):
+        return None
+    piece_bytes = PIECE_BYTES
+    try:
+        with open(source, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            cuts = [0]
+            while cuts[-1] + piece_bytes < size:
+                f.seek(cuts[-1] + piece_bytes)
+                rest = f.readline()  # to the end of the line holding that byte
+                if not rest.endswith(b"\n"):
+                    break
+                cuts.append(f.tell())
+            cuts.append(size)
+    except OSError:  # not a regular file: read it in order
+        return None
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or None
+
+
+def _parse_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@contextmanager
+def _parsed_pieces(
+    source: str,
+    delimiter: str,
+    header: Sequence[str],
+    pieces: Sequence[tuple[int, int]],
+    counted: ByteCounter | None = None,
+) -> Iterator[Iterator[pa.Table]]:
+    """The file's ``pieces`` as tables, in order, each parsed by pyarrow in a thread of a pool
+    of one per core (the parse releases the GIL, so it runs on every core while this thread
+    adds each table to its columns). At most two pieces a thread are in flight, so what is
+    held beside the columns stays a few MiB. The first piece's table has the header as
+    pyarrow read it; the others are given its names. ``counted``: told each piece's bytes."""
+    workers = _parse_workers()
+
+    def parse(i: int) -> pa.Table:
+        start, end = pieces[i]
+        with open(source, "rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        read = pa_csv.ReadOptions(block_size=max(len(data), 1), use_threads=False)
+        if i:
+            read.column_names = list(header)
+        return pa_csv.read_csv(
+            pa.BufferReader(data),
+            read_options=read,
+            parse_options=_parse_options(delimiter, quoted=False),
+            convert_options=_as_text(list(header)),
+        )
+
+    def tables(pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
+        ahead: list[Future[pa.Table]] = []
+        for i in range(len(pieces)):
+            while len(ahead) < 2 * workers and i + len(ahead) < len(pieces):
+                ahead.append(pool.submit(parse, i + len(ahead)))
+            yield ahead.pop(0).result()
+            if counted is not None:
+                counted(pieces[i][1] - pieces[i][0])
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="parsing") as pool:
+        try:
+            yield tables(pool)
+        finally:
+            pool.shutdown(cancel_futures=True)
 
 
 def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | None:
