@@ -32,7 +32,7 @@ import pyarrow.csv as pa_csv
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
-from bnserve.trainer.io.table import RawTable, TextColumnBuilder, cells_array, check_header
+from bnserve.trainer.io.table import RawTable, TextColumnBuilder, cells_array, check_header, position_matrix
 
 
 def read_delimited(
@@ -151,13 +151,24 @@ def _arrow_table(
     """The whole file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
     refuses it or reads another header than ``csv``'s (Python's ``csv`` then decides)."""
     opener = partial(open_binary, source, counted, limits)
-    quoted = may_quote(source)
-    pieces = None if quoted else byte_pieces(source)
-    return next(
+    rows = unquoted_rows(source)
+    pieces = None if rows is None else byte_pieces(source)
+    table = next(
         _arrow_chunks(
-            source, delimiter, header, None, opener, quoted=quoted, limits=limits, pieces=pieces, counted=counted
+            source,
+            delimiter,
+            header,
+            None,
+            opener,
+            quoted=rows is None,
+            limits=limits,
+            pieces=pieces,
+            counted=counted,
+            rows_at_most=rows,
         )
     )
+    pa.default_memory_pool().release_unused()  # what the parse freed, back to the system before coding
+    return table
 
 
 def _arrow_chunks(
@@ -171,6 +182,7 @@ def _arrow_chunks(
     limits: ReadLimits = DEFAULT_READ_LIMITS,
     pieces: list[tuple[int, int]] | None = None,
     counted: ByteCounter | None = None,
+    rows_at_most: int | None = None,
 ) -> Iterator[RawTable | None]:
     """Tables of ``chunk_rows`` rows (None: one table of every row) from pyarrow's streaming
     reader over ``opener()`` (the file), then a None if it stopped on something before the
@@ -179,10 +191,14 @@ def _arrow_chunks(
     per cell. ``quoted``: the file may hold a quote, so a line end may be inside a field
     (when it holds none, pyarrow splits rows at every line end, faster). Their lines are
     counted by ``csv`` when asked for, if the rows are the ``whole_file``'s. ``pieces``: the
-    file's byte ranges (``byte_pieces``), parsed on every core instead (``_parsed_pieces``)."""
+    file's byte ranges (``byte_pieces``), parsed on every core instead (``_parsed_pieces``).
+    ``rows_at_most``: with one table of every row, the most rows the file holds: the
+    positions are then written into one ``position_matrix`` of that many rows (the table's
+    ``positions`` when it holds that many)."""
     header = list(header)
     start = held = 0
-    builders = [TextColumnBuilder() for _ in header]
+    matrix = None if chunk_rows is not None or rows_at_most is None else position_matrix(rows_at_most, len(header))
+    builders = [TextColumnBuilder(into=None if matrix is None else matrix[:, j]) for j in range(len(header))]
     try:
         with contextlib.ExitStack() as stack:
             if pieces is None:
@@ -219,7 +235,8 @@ def _arrow_chunks(
         yield None
         return
     if held or not start:
-        yield _built(source, header, builders, held, _lines(source, delimiter, start, whole_file, limits))
+        whole = matrix if matrix is not None and matrix.shape[0] == held else None
+        yield _built(source, header, builders, held, _lines(source, delimiter, start, whole_file, limits), whole)
 
 
 BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of this size
@@ -403,20 +420,42 @@ def may_quote(source: str) -> bool:
     """Whether the file may hold a quote character: False only for a local, uncompressed file
     of at most ``QUOTE_SCAN_BYTES`` seen to hold none (one pass of ``bytes.find`` over it,
     a few hundredths of a second for 100 MB in the page cache, where it is about to be parsed)."""
+    return unquoted_rows(source, count=False) is None
+
+
+def unquoted_rows(source: str, count: bool = True) -> int | None:
+    """For a file ``may_quote`` finds no quote in, the most data rows it can hold (its lines
+    after the header: exact unless some are blank) when ``count``, else 0; None for any
+    other file. One pass over the file, in blocks already in memory for the quote scan."""
     if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or is_url(source):
-        return True
+        return None
     try:
         with open(source, "rb") as f:
-            return os.fstat(f.fileno()).st_size > QUOTE_SCAN_BYTES or _has_quote(f)
+            if os.fstat(f.fileno()).st_size > QUOTE_SCAN_BYTES:
+                return None
+            lines, last = 0, b"\n"
+            while block := f.read(1 << 20):
+                if b'"' in block:
+                    return None
+                lines += block.count(b"\n") if count else 0
+                last = block[-1:]
     except OSError:
-        return True
+        return None
+    return max(lines + (last != b"\n") - 1, 0) if count else 0
 
 
 def _built(
-    source: str, header: list[str], builders: Sequence[TextColumnBuilder], n: int, lines: Callable[[int], np.ndarray]
+    source: str,
+    header: list[str],
+    builders: Sequence[TextColumnBuilder],
+    n: int,
+    lines: Callable[[int], np.ndarray],
+    positions: np.ndarray | None = None,
 ) -> RawTable:
-    """The rows held by ``builders`` as a ``RawTable`` (the builders are emptied); ``lines(n)``: the lines of its ``n`` rows."""
-    return RawTable(source, tuple(header), tuple(b.column() for b in builders), lambda: lines(n))
+    """The rows held by ``builders`` as a ``RawTable`` (the builders are emptied); ``lines(n)``:
+    the lines of its ``n`` rows; ``positions``: the matrix the builders wrote into."""
+    columns = tuple(b.column() for b in builders)
+    return RawTable(source, tuple(header), columns, lambda: lines(n), positions=positions)
 
 
 def _lines(
