@@ -514,3 +514,18 @@ def test_malformed_parquet(tmp_path):
     fails(str(empty), "line 1", "the file is empty")
     fails(write(tmp_path, "a,b\n1,2\n", "not.parquet"), "not a readable Parquet file")
     fails(str(tmp_path / "missing.parquet"), "cannot open")
+
+
+@pytest.mark.parametrize("quoted", [False, True])
+def test_a_chunk_holds_arrays_of_its_own_rows_not_of_a_million(tmp_path, quoted):
+    """Reading in chunks (trainer predict, --chunk-rows), each chunk's positions lie in arrays
+    of at most ``chunk_rows`` rows: slabs of a million rows a chunk, mostly unused, left the
+    heap fragmented (trainer predict of a 1M-row file peaked at 212 MiB, 172 with this)."""
+    from bnserve.trainer.io.delimited import delimited_chunks
+
+    cell = '"x"' if quoted else "x"
+    path = write(tmp_path, "a,b\n" + f"{cell},1\n" * 1000)
+    for table in delimited_chunks(path, ",", 300):
+        for column in table.columns:
+            held = column.index.base if column.index.base is not None else column.index
+            assert held.size <= 300

@@ -198,7 +198,7 @@ def _arrow_chunks(
     header = list(header)
     start = held = 0
     matrix = None if chunk_rows is not None or rows_at_most is None else position_matrix(rows_at_most, len(header))
-    builders = [TextColumnBuilder(into=None if matrix is None else matrix[:, j]) for j in range(len(header))]
+    builders = [TextColumnBuilder(chunk_rows, None if matrix is None else matrix[:, j]) for j in range(len(header))]
     try:
         with contextlib.ExitStack() as stack:
             if pieces is None:
