@@ -203,7 +203,7 @@ def test_a_file_parsed_in_pieces_on_every_core_reads_as_csv_does(tmp_path, monke
         assert pieces[0] is not None and len(pieces[0]) > 1
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.text(alphabet="ab,\n\r \t", max_size=60), piece_bytes=st.integers(1, 12))
 def test_random_files_read_in_pieces_as_csv_does(tmp_path, body, piece_bytes):
     from bnserve.trainer.io import delimited
