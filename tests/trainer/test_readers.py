@@ -529,3 +529,19 @@ def test_a_chunk_holds_arrays_of_its_own_rows_not_of_a_million(tmp_path, quoted)
         for column in table.columns:
             held = column.index.base if column.index.base is not None else column.index
             assert held.size <= 300
+
+
+@pytest.mark.parametrize("piece_bytes", [64, 1 << 20])
+def test_a_piece_that_is_not_utf8_is_refused_by_pyarrow_and_named_by_csv(tmp_path, monkeypatch, piece_bytes):
+    """The pieces' cells are not checked for UTF-8 one by one, their few distinct texts are:
+    a bad byte deep in the file is still pyarrow's refusal, and csv's error."""
+    from bnserve.trainer.io import delimited
+    from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS
+
+    monkeypatch.setattr(delimited, "PIECE_BYTES", piece_bytes)
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"a,b\n" + b"x,y\n" * 5000 + b"x,\xff\xfe\n" + b"x,y\n" * 10)
+    header = delimited.read_header(str(path), ",")
+    assert delimited._arrow_table(str(path), ",", header, None, DEFAULT_READ_LIMITS) is None
+    arrow, reference = both_readers(str(path))
+    assert arrow == reference and "not UTF-8 text" in arrow
