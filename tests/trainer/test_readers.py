@@ -545,3 +545,27 @@ def test_a_piece_that_is_not_utf8_is_refused_by_pyarrow_and_named_by_csv(tmp_pat
     assert delimited._arrow_table(str(path), ",", header, None, DEFAULT_READ_LIMITS) is None
     arrow, reference = both_readers(str(path))
     assert arrow == reference and "not UTF-8 text" in arrow
+
+
+def test_the_pieces_are_parsed_on_a_thread_per_core_up_to_four(tmp_path, monkeypatch):
+    """Two pieces a thread in flight: on a machine of 64 cores that would be 128 MiB of
+    text and its tables held at once; four threads already outrun the columns' builder."""
+    import os
+    import threading
+
+    from bnserve.trainer.io import delimited
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert delimited._parse_workers() == delimited.PARSE_THREADS == 4
+    monkeypatch.setattr(delimited, "PIECE_BYTES", 16)
+    seen = set()
+    real = delimited.pa_csv.read_csv
+
+    def read_csv(*args, **kwargs):
+        seen.add(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(delimited.pa_csv, "read_csv", read_csv)
+    path = write(tmp_path, "a,b\n" + "x,1\n" * 500)
+    assert delimited.read_delimited(path, ",").n_rows == 500
+    assert 1 <= len(seen) <= 4 and all(name.startswith("parsing") for name in seen)

@@ -4,7 +4,7 @@ the whole file as one ``RawTable``, or in tables of a few rows at a time (``--ch
 A file is parsed by pyarrow straight into dictionary-encoded columns (each distinct text
 once, a position per cell in the narrowest integer type: a byte for a column of few values;
 no string, no Python object per cell; ``TextColumnBuilder``): a local file without a quote
-character in pieces of ``PIECE_BYTES`` on a pool of threads, one per core
+character in pieces of ``PIECE_BYTES`` on a pool of threads, one per core (at most four)
 (``_parsed_pieces``); any other file by the streaming reader, a block at a time. Python's
 ``csv`` module is the reference: a file pyarrow refuses is read again by it, so a malformed file
 gets the same error (naming its line) as before; and the rows' line numbers, which only
@@ -266,8 +266,14 @@ def byte_pieces(source: str) -> list[tuple[int, int]] | None:
     return [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or None
 
 
+PARSE_THREADS = 4  # at most: past a few, this thread's adding the pieces to the columns is the bound
+
+
 def _parse_workers() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """A thread per core this process may run on, at most ``PARSE_THREADS`` (two pieces each
+    in flight: a few MiB, on a machine of many cores too)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, PARSE_THREADS)
 
 
 @contextmanager
@@ -279,8 +285,8 @@ def _parsed_pieces(
     counted: ByteCounter | None = None,
 ) -> Iterator[Iterator[pa.Table]]:
     """The file's ``pieces`` as tables, in order, each parsed by pyarrow in a thread of a pool
-    of one per core (the parse releases the GIL, so it runs on every core while this thread
-    adds each table to its columns). At most two pieces a thread are in flight, so what is
+    of one per core (``_parse_workers``; the parse releases the GIL, so it runs on every core
+    while this thread adds each table to its columns). At most two pieces a thread are in flight, so what is
     held beside the columns stays a few MiB. The first piece's table has the header as
     pyarrow read it; the others are given its names. ``counted``: told each piece's bytes."""
     workers = _parse_workers()
