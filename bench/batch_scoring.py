@@ -57,18 +57,19 @@ def _versus_size(name: str) -> str:
 SUITE_NAME = _name(50, 3, SUITE_ROWS)  # the shape of ``write_csv``'s network
 BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
     _versus_pandas(SUITE_NAME): (
-        "The peer runs in this process, its imports not counted, and pandas.read_csv is one C pass; "
-        "trainer predict starts Python and imports numpy, pyarrow and SQLAlchemy (about 1 CPU-s on the shared "
-        "machine), and pyarrow's parse of the text into dictionary columns costs about what pandas' read does "
-        "(3.5 CPU-s against 2.7 at load 8, one block after another). Coding is now a gather per column into "
-        "int8 (was 1.4 CPU-s), the output columns are written from numpy (no pyarrow.compute); "
-        "predict_proba is the same arithmetic as the peer's. 2x the peer needs the parse on both cores."
+        "The peer runs in this process, its imports not counted: pandas.read_csv is one C pass (1.3-1.9 CPU-s), "
+        "and its coding (np.unique of each column) most of the rest. trainer predict takes about 3.6 CPU-s "
+        "(was 3.9, same run): starting Python and importing numpy, pyarrow and SQLAlchemy and loading the "
+        "model about 1.2 on one core, then the parse (about 1.8, now in 1 MiB pieces on a thread per core), "
+        "the coding (a gather per column into int8), predict_proba (0.7, the peer's arithmetic) and the CSV "
+        "writer. The wall ratio needs free cores for the parse; on the shared machine at load 7 it says "
+        "little."
     ),
     _versus_size(SUITE_NAME): (
-        "About 250 MiB against a 97 MiB file, reading 100,000 rows at a time: about 113 MiB are the interpreter "
-        "and its imports (the same command on a 1,000-row file), the rest one chunk's parsed blocks, codes, "
-        "the predictor's gathers (rows x nodes indices) and what the allocators keep after pyarrow's reader. "
-        "Smaller chunks (--chunk-rows) lower it."
+        "About 170 MiB against a 97 MiB file (was about 250), reading 100,000 rows at a time: about 90 MiB "
+        "are the interpreter, its imports and the model, the rest one chunk's positions, codes and "
+        "probabilities, the pieces being parsed, and the predictor's gathers. Before, each chunk's columns "
+        "were slices of arrays of a million rows, which fragmented the heap chunk after chunk."
     ),
 }
 

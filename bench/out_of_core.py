@@ -65,22 +65,24 @@ BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in
         "and 46.1 s), which says nothing about two free cores."
     ),
     _versus_read(SUITE_ROWS): (
-        "Of the fit's CPU time (cProfile with a CPU clock, on the shared 2-core machine): pyarrow parsing the "
-        "text straight into dictionary-encoded columns is as much as pandas.read_csv's whole C pass (about 3.3 "
-        "CPU-s against 2.7 there, at load 8), on one thread at a time (the streaming reader converts one 1 MiB "
-        "block after another); starting Python and importing are about 1.2; publishing about 1.9 (importing "
-        "SQLAlchemy and alembic, the schema check); the fingerprint 0.5 (sha256 of the codes as int32, kept so "
-        "that fingerprints stay the same); the pairwise counts 1.3 and the CPT counts 0.6. Coding is no longer "
-        "in the way (0.5, straight into int8). Under 2x needs the parse on both cores and publishing without "
-        "its imports on the path."
+        "Of the fit's CPU time (about 3.7-3.9 CPU-s, was 4.1-4.3, same run, load 7 on the shared 2-core "
+        "machine): pyarrow parsing the text into dictionary-encoded columns about 1.8 CPU-s, as much as "
+        "pandas.read_csv's whole C pass (1.3-1.9 CPU-s); the tokenizer alone, parsing to int8, is 1.1-1.3, so "
+        "the floor of one core is pandas' own. The parse now runs in 1 MiB pieces on a thread per core "
+        "(trainer/io/delimited.py), and the store check's SQLAlchemy import (about 0.5) beside it, so on two "
+        "free cores its wall time halves; on a loaded machine the wall ratio says only how loaded it was. "
+        "The rest, on one core: starting Python and importing about 1.2 (compiled from source where "
+        "PYTHONDONTWRITEBYTECODE is set), the pairwise and CPT counts about 1.2, the fingerprint 0.25 (sha256 "
+        "of the codes as int32, kept so that fingerprints stay the same), publishing 0.3."
     ),
     _versus_size(SUITE_ROWS): (
-        "About 290 MiB against a 97 MiB file: some 110 MiB are the interpreter and its imports (numpy, pyarrow, "
-        "SQLAlchemy: trainer fit on a 1,000-row file peaks at 113-134 MiB); the read table's narrow positions "
-        "(51 MiB, int8) and the narrow code matrix (50 MiB, int8) are held together while the columns are "
-        "coded; and pyarrow's streaming reader leaves some 50 MiB with the allocators after parsing. Next: "
-        "coding in place of the positions (one matrix, not two), and reading a local file through pyarrow's "
-        "own file (no Python bytes per block)."
+        "About 210 MiB against a 97 MiB file (was 260-300): some 85 MiB are the interpreter and its imports "
+        "(numpy, pyarrow, SQLAlchemy), 51 MiB the one byte matrix the reader writes the positions into and "
+        "the codes are written over (trainer/data/columns.py, consume), about 15 MiB what the allocators keep "
+        "after the parse (pyarrow's pool is released before coding). The peak is now the pairwise counts "
+        "(trainer/stats/pairs.py): the joint codes of every group of columns, held together while the pairs "
+        "are counted, about 45 MiB at a million rows; counting them a block of rows at a time would bring "
+        "the fit under 2x."
     ),
 }
 BLOCK_ROWS = 200_000

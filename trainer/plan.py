@@ -348,8 +348,9 @@ def read(spec: TrainingSpec, source: Source, path: DataPath | None = None) -> Tr
             source, spec.class_column, spec.preprocessing(whole=False), spec.fmt, path.chunk_rows, spec.jobs, spec.dask
         )
     preprocessing = spec.preprocessing()
-    if isinstance(source, str):
-        source = read_table(source, spec.fmt, preprocessing.delimiter, preprocessing.limits)
+    if isinstance(source, str):  # read here, and handed over: coded over its positions where it can be
+        table = read_table(source, spec.fmt, preprocessing.delimiter, preprocessing.limits)
+        return from_table(table, spec.class_column, preprocessing, consume=True)
     return from_table(source, spec.class_column, preprocessing)
 
 

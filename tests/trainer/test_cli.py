@@ -441,6 +441,26 @@ def test_a_bad_store_url_is_refused_before_the_data_are_read(capsys, tmp_path):
     assert code == 1 and "store URL nosuchdb://host/x cannot be used" in err and "absent.csv" not in err
 
 
+def test_the_store_is_checked_beside_the_reading_and_refused_before_anything_else(capsys, tmp_path):
+    """The --store check (importing SQLAlchemy) runs in a thread while the data are read; its
+    refusal is the one reported, over a refusal of the data, and a good URL lets the
+    reading's own error through."""
+    from bnserve.store.errors import InvalidInput
+    from bnserve.trainer.cli.publishing import check_store_meanwhile
+    from tests.data_helpers import write
+
+    with pytest.raises(InvalidInput, match="nosuchdb://host/x cannot be used"):
+        check_store_meanwhile("nosuchdb://host/x")()
+    check_store_meanwhile(f"sqlite:///{tmp_path / 'm.db'}")()
+    bad = write(tmp_path, "a,b\n1\n")
+    code, _, err = run(capsys, "fit", "--algo", "nb", "--data", bad, "--name", "m", "--store", "nosuchdb://host/x")
+    assert code == 1 and "nosuchdb://host/x cannot be used" in err
+    code, _, err = run(
+        capsys, "fit", "--algo", "nb", "--data", bad, "--name", "m", "--store", f"sqlite:///{tmp_path}/m.db"
+    )
+    assert code == 1 and "line 2" in err and not (tmp_path / "m.db").exists()
+
+
 def test_every_flag_has_help(capsys):
     """Issue 15: --alias and --store had no help; fit's --data said it was a CSV file."""
     from bnserve.trainer.cli import build_parser

@@ -3,6 +3,7 @@ states costs a byte per row (``narrowest``), and counting narrow codes gives the
 tables counting int64 codes gives."""
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -92,3 +93,47 @@ def _reference_counts(columns, cards, weights, rows=None):
         if min(values) >= 0 and (rows is None or rows[r]):
             table[values] += 1 if weights is None else weights[r]
     return table
+
+
+ONE_MATRIX_FILES = {  # file text -> whether the features are coded over the reader's positions
+    "a,b,label\n" + "".join(f"{r % 3},x{r % 4},{'yn'[r % 2]}\n" for r in range(300)): True,
+    "a,b,label\n"
+    + "".join(f"{r % 3},x{r % 4},{'yn'[r % 2]}\n" for r in range(300))
+    + "1,x1,y": True,  # no final newline
+    "a,label,b\n" + "".join(f"{r % 3},{'yn'[r % 2]},x{r % 4}\n" for r in range(300)): False,  # the class between
+    "a,b,label\n" + "".join(f"{r % 3},{r * 0.37:.2f},{'yn'[r % 2]}\n" for r in range(300)): False,  # numeric b
+    "a,b,label\n"
+    + "".join(f"{r % 3},x{r % 4},{'yn'[r % 2] if r % 9 else ''}\n" for r in range(300)): False,  # no class
+    "a,b,label\n" + "".join(f"{r % 3},x{r % 4},{'yn'[r % 2]}\n\n" for r in range(300)): False,  # blank lines
+    "a,b,label\n" + "".join(f"{r % 3},x{r % 200},{'yn'[r % 2]}\n" for r in range(300)): False,  # 200 texts: int16
+    "a,b,label\n" + "".join(f'"{r % 3}",x{r % 4},{"yn"[r % 2]}\n' for r in range(300)): False,  # quoted
+}
+
+
+@pytest.mark.parametrize("text", ONE_MATRIX_FILES)
+def test_a_handed_over_table_is_coded_over_its_positions_and_gives_the_same_codes(tmp_path, text):
+    """A file read whole keeps one matrix: the reader writes every column's positions into
+    it, and ``columns_of(consume=True)`` writes the codes over them, when the features are
+    nominal, side by side, and every row is kept; the codes are those of a fresh matrix."""
+    from bnserve.trainer.data.columns import columns_of
+
+    path = write(tmp_path, text)
+    expected = columns_of(read_table(path), "label", Preprocessing())
+    table = read_table(path)
+    positions = table.positions
+    got = columns_of(Preprocessing().cleaned(table), "label", Preprocessing(), consume=True)
+    assert got.codes.dtype == expected.codes.dtype and np.array_equal(got.codes, expected.codes)
+    assert np.array_equal(got.y, expected.y) and got.states == expected.states
+    in_place = positions is not None and np.shares_memory(got.codes, positions)
+    assert in_place == ONE_MATRIX_FILES[text]
+    if in_place:
+        assert got.codes.flags.f_contiguous  # the learners read it as it is, with no copy
+
+
+def test_the_training_plan_hands_the_file_over(tmp_path):
+    from bnserve.trainer.plan import TrainingSpec, read
+
+    path = write(tmp_path, next(iter(ONE_MATRIX_FILES)))
+    data = read(TrainingSpec("nb"), path)
+    assert data.X.base is not None and data.X.flags.f_contiguous  # a view of the reader's matrix
+    assert np.array_equal(data.X, load(path).X)

@@ -14,12 +14,11 @@ from bnserve.trainer.cli.flags import (
     _algorithms,
     _alias_flag,
     _annotation_flags,
-    _check_store_url,
     _signing_flag,
     _store_flag,
 )
 from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
-from bnserve.trainer.cli.publishing import _check_publish_flags, _publish, import_store_meanwhile
+from bnserve.trainer.cli.publishing import _check_publish_flags, _publish, check_store_meanwhile
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, parse_size
 from bnserve.trainer.learners.registry import DEFAULT_CANDIDATES, DEFAULT_WORK_BUDGET, STREAMABLE
 from bnserve.trainer.progress import note
@@ -130,12 +129,14 @@ def _fit_and_publish(args: argparse.Namespace) -> int:
 
     spec = training_spec(args, args.algo)
     _check_publish_flags(args)
-    _check_store_url(args.store)  # before the training, which may take minutes
-    import_store_meanwhile()
-    path = usage(data_path, spec, args.data)
-    if path.note:
-        note(path.note)
-    data = read(spec, args.data, path)
+    checked = check_store_meanwhile(args.store)
+    try:
+        path = usage(data_path, spec, args.data)
+        if path.note:
+            note(path.note)
+        data = read(spec, args.data, path)
+    finally:
+        checked()  # a store URL that cannot be used is refused first, and before the training
     _summarize(args, data)  # the data as the training reads them (auto: cut as auto cuts them)
     return _publish(args, learn(spec, data))
 

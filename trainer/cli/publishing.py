@@ -4,14 +4,15 @@ checked before any work."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import threading
+from collections.abc import Callable
 
 from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags
 from bnserve.trainer.cli.flags import (
     UsageError,
     _check_flag,
+    _check_store_url,
     _open_store,
 )
 from bnserve.trainer.cli.learning import _describe
@@ -35,17 +36,29 @@ def _check_publish_flags(args: argparse.Namespace) -> None:
         args.signer = SigningKey.read(args.signing_key)  # KeyFileError naming the file: exit 1
 
 
-def import_store_meanwhile() -> None:
-    """Import SQLAlchemy (about 0.5 s, most of opening the store) in a background thread while
-    the model is learned, so that publishing at the end waits for it less. Only the
-    third-party package: the trainer imports none of it, so the two threads never wait on
-    each other's modules."""
+def check_store_meanwhile(store: str | None) -> Callable[[], None]:
+    """Check the --store URL (``_check_store_url``: mostly importing SQLAlchemy, about 0.5 s
+    of one core) in a background thread while the data are read, on the cores the parse
+    leaves; the function returned waits for it and raises what it raised. Called before the
+    training, and before any error of the reading is reported, a URL that cannot be used is
+    refused as if it were checked first."""
+    failed: list[BaseException] = []
 
     def run() -> None:
-        with contextlib.suppress(ImportError):  # the store's own import says what is missing
-            import sqlalchemy.orm  # noqa: F401
+        try:
+            _check_store_url(store)
+        except BaseException as exc:  # raised in the main thread by ``checked``
+            failed.append(exc)
 
-    threading.Thread(target=run, name="importing sqlalchemy", daemon=True).start()
+    thread = threading.Thread(target=run, name="checking the store", daemon=True)
+    thread.start()
+
+    def checked() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return checked
 
 
 def _publish(args: argparse.Namespace, model: Model) -> int:

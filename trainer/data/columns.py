@@ -72,10 +72,17 @@ class Columns:
         return replace(self, codes=self.codes[rows], numbers=self.numbers[rows], y=self.y[rows], n_rows_dropped=0)
 
 
-def columns_of(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> Columns:
+def columns_of(
+    table: RawTable, class_column: str | None, preprocessing: Preprocessing, consume: bool = False
+) -> Columns:
     """Type every column and code the nominal ones (states: the declared domain, else the
     distinct labels in ``state_order``). The class is nominal; rows without a class are dropped.
-    Column by column, on each column's distinct texts (``TextColumn``), not cell by cell."""
+    Column by column, on each column's distinct texts (``TextColumn``), not cell by cell.
+
+    ``consume``: the table is handed over, never to be read again: when its features are
+    nominal, every row is kept and their positions lie side by side in the reader's matrix
+    (``RawTable.positions``), each column's codes are written over its positions, so the file
+    is held once (a million rows of 50 columns: 50 MB, not 100)."""
     src = table.source
     class_index, feature_indices = check_columns(src, table.header, class_column, preprocessing)
     class_column = table.header[class_index]
@@ -123,7 +130,10 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         states.append(column_states)
     # Pass 2, one gather per row and column, straight into the matrices.
     widest = max((len(s) for s in states if s is not None), default=0)
-    codes = np.full((rows, len(typed)), MISSING, dtype=narrowest(widest), order="F")  # written, and read, by column
+    in_place = consume and None not in states and rows == table.n_rows
+    codes = _over_positions(table, feature_indices, narrowest(widest)) if in_place else None
+    if codes is None:
+        codes = np.full((rows, len(typed)), MISSING, dtype=narrowest(widest), order="F")  # written, and read, by column
     numbers_array = np.empty((rows, states.count(None)), order="F")
     k = 0
     for out, ((column, per_label), kind) in enumerate(zip(typed, states)):
@@ -142,6 +152,21 @@ def columns_of(table: RawTable, class_column: str | None, preprocessing: Preproc
         y.astype(np.int64),
         int(np.count_nonzero(~keep)),
     )
+
+
+def _over_positions(table: RawTable, features: Sequence[int], dtype: np.dtype) -> np.ndarray | None:
+    """The features' columns of the reader's matrix, as the matrix of their codes to be written
+    over their positions (``np.take`` reads the int8 positions as a copy of intp indices,
+    so writing over them is safe), when they are its adjacent columns and the codes are of
+    its type; else None."""
+    positions = table.positions
+    if positions is None or positions.dtype != dtype or positions.shape[0] != table.n_rows:
+        return None
+    first = features[0]
+    if list(features) != list(range(first, first + len(features))) or not all(map(table.positions_of, features)):
+        return None
+    codes = positions[:, first : first + len(features)]
+    return codes if codes.flags.f_contiguous else None
 
 
 def check_columns(

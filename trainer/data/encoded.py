@@ -118,17 +118,19 @@ def load(
     """Read ``source``, type its columns, and learn the preprocessing from all its rows
     (weighted by the column ``preprocessing.weight`` names, if any)."""
     preprocessing = preprocessing or Preprocessing()
-    return from_table(
-        read_table(source, fmt, preprocessing.delimiter, preprocessing.limits), class_column, preprocessing
-    )
+    table = read_table(source, fmt, preprocessing.delimiter, preprocessing.limits)
+    return from_table(table, class_column, preprocessing, consume=True)
 
 
-def from_table(table: RawTable, class_column: str | None, preprocessing: Preprocessing) -> EncodedData:
+def from_table(
+    table: RawTable, class_column: str | None, preprocessing: Preprocessing, consume: bool = False
+) -> EncodedData:
     """``load`` of a table already read (a file's, or a data frame's): cleaned, typed, coded,
-    weighted by the column ``preprocessing.weight`` names, if any."""
+    weighted by the column ``preprocessing.weight`` names, if any. ``consume``: the caller
+    hands the table over and never reads it again (``columns_of`` may code over it)."""
     table = preprocessing.cleaned(table)
     if preprocessing.weight is None:
-        return prepare(columns_of(table, class_column, preprocessing), preprocessing)
+        return prepare(columns_of(table, class_column, preprocessing, consume), preprocessing)
     return prepare_weighted(
         table, class_column, preprocessing, weight_column(table, preprocessing.weight, class_column)
     )

@@ -56,15 +56,14 @@ class RowDigests:
         return self
 
     def _close(self, block: int) -> None:
-        X = np.concatenate([x for x, _ in self._current]).astype("<i4", copy=False)
-        y = np.concatenate([y for _, y in self._current]).astype("<i8", copy=False)
-        self._current = []
+        pieces, self._current = self._current, []
         began_here = block * BLOCK_ROWS >= self.start
         finished = (self.start + self.rows) % BLOCK_ROWS == 0
         if began_here and finished:
-            self.whole[block] = (_sha256(X), _sha256(y))
+            self.whole[block] = (_sha256(*(x for x, _ in pieces)), _sha256(*(y for _, y in pieces)))
         else:
-            self.fragments[block] = (X, y)
+            X = np.concatenate([x for x, _ in pieces]).astype("<i4", copy=False)
+            self.fragments[block] = (X, np.concatenate([y for _, y in pieces]).astype("<i8", copy=False))
 
 
 def combine(parts: Sequence[RowDigests]) -> list[tuple[bytes, bytes]]:
@@ -123,5 +122,16 @@ def weighted(digest: str, n_rows: int, blocks: Sequence[tuple[bytes, bytes]]) ->
     return h.hexdigest()
 
 
-def _sha256(rows: np.ndarray) -> bytes:
-    return hashlib.sha256(np.ascontiguousarray(rows).data).digest()
+HASH_ROWS = 4096  # rows converted at a time for hashing: a few hundred KiB, not a copy of the block
+
+
+def _sha256(*pieces: np.ndarray) -> bytes:
+    """sha256 of the rows of ``pieces`` in order, as row-major bytes of X's int32 or y's int64
+    (the fingerprint's types): converted ``HASH_ROWS`` at a time, the same digest as of one
+    converted copy of the block (13 MB for 50 columns), without it."""
+    h = hashlib.sha256()
+    for rows in pieces:
+        dtype = "<i4" if rows.ndim == 2 else "<i8"
+        for start in range(0, rows.shape[0], HASH_ROWS):
+            h.update(np.ascontiguousarray(rows[start : start + HASH_ROWS], dtype=dtype).data)
+    return h.digest()

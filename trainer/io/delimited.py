@@ -1,11 +1,12 @@
 """CSV and TSV: a header row, standard quoting, UTF-8 (a BOM is fine), blank lines skipped;
 the whole file as one ``RawTable``, or in tables of a few rows at a time (``--chunk-rows``).
 
-A file is parsed by pyarrow's streaming CSV reader, a block at a time, straight into
-dictionary-encoded columns (each distinct text once, a position per cell in the narrowest
-integer type: a byte for a column of few values; no string, no Python object per cell;
-``TextColumnBuilder``). Python's ``csv``
-module is the reference: a file pyarrow refuses is read again by it, so a malformed file
+A file is parsed by pyarrow straight into dictionary-encoded columns (each distinct text
+once, a position per cell in the narrowest integer type: a byte for a column of few values;
+no string, no Python object per cell; ``TextColumnBuilder``): a local file without a quote
+character in pieces of ``PIECE_BYTES`` on a pool of threads, one per core (at most four)
+(``_parsed_pieces``); any other file by the streaming reader, a block at a time. Python's
+``csv`` module is the reference: a file pyarrow refuses is read again by it, so a malformed file
 gets the same error (naming its line) as before; and the rows' line numbers, which only
 error messages need, are counted by it when first asked for. Both parsers give the same
 texts for every file both accept (``tests/trainer/test_readers.py``).
@@ -13,11 +14,13 @@ texts for every file both accept (``tests/trainer/test_readers.py``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from typing import IO, Any
@@ -29,7 +32,7 @@ import pyarrow.csv as pa_csv
 from bnserve.store.errors import InvalidInput
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
-from bnserve.trainer.io.table import RawTable, TextColumnBuilder, cells_array, check_header
+from bnserve.trainer.io.table import RawTable, TextColumnBuilder, cells_array, check_header, position_matrix
 
 
 def read_delimited(
@@ -51,7 +54,9 @@ def delimited_chunks(
     ``csv`` reads on from the row reached (and raises, naming the line, if the file is bad)."""
     header = read_header(source, delimiter, limits)
     sent = 0
-    for table in _arrow_chunks(source, delimiter, header, chunk_rows, quoted=may_quote(source), limits=limits):
+    quoted = may_quote(source)
+    pieces = None if quoted else byte_pieces(source)
+    for table in _arrow_chunks(source, delimiter, header, chunk_rows, quoted=quoted, limits=limits, pieces=pieces):
         if table is None:  # pyarrow refused what follows
             yield from _csv_chunks(source, delimiter, chunk_rows, skip=sent, first=sent == 0, limits=limits)
             return
@@ -146,7 +151,24 @@ def _arrow_table(
     """The whole file parsed by pyarrow, every column dictionary-encoded; None where pyarrow
     refuses it or reads another header than ``csv``'s (Python's ``csv`` then decides)."""
     opener = partial(open_binary, source, counted, limits)
-    return next(_arrow_chunks(source, delimiter, header, None, opener, quoted=may_quote(source), limits=limits))
+    rows = unquoted_rows(source)
+    pieces = None if rows is None else byte_pieces(source)
+    table = next(
+        _arrow_chunks(
+            source,
+            delimiter,
+            header,
+            None,
+            opener,
+            quoted=rows is None,
+            limits=limits,
+            pieces=pieces,
+            counted=counted,
+            rows_at_most=rows,
+        )
+    )
+    pa.default_memory_pool().release_unused()  # what the parse freed, back to the system before coding
+    return table
 
 
 def _arrow_chunks(
@@ -158,6 +180,9 @@ def _arrow_chunks(
     whole_file: bool = True,
     quoted: bool = True,
     limits: ReadLimits = DEFAULT_READ_LIMITS,
+    pieces: list[tuple[int, int]] | None = None,
+    counted: ByteCounter | None = None,
+    rows_at_most: int | None = None,
 ) -> Iterator[RawTable | None]:
     """Tables of ``chunk_rows`` rows (None: one table of every row) from pyarrow's streaming
     reader over ``opener()`` (the file), then a None if it stopped on something before the
@@ -165,19 +190,32 @@ def _arrow_chunks(
     chunk's ``TextColumnBuilder``s, so no string per cell is held, only a narrow position
     per cell. ``quoted``: the file may hold a quote, so a line end may be inside a field
     (when it holds none, pyarrow splits rows at every line end, faster). Their lines are
-    counted by ``csv`` when asked for, if the rows are the ``whole_file``'s."""
+    counted by ``csv`` when asked for, if the rows are the ``whole_file``'s. ``pieces``: the
+    file's byte ranges (``byte_pieces``), parsed on every core instead (``_parsed_pieces``).
+    ``rows_at_most``: with one table of every row, the most rows the file holds: the
+    positions are then written into one ``position_matrix`` of that many rows (the table's
+    ``positions`` when it holds that many)."""
     header = list(header)
     start = held = 0
-    builders = [TextColumnBuilder() for _ in header]
+    matrix = None if chunk_rows is not None or rows_at_most is None else position_matrix(rows_at_most, len(header))
+    builders = [TextColumnBuilder(chunk_rows, None if matrix is None else matrix[:, j]) for j in range(len(header))]
     try:
-        with (opener or (lambda: open_binary(source, limits=limits)))() as raw:
-            batches = pa_csv.open_csv(
-                raw,
-                read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
-                parse_options=_parse_options(delimiter, quoted),
-                convert_options=_as_text(header),
-            )
-            if batches.schema.names != header:
+        with contextlib.ExitStack() as stack:
+            if pieces is None:
+                raw = stack.enter_context((opener or (lambda: open_binary(source, limits=limits)))())
+                batches: Iterator[pa.RecordBatch] = pa_csv.open_csv(
+                    raw,
+                    read_options=pa_csv.ReadOptions(block_size=BLOCK_BYTES),
+                    parse_options=_parse_options(delimiter, quoted),
+                    convert_options=_as_text(header),
+                )
+                names = batches.schema.names  # type: ignore[attr-defined]
+            else:
+                tables = stack.enter_context(_parsed_pieces(source, delimiter, header, pieces, counted))
+                first = next(tables)
+                names = first.schema.names  # the first piece's header, as pyarrow read it
+                batches = (batch for table in itertools.chain([first], tables) for batch in table.to_batches())
+            if names != header:
                 yield None
                 return
             for batch in batches:
@@ -197,10 +235,95 @@ def _arrow_chunks(
         yield None
         return
     if held or not start:
-        yield _built(source, header, builders, held, _lines(source, delimiter, start, whole_file, limits))
+        whole = matrix if matrix is not None and matrix.shape[0] == held else None
+        yield _built(source, header, builders, held, _lines(source, delimiter, start, whole_file, limits), whole)
 
 
 BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of this size
+PIECE_BYTES = 1 << 20  # a local file without quotes is parsed in pieces of about this size, on every core
+
+
+def byte_pieces(source: str) -> list[tuple[int, int]] | None:
+    """The whole file as byte ranges [start, end) of about ``PIECE_BYTES``, each ending at a
+    line end (the first holds the header line), for ``_parsed_pieces``; None unless it is a
+    local file, not gzipped (the caller knows it holds no quote: a line end ends a row)."""
+    if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or is_url(source):
+        return None
+    piece_bytes = PIECE_BYTES
+    try:
+        with open(source, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            cuts = [0]
+            while cuts[-1] + piece_bytes < size:
+                f.seek(cuts[-1] + piece_bytes)
+                rest = f.readline()  # to the end of the line holding that byte
+                if not rest.endswith(b"\n"):
+                    break
+                cuts.append(f.tell())
+            cuts.append(size)
+    except OSError:  # not a regular file: read it in order
+        return None
+    return [(a, b) for a, b in itertools.pairwise(cuts) if b > a] or None
+
+
+PARSE_THREADS = 4  # at most: past a few, this thread's adding the pieces to the columns is the bound
+
+
+def _parse_workers() -> int:
+    """A thread per core this process may run on, at most ``PARSE_THREADS`` (two pieces each
+    in flight: a few MiB, on a machine of many cores too)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, PARSE_THREADS)
+
+
+@contextmanager
+def _parsed_pieces(
+    source: str,
+    delimiter: str,
+    header: Sequence[str],
+    pieces: Sequence[tuple[int, int]],
+    counted: ByteCounter | None = None,
+) -> Iterator[Iterator[pa.Table]]:
+    """The file's ``pieces`` as tables, in order, each parsed by pyarrow in a thread of a pool
+    of one per core (``_parse_workers``; the parse releases the GIL, so it runs on every core
+    while this thread adds each table to its columns). At most two pieces a thread are in flight, so what is
+    held beside the columns stays a few MiB. The first piece's table has the header as
+    pyarrow read it; the others are given its names. ``counted``: told each piece's bytes."""
+    workers = _parse_workers()
+
+    def parse(i: int) -> pa.Table:
+        start, end = pieces[i]
+        with open(source, "rb") as f:
+            f.seek(start)
+            data = f.read(end - start)
+        read = pa_csv.ReadOptions(block_size=max(len(data), 1), use_threads=False)
+        if i:
+            read.column_names = list(header)
+        table = pa_csv.read_csv(
+            pa.BufferReader(data),
+            read_options=read,
+            parse_options=_parse_options(delimiter, quoted=False),
+            convert_options=_as_text(list(header), check_utf8=False),
+        )
+        for column in table.columns:  # every cell's text is in its chunk's dictionary: UTF-8 checked there
+            for chunk in column.chunks:
+                chunk.dictionary.validate(full=True)  # ArrowInvalid where not: csv then names the error
+        return table
+
+    def tables(pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
+        ahead: list[Future[pa.Table]] = []
+        for i in range(len(pieces)):
+            while len(ahead) < 2 * workers and i + len(ahead) < len(pieces):
+                ahead.append(pool.submit(parse, i + len(ahead)))
+            yield ahead.pop(0).result()
+            if counted is not None:
+                counted(pieces[i][1] - pieces[i][0])
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="parsing") as pool:
+        try:
+            yield tables(pool)
+        finally:
+            pool.shutdown(cancel_futures=True)
 
 
 def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | None:
@@ -294,10 +417,13 @@ def _parse_options(delimiter: str, quoted: bool = True) -> pa_csv.ParseOptions:
     return pa_csv.ParseOptions(delimiter=delimiter, newlines_in_values=quoted)
 
 
-def _as_text(header: list[str]) -> pa_csv.ConvertOptions:
-    """Every column as dictionary-encoded text ("" a text, not null)."""
+def _as_text(header: list[str], check_utf8: bool = True) -> pa_csv.ConvertOptions:
+    """Every column as dictionary-encoded text ("" a text, not null). ``check_utf8``: False
+    when the caller checks the few distinct texts instead of every cell (10% of the parse)."""
     text = pa.dictionary(pa.int32(), pa.string())
-    return pa_csv.ConvertOptions(column_types=dict.fromkeys(header, text), strings_can_be_null=False)
+    return pa_csv.ConvertOptions(
+        column_types=dict.fromkeys(header, text), strings_can_be_null=False, check_utf8=check_utf8
+    )
 
 
 QUOTE_SCAN_BYTES = 1 << 30  # a larger file is taken to hold quotes: the scan would read it from disk
@@ -307,20 +433,42 @@ def may_quote(source: str) -> bool:
     """Whether the file may hold a quote character: False only for a local, uncompressed file
     of at most ``QUOTE_SCAN_BYTES`` seen to hold none (one pass of ``bytes.find`` over it,
     a few hundredths of a second for 100 MB in the page cache, where it is about to be parsed)."""
+    return unquoted_rows(source, count=False) is None
+
+
+def unquoted_rows(source: str, count: bool = True) -> int | None:
+    """For a file ``may_quote`` finds no quote in, the most data rows it can hold (its lines
+    after the header: exact unless some are blank) when ``count``, else 0; None for any
+    other file. One pass over the file, in blocks already in memory for the quote scan."""
     if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or is_url(source):
-        return True
+        return None
     try:
         with open(source, "rb") as f:
-            return os.fstat(f.fileno()).st_size > QUOTE_SCAN_BYTES or _has_quote(f)
+            if os.fstat(f.fileno()).st_size > QUOTE_SCAN_BYTES:
+                return None
+            lines, last = 0, b"\n"
+            while block := f.read(1 << 20):
+                if b'"' in block:
+                    return None
+                lines += block.count(b"\n") if count else 0
+                last = block[-1:]
     except OSError:
-        return True
+        return None
+    return max(lines + (last != b"\n") - 1, 0) if count else 0
 
 
 def _built(
-    source: str, header: list[str], builders: Sequence[TextColumnBuilder], n: int, lines: Callable[[int], np.ndarray]
+    source: str,
+    header: list[str],
+    builders: Sequence[TextColumnBuilder],
+    n: int,
+    lines: Callable[[int], np.ndarray],
+    positions: np.ndarray | None = None,
 ) -> RawTable:
-    """The rows held by ``builders`` as a ``RawTable`` (the builders are emptied); ``lines(n)``: the lines of its ``n`` rows."""
-    return RawTable(source, tuple(header), tuple(b.column() for b in builders), lambda: lines(n))
+    """The rows held by ``builders`` as a ``RawTable`` (the builders are emptied); ``lines(n)``:
+    the lines of its ``n`` rows; ``positions``: the matrix the builders wrote into."""
+    columns = tuple(b.column() for b in builders)
+    return RawTable(source, tuple(header), columns, lambda: lines(n), positions=positions)
 
 
 def _lines(

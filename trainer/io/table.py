@@ -93,6 +93,9 @@ class RawTable:
     Parquet, the row number + 1, as if there were a header line). A reader that does not
     track lines as it goes passes a function that finds them (asked only for an error message).
     ``declared`` is empty, or per column the type the file declares (None: undeclared).
+    ``positions``: when the reader wrote the columns' positions into one (rows, columns)
+    column-major matrix, that matrix (a column whose ``index`` is its column of it may be
+    coded in place: ``columns_of``'s ``consume``).
     """
 
     source: str
@@ -100,6 +103,18 @@ class RawTable:
     columns: tuple[TextColumn, ...]
     line_numbers: np.ndarray | Callable[[], np.ndarray]
     declared: tuple[Declared | None, ...] = field(default=())
+    positions: np.ndarray | None = field(default=None, repr=False)
+
+    def positions_of(self, j: int) -> bool:
+        """Whether column ``j``'s positions are column ``j`` of ``positions``."""
+        index = self.columns[j].index
+        return (
+            self.positions is not None
+            and index.dtype == self.positions.dtype
+            and index.shape == self.positions.shape[:1]
+            and index.__array_interface__["data"] == self.positions[:, j].__array_interface__["data"]
+            and index.strides == self.positions[:, j].strides
+        )
 
     @property
     def n_rows(self) -> int:
@@ -127,9 +142,8 @@ class RawTable:
             return "" if text in na_values else text
 
         columns = tuple(column.mapped(clean) for column in self.columns)
-        return RawTable(
-            self.source, trimmed_header(self.source, self.header, trim), columns, self.line_numbers, self.declared
-        )
+        header = trimmed_header(self.source, self.header, trim)
+        return RawTable(self.source, header, columns, self.line_numbers, self.declared, self.positions)
 
     @classmethod
     def of_cells(
@@ -158,6 +172,13 @@ def dictionary_encoded(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
 SLAB_ROWS = 1 << 20  # rows per array a ``TextColumnBuilder`` fills: one for a file of a million rows
 
 
+def position_matrix(rows: int, columns: int) -> np.ndarray:
+    """A (rows, columns) int8 matrix, column-major, that a whole file's ``TextColumnBuilder``s
+    write their positions into (``into``), so that the codes can be written over them:
+    one matrix for the file, not positions and codes beside them."""
+    return np.empty((rows, columns), dtype=np.int8, order="F")
+
+
 class TextColumnBuilder:
     """One column of text read in pieces (dictionary-encoded Arrow arrays: pyarrow's CSV
     reader parses straight to them), as one ``TextColumn``: each piece's few distinct texts
@@ -167,10 +188,12 @@ class TextColumnBuilder:
     string per cell is held, no int32 index beside the narrow one, and no small array per
     piece is left behind to fragment the heap."""
 
-    def __init__(self, rows: int | None = None) -> None:
+    def __init__(self, rows: int | None = None, into: np.ndarray | None = None) -> None:
+        """``into``: the first slab, a column of the reader's ``position_matrix`` (the rows it
+        holds, then slabs of ``rows``, if the file has more or a column more than 127 texts)."""
         self._position: dict[str, int] = {}
         self._slab_rows = min(rows or SLAB_ROWS, SLAB_ROWS)
-        self._slabs: list[np.ndarray] = []
+        self._slabs: list[np.ndarray] = [] if into is None else [into]
         self._filled = 0  # rows written into the last slab
 
     def add(self, piece: pa.DictionaryArray) -> None:
