@@ -15,6 +15,7 @@ from bnserve.store.db.model_store import LOAD_CHUNK
 from bnserve.store.db.rows import model_to_rows
 from bnserve.store.db.tables import SqlCpt, SqlModel, SqlModelVersion
 from bnserve.store.errors import IntegrityError, InvalidModel, NotFound
+from bnserve.store.predictor import compile_model
 from bnserve.store.signing import KeyRing, SigningKey, generate
 from tests.model_factory import random_model
 from tests.store.test_round_trip import assert_same_model
@@ -199,3 +200,20 @@ def test_a_version_mixing_float_types_and_a_big_endian_cpt_round_trips_in_a_bulk
     assert_same_model(many[keys[0]].model, mixed)
     assert_same_model(many[keys[1]].model, plain)
     assert many[keys[0]].model.networks[0].nodes[1].cpt.dtype == np.float32
+
+
+def test_versions_of_one_bulk_read_compile_to_features_that_share_their_lookups(model_store):
+    """The features a compiled model reads requests with (each Variable with its model's
+    missing markers) are shared by the versions that share their Variables, with the label
+    lookups built from them once, not once a version."""
+    rng = np.random.default_rng(7)
+    keys = []
+    for name in ("a", "b"):
+        model = random_model(rng, cardinalities=(2, 2))
+        model = dataclasses.replace(model, metadata={**model.metadata, "preprocessing": {"na_values": ["NA", "?"]}})
+        keys.append((name, model_store.publish(name, model)))
+    loaded = model_store.load_many(keys)
+    a, b = (compile_model(loaded[key].model) for key in keys)
+    assert a.features == b.features and all(x is y for x, y in zip(a.features, b.features))
+    assert all(v.markers == {"NA", "?"} and v.code_of("NA") == v.missing_code for v in a.features)
+    assert a.features[0].label_codes() is b.features[0].label_codes()
