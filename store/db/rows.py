@@ -130,6 +130,7 @@ class Decoder:
     def __init__(self) -> None:
         self._texts: dict[str, Any] = {}
         self._variables: dict[tuple[Any, ...], Variable] = {}
+        self._sizes: dict[str, int] = {}
 
     def json(self, text: str) -> Any:
         """``json.loads(text)``, lists as tuples, once per distinct text (read only: shared)."""
@@ -140,6 +141,16 @@ class Decoder:
                 value = tuple(value)
             self._texts[text] = value
         return value
+
+    def float64_bytes(self, shape_json: str) -> int:
+        """The bytes of a float64 CPT of the shape ``shape_json`` names, when it names one as
+        a publish writes it (non-negative whole numbers); else -1, which no blob's length is."""
+        size = self._sizes.get(shape_json)
+        if size is None:
+            shape = self.json(shape_json)
+            whole = type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape)
+            size = self._sizes[shape_json] = math.prod(shape) * CPT_DTYPE.itemsize if whole else -1
+        return size
 
     def variable(self, row: Values) -> Variable:
         """The Variable of a row of ``VARIABLE_COLUMNS`` (after the key)."""
@@ -159,6 +170,7 @@ class Decoder:
 
 
 _UNSEEN = object()
+_F8 = CPT_DTYPE.str  # the dtype a publish stores every float64 CPT as
 
 
 def rows_to_model(
@@ -218,18 +230,22 @@ def _rebuild(
             networks.append([])
         if network != len(networks) - 1 or node_position != len(networks[-1]):
             raise IntegrityError(f"{where}: node {node!r} is out of place in network {network}")
-        what = f"{where}: CPT of node {node!r} in network {network}"
         if _sha256(data) != sha256:
-            raise IntegrityError(f"{what} fails its sha256 check; the stored bytes were altered")
+            raise IntegrityError(
+                f"{where}: CPT of node {node!r} in network {network} fails its sha256 check; "
+                "the stored bytes were altered"
+            )
         shape = decoder.json(shape_json)
-        if dtype == CPT_DTYPE.str and _is_shape(shape) and len(data) == math.prod(shape) * CPT_DTYPE.itemsize:
-            blobs.append((node, CPT_DTYPE.str, shape, data))  # what array_to_blob gives of its array
+        if dtype == _F8 and len(data) == decoder.float64_bytes(shape_json):
+            blobs.append((node, _F8, shape, data))  # what array_to_blob gives of its array
             arrays.append(None)
         else:
             try:
                 cpt = blob_to_array(dtype, shape, data)
             except InvalidModel as exc:
-                raise IntegrityError(f"{what} cannot be decoded: {exc.message}") from None
+                raise IntegrityError(
+                    f"{where}: CPT of node {node!r} in network {network} cannot be decoded: {exc.message}"
+                ) from None
             blobs.append((node, *array_to_blob(cpt)))
             arrays.append(cpt)
         networks[-1].append((node, tuple(parents.pop((network, node), ()))))
@@ -258,11 +274,6 @@ def _rebuild(
         metadata=json.loads(header.metadata_json),
     )
     return model, blobs
-
-
-def _is_shape(shape: Any) -> bool:
-    """A shape as a publish writes it: a tuple of non-negative whole numbers."""
-    return type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape)
 
 
 def _sha256(data: bytes) -> str:

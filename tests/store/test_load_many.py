@@ -5,6 +5,7 @@ SQLite and PostgreSQL; tampering is done by writing the tables directly."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -217,3 +218,17 @@ def test_versions_of_one_bulk_read_compile_to_features_that_share_their_lookups(
     assert a.features == b.features and all(x is y for x, y in zip(a.features, b.features))
     assert all(v.markers == {"NA", "?"} and v.code_of("NA") == v.missing_code for v in a.features)
     assert a.features[0].label_codes() is b.features[0].label_codes()
+
+
+def test_a_bulk_read_decodes_each_distinct_json_text_once(model_store, monkeypatch):
+    """States, cuts and shapes repeat across versions of a few schemas: decoded once each,
+    and only the header's params and metadata once per version."""
+    rng = np.random.default_rng(8)
+    keys = [(f"s{i}", model_store.publish(f"s{i}", random_model(rng, cardinalities=(3, 3)))) for i in range(12)]
+    texts: list[str] = []
+    loads = json.loads
+    monkeypatch.setattr("bnserve.store.db.rows.json.loads", lambda text: texts.append(text) or loads(text))
+    loaded = model_store.load_many(keys)
+    assert all(not isinstance(v, Exception) for v in loaded.values())
+    repeated = [t for t in texts if texts.count(t) > 1 and not t.startswith("{")]
+    assert not repeated and len(texts) < 2 * len(keys) + 40
