@@ -64,15 +64,18 @@ def start_measurement(models: int, how: str) -> str:
 
 
 START_BOUNDS = (
-    "Checking every version a start holds, which each load keeps doing. The versions are now read in one "
-    "bulk read (ModelStore.load_many: six selects per 400 versions, where a load each made nine selects and "
-    "built about 130 ORM objects per version): on 2026-11-27, the servers of cf2dc8f and 3a86877 started in "
-    "turn three times on one store, start to SERVING went from 8.3 s (8.2x one model's) to 5.0 s (4.4x) eager, "
-    "and from 7.8 s (7.7x) to 4.0 s (3.6x) with --compile lazy. What is left, in CPU seconds for the 1,001 "
-    "versions (ModelRepository.refresh in process): the selects and their rows 0.4-0.7; rebuilding each "
-    "model from its rows, with the sha256 of each of its CPT blobs and the model's checksum, 0.8-1.0; the "
-    "model contract's validate() 0.6; compiling 1.0 (eager only). That is about 2 ms of Python per version "
-    "of some 34 nodes, where 2x one model's start (about 1 s) leaves 1 ms per version for all of it."
+    "Checking every version a start holds, which each load keeps doing. The versions are read in one bulk "
+    "read (ModelStore.load_many: six selects per 400 versions), rebuilt from plain tuples with what versions "
+    "repeat (state lists, shapes, variables) decoded once, each version's CPT bytes copied once and hashed as "
+    "stored, validate() checking all of a model's CPT values in a few numpy calls, and compiling leaving the "
+    "missing-value structures to the first row that needs them. On 2026-11-27, servers of fe3c720 and of "
+    "this change started in turn three times on one store of 1,001 models (server CPU s at SERVING, "
+    "/proc): eager 3.94 -> 2.33 (one model 0.56), --compile lazy 2.94 -> 1.86; ModelRepository.refresh in "
+    "process, 1,002 versions: eager 3.39 -> 1.81, lazy 2.33 -> 1.21, load_many 2.07 -> 1.00. What is left, "
+    "in CPU s for the 1,002 versions: SQLite's own reading of the ~150,000 rows 0.23 and SQLAlchemy's "
+    "handling of them 0.17; rebuilding the models with a sha256 per CPT 0.21; the model checksum 0.11; "
+    "validate() 0.18; the per-model Prometheus series about 0.2; compiling 0.45 (eager only). That is about "
+    "1.2-1.8 ms of Python per version of some 34 nodes, where 2x one model's start leaves about 0.6 ms."
 )
 BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
     start_measurement(MODELS, how): START_BOUNDS for how in ("eager", "--compile lazy")
