@@ -43,7 +43,7 @@ from bnserve.store.predictor.elimination import (
     unique_rows,
 )
 from bnserve.store.predictor.gather import LogGather
-from bnserve.store.predictor.plans import PlanCache
+from bnserve.store.predictor.plans import PlanCache, PlanNotReady, builds_allowed
 
 _NETWORK_KEYS = itertools.count()  # a compiled network's key in a PlanCache that many models share
 DENSE_DESCENDANTS = 1024  # features: up to this many a network keeps its descendant relation dense (4 MiB at most)
@@ -155,6 +155,8 @@ class CompiledNetwork:
         its compile here."""
         if not self._dense:
             return None
+        if not builds_allowed():  # the event loop: O(features x arcs) is work for the pool
+            raise PlanNotReady((self._key, "descendants"))
         below = descendant_matrix(len(self.feature_names), self._arc_parents, self._arc_starts, self._arc_children)
         return below.T.astype(np.float32)
 

@@ -186,3 +186,26 @@ def test_the_descendant_relation_is_built_by_the_first_missing_value_not_at_comp
     assert len(built) == len(compiled.networks)
     assert [net.nbytes for net in compiled.networks] == before[1] and compiled.nbytes == before[0]
     assert all(net._below_t.nbytes == 4 * len(net.feature_names) ** 2 for net in compiled.networks)
+
+
+def test_the_descendant_relation_is_not_built_on_the_event_loop():
+    """A row whose missing features are all barren needs no plan, only the descendant
+    relation: under ``cached_plans_only`` (the server's event loop) its first build, work in
+    the features times the arcs, is handed to the pool as a plan is; then answered inline."""
+    from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
+
+    model = kdb_model(np.random.default_rng(12), n_features=8, states=3, k=2)
+    compiled = compile_model(model)
+    net = compiled.networks[0]
+    parents = {p for n in model.networks[0].nodes for p in n.parents}
+    leaf = next(i for i, v in enumerate(model.features) if v.name not in parents)  # barren when missing
+    codes = np.array([[1] * len(model.features)])
+    codes[0, leaf] = -1
+    with cached_plans_only(), pytest.raises(PlanNotReady):
+        compiled.predict_proba(codes)
+    assert "_below_t" not in vars(net)
+    built = compiled.predict_proba(codes)
+    with cached_plans_only():
+        inline = compiled.predict_proba(codes)
+    assert np.array_equal(inline, built) and "_below_t" in vars(net)
+    assert np.allclose(inline, reference_proba(model, codes), atol=TOL)
