@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import CursorResult, Engine, Row, delete, func, insert, select, tuple_, update
@@ -27,7 +29,16 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bnserve.store.db.engine import create_store_engine, writer
 from bnserve.store.db.failures import RACE, first_line, kind_of, translate
-from bnserve.store.db.rows import check_value_sizes, model_to_rows, rows_to_model
+from bnserve.store.db.rows import (
+    ARC_COLUMNS,
+    CPT_COLUMNS,
+    VARIABLE_COLUMNS,
+    Decoder,
+    Values,
+    check_value_sizes,
+    model_to_rows,
+    rows_to_model,
+)
 from bnserve.store.db.schema import UPGRADE_COMMAND, check_schema
 from bnserve.store.db.tables import (
     SqlArc,
@@ -67,7 +78,7 @@ CHANGED_MODELS_BY_ID = 500  # a poll reads the rows of up to this many changed m
 LOAD_CHUNK = 400  # versions per select of load_many: 800 values bound, under SQLite's oldest limit (999)
 
 VersionKey = tuple[str, int]  # (model name, version)
-RowsByVersion = dict[tuple[int, int], list[Row[Any]]]  # (model id, version) -> its rows
+RowsByVersion = dict[tuple[int, int], list[Values]]  # (model id, version) -> its rows
 
 T = TypeVar("T")
 
@@ -367,7 +378,7 @@ class ModelStore:
         version, alias = check_selector(name, version, alias)
         with self._transaction(f"loading model {name!r}") as session:
             number = _resolve(session, name, version, alias)[1]
-            read = self._read(session, [(name, number)])[(name, number)]
+            read = self._read(session, [(name, number)], Decoder())[(name, number)]
         loaded = _validated(read)
         if isinstance(loaded, Exception):
             raise loaded
@@ -383,9 +394,10 @@ class ModelStore:
         """
         wanted = list(dict.fromkeys((check_model_name(name), check_version(version)) for name, version in versions))
         read: dict[VersionKey, ModelVersion | Exception] = {}
+        decoder = Decoder()  # what the versions' rows repeat, decoded once
         with self._transaction(f"loading {len(wanted)} model versions") as session:
             for start in range(0, len(wanted), LOAD_CHUNK):
-                read.update(self._read(session, wanted[start : start + LOAD_CHUNK]))
+                read.update(self._read(session, wanted[start : start + LOAD_CHUNK], decoder))
         return {key: _validated(read[key]) for key in wanted}
 
     def list_models(self) -> list[ModelSummary]:
@@ -493,7 +505,9 @@ class ModelStore:
             for h in headers
         ]
 
-    def _read(self, session: Session, keys: Sequence[VersionKey]) -> dict[VersionKey, ModelVersion | Exception]:
+    def _read(
+        self, session: Session, keys: Sequence[VersionKey], decoder: Decoder
+    ) -> dict[VersionKey, ModelVersion | Exception]:
         """The versions ``keys`` rebuilt from their rows in six selects, whatever their number,
         each with its checksums and (with ``verify``) its signature verified, not validated; a
         version that fails maps to its error, one missing to NotFound."""
@@ -510,16 +524,16 @@ class ModelStore:
         if not headers:
             return read
         ids = [(h.model_id, h.version) for h in headers]
-        variables = _rows_by_version(session, SqlVariable, ids, "position")
-        cpts = _rows_by_version(session, SqlCpt, ids, "network", "node_position")
-        arcs = _rows_by_version(session, SqlArc, ids, "network", "child", "position")
-        aliases = _rows_by_version(session, SqlModelAlias, ids)
-        tags = _rows_by_version(session, SqlModelVersionTag, ids)
+        variables = _rows_by_version(session, SqlVariable, VARIABLE_COLUMNS, ids, "position")
+        cpts = _rows_by_version(session, SqlCpt, CPT_COLUMNS, ids, "network", "node_position")
+        arcs = _rows_by_version(session, SqlArc, ARC_COLUMNS, ids, "network", "child", "position")
+        aliases = _rows_by_version(session, SqlModelAlias, ("alias",), ids)
+        tags = _rows_by_version(session, SqlModelVersionTag, ("key", "value"), ids)
         for header in headers:
             key = (header.model_id, header.version)
             try:
                 read[(header.name, header.version)] = self._verified(
-                    header, variables[key], cpts[key], arcs[key], aliases[key], tags[key]
+                    header, variables[key], cpts[key], arcs[key], aliases[key], tags[key], decoder
                 )
             except Exception as exc:  # this version alone is refused: the others load
                 read[(header.name, header.version)] = exc
@@ -528,15 +542,16 @@ class ModelStore:
     def _verified(
         self,
         header: Row[Any],
-        variables: list[Row[Any]],
-        cpts: list[Row[Any]],
-        arcs: list[Row[Any]],
-        aliases: list[Row[Any]],
-        tags: list[Row[Any]],
+        variables: list[Values],
+        cpts: list[Values],
+        arcs: list[Values],
+        aliases: list[Values],
+        tags: list[Values],
+        decoder: Decoder,
     ) -> ModelVersion:
         """One version from its rows: the model with its checksums verified, then its signature."""
-        model = rows_to_model(header.name, header, variables, cpts, arcs)
-        tag_values = dict(sorted((t.key, t.value) for t in tags))
+        model = rows_to_model(header.name, header, variables, cpts, arcs, decoder)
+        tag_values = dict(sorted((key, value) for _, _, key, value in tags))
         signature = None
         if header.signature_key is not None or header.signature is not None:
             signature = Signature(header.signature_key or "", header.signature or "")
@@ -547,7 +562,7 @@ class ModelStore:
             header.version,
             header.created_at_ms,
             header.checksum,
-            tuple(sorted(a.alias for a in aliases)),
+            tuple(sorted(alias for _, _, alias in aliases)),
             model,
             header.description,
             tag_values,
@@ -673,20 +688,20 @@ def _take_next_version(session: Session, model_id: int) -> int:
     return version
 
 
-def _rows_by_version(session: Session, table: Any, ids: Sequence[tuple[int, int]], *order: str) -> RowsByVersion:
-    """The rows of ``table`` (mapped) of the versions ``ids`` (model id, version), in the columns
-    ``order`` within each version: one select of plain rows (mapped objects cost more than the
-    rest of a load), through the index on (model_id, version, ...)."""
-    columns = table.__table__.c
+def _rows_by_version(
+    session: Session, table: Any, columns: Sequence[str], ids: Sequence[tuple[int, int]], *order: str
+) -> RowsByVersion:
+    """The rows ``(model_id, version, *columns)`` of ``table`` (mapped) of the versions ``ids``
+    (model id, version), in the columns ``order`` within each version: one select of plain rows
+    (mapped objects cost more than the rest of a load), through the index on (model_id, version, ...)."""
+    c = table.__table__.c
     query = (
-        select(table.__table__)
-        .where(columns.model_id.in_({m for m, _ in ids}), tuple_(columns.model_id, columns.version).in_(ids))
-        .order_by(columns.model_id, columns.version, *(columns[c] for c in order))
+        select(c.model_id, c.version, *(c[name] for name in columns))
+        .where(c.model_id.in_({m for m, _ in ids}), tuple_(c.model_id, c.version).in_(ids))
+        .order_by(c.model_id, c.version, *(c[name] for name in order))
     )
-    grouped: RowsByVersion = defaultdict(list)
-    for row in session.execute(query).all():
-        grouped[(row.model_id, row.version)].append(row)
-    return grouped
+    rows = session.execute(query).all()
+    return defaultdict(list, {key: list(group) for key, group in groupby(rows, key=itemgetter(0, 1))})
 
 
 def _validated(read: ModelVersion | Exception) -> ModelVersion | Exception:

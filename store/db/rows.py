@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,11 +19,25 @@ import numpy as np
 from sqlalchemy import Row as SqlRow
 
 from bnserve.store.errors import IntegrityError, InvalidInput, InvalidModel
-from bnserve.store.model import NUMERIC, Model, Network, Node, Variable
-from bnserve.store.model.serialization import array_to_blob, blob_to_array, canonical_checksum
+from bnserve.store.model import CPT_DTYPE, NUMERIC, Model, Network, Node, Variable
+from bnserve.store.model.serialization import (
+    Blob,
+    array_to_blob,
+    blob_to_array,
+    canonical_checksum,
+    checksum_of,
+    structure_dict,
+)
 
 Row = dict[str, Any]  # column values to write
-Stored = SqlRow[Any]  # a row as read back (model_store)
+Stored = SqlRow[Any]  # a version's header row as read back (model_store), read by name
+Values = Sequence[Any]  # any other row read back: (model_id, version, *TABLE_COLUMNS)
+
+# The columns a load reads of each table, in the order ``rows_to_model`` unpacks them (after the
+# ``(model_id, version)`` key): tuples unpacked, not rows read by name, in the loop over every node
+VARIABLE_COLUMNS = ("name", "role", "kind", "states_json", "cuts_json", "missing_state")
+CPT_COLUMNS = ("network", "node", "node_position", "dtype", "shape_json", "data", "sha256")
+ARC_COLUMNS = ("network", "child", "position", "parent")
 
 
 @dataclass(frozen=True)
@@ -107,23 +122,77 @@ def model_to_rows(model: Model) -> VersionRows:
     return VersionRows(header, variables, cpts, arcs)
 
 
+class Decoder:
+    """Decodes the rows of many versions, sharing what they repeat: the JSON texts of states,
+    cuts and shapes (a thousand models of a few schemas repeat a few dozen) and the Variables
+    themselves (immutable). One per bulk read; a fresh one for each single load."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, Any] = {}
+        self._variables: dict[tuple[Any, ...], Variable] = {}
+        self._sizes: dict[str, int] = {}
+
+    def json(self, text: str) -> Any:
+        """``json.loads(text)``, lists as tuples, once per distinct text (read only: shared)."""
+        value = self._texts.get(text, _UNSEEN)
+        if value is _UNSEEN:
+            value = json.loads(text)
+            if isinstance(value, list):
+                value = tuple(value)
+            self._texts[text] = value
+        return value
+
+    def float64_bytes(self, shape_json: str) -> int:
+        """The bytes of a float64 CPT of the shape ``shape_json`` names, when it names one as
+        a publish writes it (non-negative whole numbers); else -1, which no blob's length is."""
+        size = self._sizes.get(shape_json)
+        if size is None:
+            shape = self.json(shape_json)
+            whole = type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape)
+            size = self._sizes[shape_json] = math.prod(shape) * CPT_DTYPE.itemsize if whole else -1
+        return size
+
+    def variable(self, row: Values) -> Variable:
+        """The Variable of a row of ``VARIABLE_COLUMNS`` (after the key)."""
+        key: tuple[Any, ...] = tuple(row[2:])
+        variable = self._variables.get(key)
+        if variable is None:
+            name, role, kind, states_json, cuts_json, missing_state = key
+            variable = self._variables[key] = Variable(
+                name,
+                tuple(self.json(states_json)),
+                role,
+                kind,
+                tuple(self.json(cuts_json)) if cuts_json is not None else (),
+                bool(missing_state),
+            )
+        return variable
+
+
+_UNSEEN = object()
+_F8 = CPT_DTYPE.str  # the dtype a publish stores every float64 CPT as
+
+
 def rows_to_model(
     name: str,
     header: Stored,
-    variables: Sequence[Stored],
-    cpts: Sequence[Stored],
-    arcs: Sequence[Stored],
+    variables: Sequence[Values],
+    cpts: Sequence[Values],
+    arcs: Sequence[Values],
+    decoder: Decoder | None = None,
 ) -> Model:
     """Rebuild the model of one version; IntegrityError naming model, version and node on any mismatch.
 
-    The rows are those of the tables (``model_versions``, ``variables``, ``cpts``, ``arcs``):
-    ``variables`` in position order, ``cpts`` in (network, node_position) order, ``arcs``
-    in (network, child, position) order. Does not run ``validate()``.
+    The rows are those of the tables (``model_versions``, ``variables``, ``cpts``, ``arcs``),
+    the header by name, the others ``(model_id, version, *TABLE_COLUMNS)``: ``variables`` in
+    position order, ``cpts`` in (network, node_position) order, ``arcs`` in (network, child,
+    position) order. Does not run ``validate()``. ``decoder``: shared
+    by the versions of one bulk read.
     """
     where = f"model {name!r} version {header.version}"
     try:
-        model = _rebuild(where, header, variables, cpts, arcs)
-        computed = canonical_checksum(model)
+        model, blobs = _rebuild(where, header, variables, cpts, arcs, decoder or Decoder())
+        computed = checksum_of(structure_dict(model), blobs)
     except (ValueError, TypeError, KeyError) as exc:  # JSON or shapes that are not what we wrote
         raise IntegrityError(f"{where}: stored rows cannot be decoded: {exc}") from None
     except RecursionError:  # JSON nested deeper than the interpreter's stack: never written by a publish
@@ -141,55 +210,70 @@ def rows_to_model(
 def _rebuild(
     where: str,
     header: Stored,
-    variables: Sequence[Stored],
-    cpts: Sequence[Stored],
-    arcs: Sequence[Stored],
-) -> Model:
+    variables: Sequence[Values],
+    cpts: Sequence[Values],
+    arcs: Sequence[Values],
+    decoder: Decoder,
+) -> tuple[Model, list[Blob]]:
+    """The model, and its CPTs' blobs as ``array_to_blob`` gives them (for its checksum)."""
     parents: dict[tuple[int, str], list[str]] = defaultdict(list)
-    for arc in arcs:
-        listed = parents[(arc.network, arc.child)]
-        if arc.position != len(listed):
-            raise IntegrityError(f"{where}: parents of node {arc.child!r} in network {arc.network} have a gap")
-        listed.append(arc.parent)
-    networks: list[list[Node]] = []
-    for row in cpts:
-        if row.network == len(networks):
+    for _, _, network, child, position, parent in arcs:
+        listed = parents[(network, child)]
+        if position != len(listed):
+            raise IntegrityError(f"{where}: parents of node {child!r} in network {network} have a gap")
+        listed.append(parent)
+    networks: list[list[tuple[str, tuple[str, ...]]]] = []
+    blobs: list[Blob] = []
+    arrays: list[np.ndarray | None] = []  # None: a float64 CPT, a view of ``flat`` below
+    for _, _, network, node, node_position, dtype, shape_json, data, sha256 in cpts:
+        if network == len(networks):
             networks.append([])
-        if row.network != len(networks) - 1 or row.node_position != len(networks[-1]):
-            raise IntegrityError(f"{where}: node {row.node!r} is out of place in network {row.network}")
-        cpt = _decode_cpt(where, row)
-        networks[-1].append(Node(row.node, tuple(parents.pop((row.network, row.node), ())), cpt))
+        if network != len(networks) - 1 or node_position != len(networks[-1]):
+            raise IntegrityError(f"{where}: node {node!r} is out of place in network {network}")
+        if _sha256(data) != sha256:
+            raise IntegrityError(
+                f"{where}: CPT of node {node!r} in network {network} fails its sha256 check; "
+                "the stored bytes were altered"
+            )
+        shape = decoder.json(shape_json)
+        if dtype == _F8 and len(data) == decoder.float64_bytes(shape_json):
+            blobs.append((node, _F8, shape, data))  # what array_to_blob gives of its array
+            arrays.append(None)
+        else:
+            try:
+                cpt = blob_to_array(dtype, shape, data)
+            except InvalidModel as exc:
+                raise IntegrityError(
+                    f"{where}: CPT of node {node!r} in network {network} cannot be decoded: {exc.message}"
+                ) from None
+            blobs.append((node, *array_to_blob(cpt)))
+            arrays.append(cpt)
+        networks[-1].append((node, tuple(parents.pop((network, node), ()))))
     if parents:
         (network, child), _ = next(iter(parents.items()))
         raise IntegrityError(f"{where}: arcs into node {child!r} of network {network}, which has no CPT")
-    return Model(
-        variables=tuple(
-            Variable(
-                v.name,
-                tuple(json.loads(v.states_json)),
-                v.role,
-                v.kind,
-                tuple(json.loads(v.cuts_json)) if v.cuts_json is not None else (),
-                bool(v.missing_state),
-            )
-            for v in variables
-        ),
-        networks=tuple(Network(tuple(nodes)) for nodes in networks),
+    # the float64 CPTs as views of one array: one copy of the version's bytes, not one per node
+    flat = np.frombuffer(b"".join(b[3] for b, a in zip(blobs, arrays) if a is None), dtype=CPT_DTYPE).copy()
+    nodes: list[Node] = []
+    at = 0
+    for (node, node_parents), (_, _, shape, data), own in zip((n for net in networks for n in net), blobs, arrays):
+        if own is None:
+            size = len(data) // CPT_DTYPE.itemsize
+            own, at = flat[at : at + size].reshape(shape), at + size
+        nodes.append(Node(node, node_parents, own))
+    built: list[Network] = []
+    for net in networks:
+        built.append(Network(tuple(nodes[: len(net)])))
+        nodes = nodes[len(net) :]
+    model = Model(
+        variables=tuple(decoder.variable(v) for v in variables),
+        networks=tuple(built),
         algorithm=header.algorithm,
         combination=header.combination,
         params=json.loads(header.params_json),
         metadata=json.loads(header.metadata_json),
     )
-
-
-def _decode_cpt(where: str, row: Stored) -> np.ndarray:
-    what = f"{where}: CPT of node {row.node!r} in network {row.network}"
-    if _sha256(row.data) != row.sha256:
-        raise IntegrityError(f"{what} fails its sha256 check; the stored bytes were altered")
-    try:
-        return blob_to_array(row.dtype, json.loads(row.shape_json), row.data)
-    except InvalidModel as exc:
-        raise IntegrityError(f"{what} cannot be decoded: {exc.message}") from None
+    return model, blobs
 
 
 def _sha256(data: bytes) -> str:

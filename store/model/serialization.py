@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,11 +49,19 @@ def structure_dict(model: Model) -> dict[str, Any]:
 
 def canonical_checksum(model: Model) -> str:
     """sha256 of the canonical JSON of the structure followed by every CPT blob in order."""
+    blobs = ((node.name, *array_to_blob(node.cpt)) for net in model.networks for node in net.nodes)
+    return checksum_of(structure_dict(model), blobs)
+
+
+Blob = tuple[str, str, tuple[int, ...], bytes]  # (node, dtype, shape, data): what array_to_blob gives, named
+
+
+def checksum_of(structure: dict[str, Any], blobs: Iterable[Blob]) -> str:
+    """``canonical_checksum`` from its parts: a loader hashes the blobs it read where they are
+    what ``array_to_blob`` gives of the arrays it made of them, without making them again."""
     h = hashlib.sha256()
-    h.update(json.dumps(structure_dict(model), sort_keys=True, separators=(",", ":")).encode())
-    for net in model.networks:
-        for node in net.nodes:
-            dtype, shape, data = array_to_blob(node.cpt)
-            h.update(f"|{node.name}|{dtype}|{shape}|".encode())
-            h.update(data)
+    h.update(json.dumps(structure, sort_keys=True, separators=(",", ":")).encode())
+    for name, dtype, shape, data in blobs:
+        h.update(f"|{name}|{dtype}|{shape}|".encode())
+        h.update(data)
     return h.hexdigest()

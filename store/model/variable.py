@@ -81,8 +81,19 @@ class Variable:
     def with_markers(self, markers: Iterable[str]) -> Variable:
         """This variable reading the texts ``markers`` as missing, as the training data was
         read: a marker is missing even where it is also a state label (the training rows
-        never had it as a state)."""
-        return replace(self, markers=frozenset(markers))
+        never had it as a state). Kept per set of markers, so the versions that share a
+        Variable (a bulk load) share this one too, and its ``label_codes``."""
+        markers = frozenset(markers)
+        if markers == self.markers:
+            return self
+        kept: dict[frozenset[str], Variable] | None = self.__dict__.get("_with_markers")
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_with_markers", kept)
+        variable = kept.get(markers)
+        if variable is None:
+            variable = kept[markers] = replace(self, markers=markers)
+        return variable
 
     @property
     def missing_code(self) -> int:

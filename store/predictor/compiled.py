@@ -22,6 +22,7 @@ network, for ``mean_joint`` for the mean joint.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterator, Mapping
@@ -42,7 +43,7 @@ from bnserve.store.predictor.elimination import (
     unique_rows,
 )
 from bnserve.store.predictor.gather import LogGather
-from bnserve.store.predictor.plans import PlanCache
+from bnserve.store.predictor.plans import PlanCache, PlanNotReady, builds_allowed
 
 _NETWORK_KEYS = itertools.count()  # a compiled network's key in a PlanCache that many models share
 DENSE_DESCENDANTS = 1024  # features: up to this many a network keeps its descendant relation dense (4 MiB at most)
@@ -102,7 +103,6 @@ class CompiledNetwork:
         self.network = network
         self.plans = plans
         self._key = next(_NETWORK_KEYS)
-        self._layout = table_layout(network.nodes)
         self.exact = exact
         self._class_name = class_name
         self._cards = cards
@@ -118,6 +118,7 @@ class CompiledNetwork:
         # what finding the barren features needs (_barren): above_class[x], feature x is an
         # ancestor of the class; the arcs between features, sorted by parent; and, for a network
         # of up to DENSE_DESCENDANTS features, below_t[y, x], feature y is a descendant of x
+        # (``_below_t``, built by the first row with a missing value that needs it)
         above = ancestors(network.nodes, class_name)
         self._above_class = np.array([v in above for v in self.feature_names], dtype=bool)
         arcs = sorted(
@@ -127,11 +128,7 @@ class CompiledNetwork:
         self._arc_parents, self._arc_starts = np.unique(
             np.array([p for p, _ in arcs], dtype=np.intp), return_index=True
         )
-        self._below_t = (
-            descendant_matrix(len(local), self._arc_parents, self._arc_starts, self._arc_children).T.astype(np.float32)
-            if arcs and len(local) <= DENSE_DESCENDANTS
-            else None
-        )
+        self._dense = bool(arcs) and len(local) <= DENSE_DESCENDANTS
         self.graph = FamilyGraph(
             len(local),
             [
@@ -145,9 +142,28 @@ class CompiledNetwork:
 
     @property
     def nbytes(self) -> int:
+        """Bytes of its arrays, ``_below_t`` counted (float32, features squared) built or not."""
         arrays = (self.feature_cols, self.relevant, self._above_class, self._arc_children, self._arc_parents)
-        dense = 0 if self._below_t is None else self._below_t.nbytes
+        dense = 4 * len(self.feature_names) ** 2 if self._dense else 0
         return sum(a.nbytes for a in arrays) + dense + self.graph.nbytes
+
+    @functools.cached_property
+    def _below_t(self) -> np.ndarray | None:
+        """float32 (m, m): [y, x] when feature y is a descendant of x; None past DENSE_DESCENDANTS
+        features or without arcs between features. Built at first need, not at compile: only rows
+        with missing values read it, and a server compiling a thousand models spent a fifth of
+        its compile here."""
+        if not self._dense:
+            return None
+        if not builds_allowed():  # the event loop: O(features x arcs) is work for the pool
+            raise PlanNotReady((self._key, "descendants"))
+        below = descendant_matrix(len(self.feature_names), self._arc_parents, self._arc_starts, self._arc_children)
+        return below.T.astype(np.float32)
+
+    @functools.cached_property
+    def _layout(self) -> dict[str, tuple[int, tuple[int, ...]]]:
+        """``table_layout`` of its nodes, which only the missing-value plans read: built with the first."""
+        return table_layout(self.network.nodes)
 
     def plan(self, component: bytes) -> ComponentPlan:
         """The plan of one component (a bool mask over ``feature_names``, as bytes), from ``plans``."""

@@ -50,6 +50,12 @@ def cached_plans_only() -> Iterator[None]:
         _BUILDS_ALLOWED.reset(token)
 
 
+def builds_allowed() -> bool:
+    """False inside ``cached_plans_only()``: what the missing-value path builds at first need
+    outside this cache (a network's descendant relation) raises ``PlanNotReady`` there too."""
+    return _BUILDS_ALLOWED.get()
+
+
 class PlanCache:
     """key -> a value with ``nbytes``, at most ``budget`` bytes in all; safe across threads.
 

@@ -5,6 +5,7 @@ SQLite and PostgreSQL; tampering is done by writing the tables directly."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from bnserve.store.db.model_store import LOAD_CHUNK
 from bnserve.store.db.rows import model_to_rows
 from bnserve.store.db.tables import SqlCpt, SqlModel, SqlModelVersion
 from bnserve.store.errors import IntegrityError, InvalidModel, NotFound
+from bnserve.store.predictor import compile_model
 from bnserve.store.signing import KeyRing, SigningKey, generate
 from tests.model_factory import random_model
 from tests.store.test_round_trip import assert_same_model
@@ -164,3 +166,69 @@ def test_a_version_with_a_forged_signature_is_refused_alone_by_a_reader_with_the
     assert isinstance(refused, IntegrityError) and refused.message == single.value.message
     assert "does not match" in refused.message
     assert all(not isinstance(loaded[k], Exception) and loaded[k].signature for k in published if k != ("m2", 1))
+
+
+def test_versions_of_one_schema_share_their_decoded_variables_and_each_its_cpt_bytes(model_store):
+    """What a thousand models of a few schemas repeat is decoded once per bulk read (the same
+    Variable objects), and each version's float64 CPTs are views of one array, one copy of
+    its bytes: issue 30, a start spent some 2 ms a version rebuilding."""
+    rng = np.random.default_rng(5)
+    models = {name: random_model(rng, cardinalities=(2, 2), n_networks=2) for name in ("a", "b")}
+    keys = [(name, model_store.publish(name, model)) for name, model in models.items()]
+    many = model_store.load_many(keys)
+    a, b = (many[key].model for key in keys)
+    assert a.variables == b.variables and all(x is y for x, y in zip(a.variables, b.variables))
+    for key in keys:
+        model = many[key].model
+        cpts = [node.cpt for net in model.networks for node in net.nodes]
+        assert len({id(c.base) for c in cpts}) == 1 and cpts[0].base is not None
+        assert all(c.flags.writeable and c.dtype == np.dtype("<f8") for c in cpts)
+        assert_same_model(model, models[key[0]])
+
+
+def test_a_version_mixing_float_types_and_a_big_endian_cpt_round_trips_in_a_bulk_read(model_store):
+    """The CPTs not stored as little-endian float64 take the long way, beside the others."""
+    rng = np.random.default_rng(6)
+    model = random_model(rng, n_features=4)
+    net = model.networks[0]
+    nodes = list(net.nodes)
+    nodes[1] = dataclasses.replace(nodes[1], cpt=nodes[1].cpt.astype(np.float32))
+    nodes[2] = dataclasses.replace(nodes[2], cpt=nodes[2].cpt.astype(">f8"))
+    mixed = dataclasses.replace(model, networks=(dataclasses.replace(net, nodes=tuple(nodes)),)).validate()
+    plain = random_model(rng)
+    keys = [("mixed", model_store.publish("mixed", mixed)), ("plain", model_store.publish("plain", plain))]
+    many = model_store.load_many(keys)
+    assert_same_model(many[keys[0]].model, mixed)
+    assert_same_model(many[keys[1]].model, plain)
+    assert many[keys[0]].model.networks[0].nodes[1].cpt.dtype == np.float32
+
+
+def test_versions_of_one_bulk_read_compile_to_features_that_share_their_lookups(model_store):
+    """The features a compiled model reads requests with (each Variable with its model's
+    missing markers) are shared by the versions that share their Variables, with the label
+    lookups built from them once, not once a version."""
+    rng = np.random.default_rng(7)
+    keys = []
+    for name in ("a", "b"):
+        model = random_model(rng, cardinalities=(2, 2))
+        model = dataclasses.replace(model, metadata={**model.metadata, "preprocessing": {"na_values": ["NA", "?"]}})
+        keys.append((name, model_store.publish(name, model)))
+    loaded = model_store.load_many(keys)
+    a, b = (compile_model(loaded[key].model) for key in keys)
+    assert a.features == b.features and all(x is y for x, y in zip(a.features, b.features))
+    assert all(v.markers == {"NA", "?"} and v.code_of("NA") == v.missing_code for v in a.features)
+    assert a.features[0].label_codes() is b.features[0].label_codes()
+
+
+def test_a_bulk_read_decodes_each_distinct_json_text_once(model_store, monkeypatch):
+    """States, cuts and shapes repeat across versions of a few schemas: decoded once each,
+    and only the header's params and metadata once per version."""
+    rng = np.random.default_rng(8)
+    keys = [(f"s{i}", model_store.publish(f"s{i}", random_model(rng, cardinalities=(3, 3)))) for i in range(12)]
+    texts: list[str] = []
+    loads = json.loads
+    monkeypatch.setattr("bnserve.store.db.rows.json.loads", lambda text: texts.append(text) or loads(text))
+    loaded = model_store.load_many(keys)
+    assert all(not isinstance(v, Exception) for v in loaded.values())
+    repeated = [t for t in texts if texts.count(t) > 1 and not t.startswith("{")]
+    assert not repeated and len(texts) < 2 * len(keys) + 40

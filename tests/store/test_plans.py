@@ -163,3 +163,49 @@ def test_cached_plans_only_refuses_to_build_and_then_answers_from_the_cache():
         inline = compiled.predict_proba(codes)
     assert np.array_equal(inline, built)
     assert np.allclose(inline, reference_proba(model, codes), atol=TOL)
+
+
+def test_the_descendant_relation_is_built_by_the_first_missing_value_not_at_compile(monkeypatch):
+    """A server compiling a thousand models spent a fifth of its compile on the descendant
+    relation, which only rows with missing values read: built on their first need, counted
+    in the compiled bytes from the start, and the answers are the reference's."""
+    built = []
+    real = elimination.descendant_matrix
+    monkeypatch.setattr("bnserve.store.predictor.compiled.descendant_matrix", lambda *a: built.append(a) or real(*a))
+    model = kdb_model(np.random.default_rng(4), n_features=5, states=3, k=2)
+    compiled = compile_model(model)
+    before = compiled.nbytes, [net.nbytes for net in compiled.networks]
+    assert built == []
+    rng = np.random.default_rng(5)
+    codes = np.stack([rng.integers(v.cardinality, size=30) for v in model.features], axis=1)
+    np.testing.assert_allclose(compiled.predict_proba(codes), reference_proba(model, codes), rtol=1e-9)
+    assert built == []  # no missing value, no need
+    codes[::2, 1] = -1
+    codes[1::3, 3] = -1
+    np.testing.assert_allclose(compiled.predict_proba(codes), reference_proba(model, codes), rtol=1e-9)
+    assert len(built) == len(compiled.networks)
+    assert [net.nbytes for net in compiled.networks] == before[1] and compiled.nbytes == before[0]
+    assert all(net._below_t.nbytes == 4 * len(net.feature_names) ** 2 for net in compiled.networks)
+
+
+def test_the_descendant_relation_is_not_built_on_the_event_loop():
+    """A row whose missing features are all barren needs no plan, only the descendant
+    relation: under ``cached_plans_only`` (the server's event loop) its first build, work in
+    the features times the arcs, is handed to the pool as a plan is; then answered inline."""
+    from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
+
+    model = kdb_model(np.random.default_rng(12), n_features=8, states=3, k=2)
+    compiled = compile_model(model)
+    net = compiled.networks[0]
+    parents = {p for n in model.networks[0].nodes for p in n.parents}
+    leaf = next(i for i, v in enumerate(model.features) if v.name not in parents)  # barren when missing
+    codes = np.array([[1] * len(model.features)])
+    codes[0, leaf] = -1
+    with cached_plans_only(), pytest.raises(PlanNotReady):
+        compiled.predict_proba(codes)
+    assert "_below_t" not in vars(net)
+    built = compiled.predict_proba(codes)
+    with cached_plans_only():
+        inline = compiled.predict_proba(codes)
+    assert np.array_equal(inline, built) and "_below_t" in vars(net)
+    assert np.allclose(inline, reference_proba(model, codes), atol=TOL)
