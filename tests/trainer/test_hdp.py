@@ -143,3 +143,22 @@ def test_tables_sampled_together_equal_each_sampled_alone() -> None:
         for i, (table, cpt_) in enumerate(zip(tables, together)):
             alone = one_tree_cpt(table, sweeps=sweeps, rng=np.random.default_rng([5, i]))
             np.testing.assert_allclose(cpt_, alone, rtol=0, atol=1e-12, err_msg=f"table {i} {table.shape}")
+
+
+def test_an_ensembles_networks_are_sampled_together_as_each_alone(small: EncodedData, monkeypatch) -> None:
+    """AODE's networks go to one hdp sampler (one call, not one per network), and each gets
+    the CPTs ``estimate`` gives it alone."""
+    from bnserve.trainer.learners import hdp
+    from bnserve.trainer.learners.parameters import Estimator, estimate
+    from bnserve.trainer.learners.structure import Structure
+
+    calls = []
+    sample = hdp.hdp_cpts
+    monkeypatch.setattr(hdp, "hdp_cpts", lambda *a, **kw: calls.append(1) or sample(*a, **kw))
+    model = fit("aode", small, "hdp")
+    assert len(model.networks) > 1 and len(calls) == 1
+    for net in model.networks:
+        parents = {node.name: node.parents for node in net.nodes}
+        alone = estimate(Structure(parents, ()), small, Estimator.parse("hdp"))
+        for node, single in zip(net.nodes, alone.nodes):
+            np.testing.assert_array_equal(node.cpt, single.cpt)
