@@ -126,11 +126,17 @@ def test_fitted_hdp_model_predicts_as_the_reference(small: EncodedData) -> None:
     assert not np.allclose(model.networks[0].nodes[1].cpt, laplace.networks[0].nodes[1].cpt)
 
 
-def test_tables_sampled_together_equal_each_sampled_alone() -> None:
+@pytest.mark.parametrize("bucketed_rows", [0, None])
+def test_tables_sampled_together_equal_each_sampled_alone(bucketed_rows, monkeypatch) -> None:
     """hdp_cpts batches a network's tables into one sampler; each table, drawing from its own
     generator, must get the CPT the one-table sampler (tests/trainer/hdp_one_tree.py) gives it:
-    depths 0 to 3, one state, no data, sparse and dense tables, counts past the exact Stirling table."""
+    depths 0 to 3, one state, no data, sparse and dense tables, counts past the exact Stirling table;
+    with its counts drawn in buckets by their spans (``BUCKETED_ROWS`` 0) and in one width."""
+    from bnserve.trainer.learners import hdp
     from bnserve.trainer.learners.hdp import hdp_cpts
+
+    if bucketed_rows is not None:
+        monkeypatch.setattr(hdp, "BUCKETED_ROWS", bucketed_rows)
     from tests.trainer.hdp_one_tree import one_tree_cpt
 
     rng = np.random.default_rng(11)

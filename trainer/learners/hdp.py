@@ -48,6 +48,7 @@ MAX_CONCENTRATION = 4000.0
 CONCENTRATION_EVERY = 5  # sweeps between concentration draws
 WINDOW = 10  # a table count moves at most this far in one step
 SPANS = (2, 4, 8, 2 * WINDOW + 1)  # the widths counts are drawn in, by how many values they may take
+BUCKETED_ROWS = 2048  # fewer counts at once are drawn in one width: numpy calls cost more than columns
 MAX_TABLES = 10000  # and stays at most this (as the paper's code), which bounds the cached rows
 EXACT_STIRLING_MAX_N = 2048  # log S(n, t) from the recurrence up to here, saddle point beyond
 
@@ -245,7 +246,7 @@ class _Forest:
             first, spans = _allowed(n_x, t_x, np_x, pt_x)
             new = t_x.copy()  # a count with one allowed value keeps it
             lower = 1
-            for upper in SPANS:
+            for upper in SPANS if len(at) >= BUCKETED_ROWS else (max(2, int(spans.max())),):
                 rows = np.flatnonzero((spans > lower) & (spans <= upper))
                 lower = upper
                 if rows.size == 0:
