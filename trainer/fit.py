@@ -14,7 +14,7 @@ from bnserve.store.version import code_version
 from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.io import source_name
 from bnserve.trainer.learners.base import Member
-from bnserve.trainer.learners.parameters import ALR, LAPLACE_ESTIMATOR, Estimator, estimate
+from bnserve.trainer.learners.parameters import ALR, LAPLACE_ESTIMATOR, Estimator, estimate_all
 from bnserve.trainer.learners.registry import LEARNERS
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, Table, TrainingLimits, cpt_tables, within
 from bnserve.trainer.stats import feature_columns
@@ -49,7 +49,7 @@ def fit(
         limits.check(learner.search_tables(data), algo)
         learned, values = learner.run(data, given)
         limits.check(estimate_tables(learned.members, estimator, data.n_rows), algo)
-        networks = tuple(estimate(m.structure, m.data, estimator) for m in learned.members)
+        networks = tuple(estimate_all([(m.structure, m.data) for m in learned.members], estimator))
     metadata: dict[str, Any] = {
         "training": {
             "source": source_name(data.source),  # the file name: the metadata is shown to every client

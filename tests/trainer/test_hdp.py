@@ -126,11 +126,17 @@ def test_fitted_hdp_model_predicts_as_the_reference(small: EncodedData) -> None:
     assert not np.allclose(model.networks[0].nodes[1].cpt, laplace.networks[0].nodes[1].cpt)
 
 
-def test_tables_sampled_together_equal_each_sampled_alone() -> None:
+@pytest.mark.parametrize("bucketed_rows", [0, None])
+def test_tables_sampled_together_equal_each_sampled_alone(bucketed_rows, monkeypatch) -> None:
     """hdp_cpts batches a network's tables into one sampler; each table, drawing from its own
     generator, must get the CPT the one-table sampler (tests/trainer/hdp_one_tree.py) gives it:
-    depths 0 to 3, one state, no data, sparse and dense tables, counts past the exact Stirling table."""
+    depths 0 to 3, one state, no data, sparse and dense tables, counts past the exact Stirling table;
+    with its counts drawn in buckets by their spans (``BUCKETED_ROWS`` 0) and in one width."""
+    from bnserve.trainer.learners import hdp
     from bnserve.trainer.learners.hdp import hdp_cpts
+
+    if bucketed_rows is not None:
+        monkeypatch.setattr(hdp, "BUCKETED_ROWS", bucketed_rows)
     from tests.trainer.hdp_one_tree import one_tree_cpt
 
     rng = np.random.default_rng(11)
@@ -143,3 +149,77 @@ def test_tables_sampled_together_equal_each_sampled_alone() -> None:
         for i, (table, cpt_) in enumerate(zip(tables, together)):
             alone = one_tree_cpt(table, sweeps=sweeps, rng=np.random.default_rng([5, i]))
             np.testing.assert_allclose(cpt_, alone, rtol=0, atol=1e-12, err_msg=f"table {i} {table.shape}")
+
+
+def test_an_ensembles_networks_are_sampled_together_as_each_alone(small: EncodedData, monkeypatch) -> None:
+    """AODE's networks go to one hdp sampler (one call, not one per network), and each gets
+    the CPTs ``estimate`` gives it alone."""
+    from bnserve.trainer.learners import hdp
+    from bnserve.trainer.learners.parameters import Estimator, estimate
+    from bnserve.trainer.learners.structure import Structure
+
+    calls = []
+    sample = hdp.hdp_cpts
+    monkeypatch.setattr(hdp, "hdp_cpts", lambda *a, **kw: calls.append(1) or sample(*a, **kw))
+    model = fit("aode", small, "hdp")
+    assert len(model.networks) > 1 and len(calls) == 1
+    for net in model.networks:
+        parents = {node.name: node.parents for node in net.nodes}
+        alone = estimate(Structure(parents, ()), small, Estimator.parse("hdp"))
+        for node, single in zip(net.nodes, alone.nodes):
+            np.testing.assert_array_equal(node.cpt, single.cpt)
+
+
+class _Counted:
+    """A real generator that counts the calls for uniforms made on it."""
+
+    def __init__(self, seed: list[int]) -> None:
+        self.rng, self.calls = np.random.default_rng(seed), 0
+
+    def random(self, size: int) -> np.ndarray:
+        self.calls += 1
+        return self.rng.random(size)
+
+    def beta(self, a, b):
+        return self.rng.beta(a, b)
+
+    def gamma(self, shape, scale):
+        return self.rng.gamma(shape, scale)
+
+
+def test_a_tree_draws_its_uniforms_once_per_depth_and_sweep_as_it_would_one_by_one() -> None:
+    """The sampler asks each tree's generator for a depth's uniforms in one call (not one per
+    value of the last parent), and still gets the CPT the one-table reference gets."""
+    from bnserve.trainer.learners.hdp import hdp_cpts
+    from tests.trainer.hdp_one_tree import one_tree_cpt
+
+    rng = np.random.default_rng(3)
+    tables = [rng.poisson(4, size=shape).astype(float) for shape in [(3, 4, 5), (2, 3, 6, 2), (4, 5)]]
+    sweeps = 6
+    counted = [_Counted([9, i]) for i in range(len(tables))]
+    together = hdp_cpts(tables, sweeps=sweeps, rngs=counted)
+    for i, (table, generator) in enumerate(zip(tables, counted)):
+        assert generator.calls <= sweeps * (table.ndim - 1)
+        alone = one_tree_cpt(table, sweeps=sweeps, rng=np.random.default_rng([9, i]))
+        np.testing.assert_allclose(together[i], alone, rtol=0, atol=1e-12)
+
+
+def test_a_count_is_drawn_among_exactly_the_values_its_window_allows() -> None:
+    """``_allowed`` (the run a table count may move in one step, which sizes its draw's
+    columns) against the window checked value by value."""
+    from bnserve.trainer.learners.hdp import MAX_TABLES, WINDOW, _allowed
+
+    rng = np.random.default_rng(4)
+    n = rng.integers(2, 40, 500)
+    n[:5] = MAX_TABLES + 7
+    t = np.minimum(n, rng.integers(1, 30, 500))
+    parent_t = rng.integers(1, 20, 500)
+    parent_n = parent_t + rng.integers(0, 25, 500)
+    first, spans = _allowed(n, t, parent_n, parent_t)
+    for i in range(500):
+        window = [
+            v
+            for v in range(t[i] - WINDOW, t[i] + WINDOW + 1)
+            if 1 <= v <= min(n[i], MAX_TABLES) and parent_n[i] - t[i] + v >= parent_t[i]
+        ]
+        assert list(range(first[i], first[i] + spans[i])) == window or (spans[i] <= 0 and window == [])

@@ -47,6 +47,8 @@ CONCENTRATION_SHAPE, CONCENTRATION_RATE = 2.0, 1.0  # Gamma prior on each depth'
 MAX_CONCENTRATION = 4000.0
 CONCENTRATION_EVERY = 5  # sweeps between concentration draws
 WINDOW = 10  # a table count moves at most this far in one step
+SPANS = (2, 4, 8, 2 * WINDOW + 1)  # the widths counts are drawn in, by how many values they may take
+BUCKETED_ROWS = 2048  # fewer counts at once are drawn in one width: numpy calls cost more than columns
 MAX_TABLES = 10000  # and stays at most this (as the paper's code), which bounds the cached rows
 EXACT_STIRLING_MAX_N = 2048  # log S(n, t) from the recurrence up to here, saddle point beyond
 
@@ -156,6 +158,7 @@ class _Forest:
         # a tree with nothing to sample keeps its start: no parents, one state or no data
         self.sampled = np.array([tree.depth > 0 and tree.states > 1 and tree.n[0].sum() > 0 for tree in trees])
         self.concentrations = np.full((len(trees), self.depth + 1), ROOT_CONCENTRATION)
+        self.log_concentrations = np.full_like(self.concentrations, np.log(ROOT_CONCENTRATION))  # each as a scalar's
         self.start: list[np.ndarray] = []  # per depth, each tree's first row (-1: not that deep)
         self.tree_of, self.parent_of, self.value_of = [], [], []
         self.n, self.t, self.leaf = [], [], []
@@ -193,6 +196,19 @@ class _Forest:
             else []
             for level in levels
         ]
+        # per depth, the seen rows (tree by tree) and the trees whose concentration is drawn there,
+        # each with its run of those rows
+        self.seen_rows = [np.flatnonzero(s) for s in seen]
+        self.drawn: list[list[tuple[int, int, int]]] = []
+        for level in levels:
+            ends = np.searchsorted(self.tree_of[level][self.seen_rows[level]], np.arange(len(trees) + 1))
+            self.drawn.append(
+                [
+                    (f, int(ends[f]), int(ends[f + 1]))
+                    for f, tree in enumerate(trees)
+                    if level and self.sampled[f] and tree.depth >= level
+                ]
+            )
 
     def _stacked(self, arrays: Sequence[np.ndarray]) -> np.ndarray:
         out = np.zeros((sum(len(a) for a in arrays), self.states), dtype=np.int64)
@@ -210,50 +226,95 @@ class _Forest:
 
     def sample_tables(self, level: int, rngs: Sequence[np.random.Generator]) -> None:
         """One Gibbs step for every table count of depth ``level`` (>= 1), given the rest; each
-        tree draws from its own generator, in the order it would alone."""
+        tree draws from its own generator, in the order it would alone. A count's candidates
+        are the values its window allows (``_allowed``); counts are drawn in buckets by how
+        many there are (``SPANS``), so a few large counts do not widen every row to the window."""
         n, t, parent_n, parent_t = self.n[level], self.t[level], self.n[level - 1], self.t[level - 1]
         parent_total = self.n_total[level - 1]
-        log_cs = np.array([np.log(c) for c in self.concentrations[:, level]])  # as one tree's scalar
+        log_cs = self.log_concentrations[:, level]
         c_parents = self.concentrations[:, level - 1]
-        offsets = np.arange(-WINDOW, WINDOW + 1)
-        for nodes in self.groups[level]:
-            if nodes.size == 0:
+        steps = [(nodes, np.nonzero(n[nodes] >= 2)) for nodes in self.groups[level]]  # n = 0 or 1 forces t = n
+        uniforms = self._uniforms(level, [nodes[node_of] for nodes, (node_of, _) in steps], rngs)
+        for (nodes, (node_of, x)), r in zip(steps, uniforms):
+            if node_of.size == 0:
                 continue
-            movable = n[nodes] >= 2  # n = 0 or 1 forces t = n
-            if not movable.any():
-                continue
-            node_of, x = np.nonzero(movable)
             at = nodes[node_of]
             parents = self.parent_of[level][at]
             tree = self.tree_of[level][at]
-            log_c, c_parent = log_cs[tree][:, None], c_parents[tree][:, None]
             n_x, t_x = n[at, x], t[at, x]
-            candidates = t_x[:, None] + offsets
-            np_x = parent_n[parents, x][:, None] - t_x[:, None] + candidates
-            allowed = (candidates >= 1) & (candidates <= np.minimum(n_x, MAX_TABLES)[:, None])
-            allowed &= np_x >= parent_t[parents, x][:, None]
-            safe = np.where(allowed, candidates, 1)
-            np_safe = np.where(allowed, np_x, np.maximum(parent_t[parents, x], 1)[:, None])
-            pt_x = parent_t[parents, x][:, None]
-            if self.small:  # every count within the exact table: index it directly
-                table = _exact_log_stirling()
-                stirling = table[n_x[:, None], safe] + table[np_safe, pt_x]
-            else:
-                stirling = self._log_stirling_own(level, at, x, n_x, safe) + log_stirling(
-                    np_safe, np.broadcast_to(pt_x, safe.shape)
-                )
-            log_p = stirling + safe * log_c - gammaln(c_parent + (parent_total[parents] - t_x)[:, None] + safe)
-            log_p = np.where(allowed, log_p, -np.inf)
-            log_p -= log_p.max(axis=1, keepdims=True)
-            cumulative = np.cumsum(np.exp(log_p), axis=1)
-            sizes = np.bincount(tree, minlength=len(rngs))  # rows come tree by tree
-            u = np.concatenate([rngs[int(f)].random(sizes[f]) for f in np.flatnonzero(sizes)]) * cumulative[:, -1]
-            chosen = (cumulative < u[:, None]).sum(axis=1)
-            new = candidates[np.arange(len(at)), chosen]
+            np_x, pt_x = parent_n[parents, x], parent_t[parents, x]
+            first, spans = _allowed(n_x, t_x, np_x, pt_x)
+            new = t_x.copy()  # a count with one allowed value keeps it
+            lower = 1
+            for upper in SPANS if len(at) >= BUCKETED_ROWS else (max(2, int(spans.max())),):
+                rows = np.flatnonzero((spans > lower) & (spans <= upper))
+                lower = upper
+                if rows.size == 0:
+                    continue
+                f = tree[rows]
+                new[rows] = self._draw(
+                    level, at[rows], x[rows], n_x[rows], t_x[rows], np_x[rows], pt_x[rows],
+                    first[rows], spans[rows], upper, log_cs[f][:, None], c_parents[f][:, None],
+                    parent_total[parents[rows]], r[rows],
+                )  # fmt: skip
             delta = new - t_x
             t[at, x] = new
             parent_n[parents, x] += delta  # one child per parent in a group: (parent, x) pairs are distinct
             np.add.at(parent_total, parents, delta)
+
+    def _uniforms(
+        self, level: int, steps: Sequence[np.ndarray], rngs: Sequence[np.random.Generator]
+    ) -> list[np.ndarray]:
+        """A uniform for each row of each step (rows tree by tree), each tree's in the order its
+        steps use them, drawn by one call per tree: a generator's n draws are its first n."""
+        trees = [self.tree_of[level][rows] for rows in steps]
+        order = np.concatenate([np.zeros(0, np.int64), *trees])
+        by_tree = np.argsort(order, kind="stable")  # each tree's rows in the order they are used
+        sizes = np.bincount(order, minlength=len(rngs)).tolist()
+        drawn = np.concatenate([np.zeros(0), *(rngs[f].random(k) for f, k in enumerate(sizes) if k)])
+        r = np.empty(len(order))
+        r[by_tree] = drawn
+        return np.split(r, np.cumsum([len(rows) for rows in steps])[:-1])
+
+    def _draw(
+        self,
+        level: int,
+        at: np.ndarray,
+        x: np.ndarray,
+        n_x: np.ndarray,
+        t_x: np.ndarray,
+        np_x: np.ndarray,
+        pt_x: np.ndarray,
+        first: np.ndarray,
+        spans: np.ndarray,
+        width: int,
+        log_c: np.ndarray,
+        c_parent: np.ndarray,
+        parent_total: np.ndarray,
+        r: np.ndarray,
+    ) -> np.ndarray:
+        """Each row's new table count among its ``spans`` allowed values from ``first`` on
+        (``width`` columns, those past a row's span not allowed), by the uniform draw ``r``.
+        Columns no row allows add exact zeros to the cumulative sums, so the draw is the one
+        the whole window gives."""
+        candidates = first[:, None] + np.arange(width)
+        allowed = np.arange(width) < spans[:, None]
+        parent_candidates = np_x[:, None] - t_x[:, None] + candidates
+        safe = np.where(allowed, candidates, 1)
+        np_safe = np.where(allowed, parent_candidates, np.maximum(pt_x, 1)[:, None])
+        if self.small:  # every count within the exact table: index it directly
+            table = _exact_log_stirling()
+            stirling = table[n_x[:, None], safe] + table[np_safe, pt_x[:, None]]
+        else:
+            stirling = self._log_stirling_own(level, at, x, n_x, safe) + log_stirling(
+                np_safe, np.broadcast_to(pt_x[:, None], safe.shape)
+            )
+        log_p = stirling + safe * log_c - gammaln(c_parent + (parent_total - t_x)[:, None] + safe)
+        log_p = np.where(allowed, log_p, -np.inf)
+        log_p -= log_p.max(axis=1, keepdims=True)
+        cumulative = np.cumsum(np.exp(log_p), axis=1)
+        chosen = (cumulative < (r * cumulative[:, -1])[:, None]).sum(axis=1)
+        return candidates[np.arange(len(at)), chosen]
 
     def _cache_leaf_rows(self) -> None:
         """log S(n, 1..min(n, MAX_TABLES)) once for each leaf count past the exact table: the
@@ -284,18 +345,17 @@ class _Forest:
         return out
 
     def sample_concentration(self, level: int, rngs: Sequence[np.random.Generator]) -> None:
-        """Du's auxiliary-variable draw of the concentration each tree shares at depth ``level``."""
-        for f, tree in enumerate(self.trees):
-            if not self.sampled[f] or tree.depth < level:
-                continue
-            rows = slice(self.start[level][f], self.start[level][f] + len(tree.n[level]))
-            seen = self.seen[level][rows]
-            totals = self.n[level][rows].sum(axis=1)[seen].astype(np.float64)
-            c = self.concentrations[f, level]
-            q = np.maximum(rngs[f].beta(c, totals), 1e-75)
+        """Du's auxiliary-variable draw of the concentration each tree shares at depth ``level``
+        (the sums of every tree at once; only the draws tree by tree)."""
+        rows = self.seen_rows[level]
+        totals = self.n[level][rows].sum(axis=1).astype(np.float64)
+        tables = np.concatenate([[0], np.cumsum(self.t[level][rows].sum(axis=1))]).tolist()
+        for f, a, b in self.drawn[level]:
+            q = np.maximum(rngs[f].beta(self.concentrations[f, level], totals[a:b]), 1e-75)
             rate = CONCENTRATION_RATE - np.log(q).sum()
-            shape = CONCENTRATION_SHAPE + self.t[level][rows][seen].sum()
+            shape = CONCENTRATION_SHAPE + (tables[b] - tables[a])
             self.concentrations[f, level] = min(MAX_CONCENTRATION, rngs[f].gamma(shape, 1.0 / rate))
+            self.log_concentrations[f, level] = np.log(self.concentrations[f, level])
 
     def probabilities(self) -> list[np.ndarray]:
         """Each depth's P(x | configuration), (rows, states), top down; a tree's CPT is its leaves'."""
@@ -316,6 +376,15 @@ class _Forest:
         leaves = levels[tree.depth][start : start + len(tree.n[tree.depth]), : tree.states]
         cpt = np.moveaxis(leaves.reshape(*tree.cards, tree.states), -1, 0)
         return np.ascontiguousarray(cpt / cpt.sum(axis=0, keepdims=True))
+
+
+def _allowed(n_x: np.ndarray, t_x: np.ndarray, np_x: np.ndarray, pt_x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first value a table count may take in one step and how many it may take (a run):
+    within ``WINDOW`` of its value, 1 to min(n, ``MAX_TABLES``), and its parent's count n never
+    below the parent's table count."""
+    first = np.maximum(np.maximum(1, t_x - WINDOW), pt_x - np_x + t_x)
+    last = np.minimum(np.minimum(n_x, MAX_TABLES), t_x + WINDOW)
+    return first, last - first + 1
 
 
 def _initial_tables(n: np.ndarray, c: float) -> np.ndarray:

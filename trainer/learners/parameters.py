@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -104,15 +105,22 @@ class Estimator:
         """``cpt`` of each family's counts, the i-th being family ``first + i``; hdp samples
         them together (``hdp.hdp_cpts``: a network's sweeps cost one table's numpy calls),
         each family from its own stream, so its CPTs are those of one family at a time."""
+        return self.networks_cpts([counts], first)[0]
+
+    def networks_cpts(self, networks: Sequence[Sequence[np.ndarray]], first: int = 0) -> list[list[np.ndarray]]:
+        """``cpts`` of each network's families (each network's i-th family is family ``first +
+        i``), every network's tables sampled together by hdp: an ensemble of n networks (AODE's,
+        ESKDB's) costs the numpy calls of one, with the CPTs of each network estimated alone."""
         if self.kind != HDP:
-            return [self.cpt(c, first + i) for i, c in enumerate(counts)]
-        counts = [c.astype(np.float64) for c in counts]
-        if any(c.size and not np.array_equal(c, np.rint(c)) for c in counts):
+            return [[self.cpt(c, first + i) for i, c in enumerate(counts)] for counts in networks]
+        tables = [c.astype(np.float64) for counts in networks for c in counts]
+        if any(c.size and not np.array_equal(c, np.rint(c)) for c in tables):
             raise InvalidInput("estimator hdp samples from whole counts: its row weights must be whole numbers")
         from bnserve.trainer.learners.hdp import hdp_cpts  # scipy.special: imported for hdp only
 
-        rngs = [np.random.default_rng([self.seed, first + i]) for i in range(len(counts))]
-        return hdp_cpts(counts, sweeps=int(self.strength), rngs=rngs)
+        rngs = [np.random.default_rng([self.seed, first + i]) for counts in networks for i in range(len(counts))]
+        flat = iter(hdp_cpts(tables, sweeps=int(self.strength), rngs=rngs))
+        return [[next(flat) for _ in counts] for counts in networks]
 
 
 LAPLACE_ESTIMATOR = Estimator()
@@ -132,22 +140,44 @@ def estimate(structure: Structure, data: TrainingView, estimator: Estimator = LA
     O(n (m + v^(k+2))) for n nodes, m rows, v states, k+1 parents (hdp: times its sweeps).
     ``alr`` fits the CPTs on the rows and may add arcs (see ``discriminative``).
     """
+    return estimate_all([(structure, data)], estimator)[0]
+
+
+def estimate_all(
+    members: Sequence[tuple[Structure, TrainingView]], estimator: Estimator = LAPLACE_ESTIMATOR
+) -> list[Network]:
+    """``estimate`` of each (structure, data), hdp sampling every network's tables at once
+    (``Estimator.networks_cpts``): the same networks as one at a time, in fewer numpy calls."""
     if estimator.kind == ALR:
         from bnserve.trainer.learners.discriminative import alr_network  # scipy.optimize: for alr only
 
-        return alr_network(structure, data, estimator.strength, lambda made: estimate(made, data))
+        return [
+            alr_network(structure, data, estimator.strength, partial(_laplace, data=data))
+            for structure, data in members
+        ]
+    nodes = [_families(structure, data) for structure, data in members]
+    counts = [data.family_counts(families) for (_, data), (_, families) in zip(members, nodes)]
+    return [
+        Network(
+            tuple(
+                Node(name, tuple(structure.parents[name]), cpt.astype(CPT_DTYPE, copy=False))
+                for name, cpt in zip(names, cpts)
+            )
+        )
+        for (structure, _), (names, _), cpts in zip(members, nodes, estimator.networks_cpts(counts))
+    ]
+
+
+def _laplace(structure: Structure, data: TrainingView) -> Network:
+    return estimate(structure, data)
+
+
+def _families(structure: Structure, data: TrainingView) -> tuple[list[str], list[list[int]]]:
+    """The structure's nodes (in variable order) and each one's family as column indices (-1: the class)."""
     index = {v.name: i for i, v in enumerate(data.features)}
     index[data.class_variable.name] = -1
     names = [v.name for v in data.variables if v.name in structure.parents]
-    families = [[index[f] for f in (name, *structure.parents[name])] for name in names]
-    counts = data.family_counts(families)  # one pass for every family when the rows are streamed
-    cpts = estimator.cpts(counts)
-    return Network(
-        tuple(
-            Node(name, tuple(structure.parents[name]), cpt.astype(CPT_DTYPE, copy=False))
-            for name, cpt in zip(names, cpts)
-        )
-    )
+    return names, [[index[f] for f in (name, *structure.parents[name])] for name in names]
 
 
 def laplace_cpt(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarray:
