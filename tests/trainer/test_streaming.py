@@ -80,6 +80,18 @@ def test_counts_reach_no_learner_that_reads_the_rows(tmp_path):
         fit("fkdb", streamed, k=1, fd_min_count=5)
 
 
+def test_streamed_chunks_are_coded_as_in_memory(tmp_path):
+    """The later passes count each chunk coded as the rows in memory are: in the narrowest
+    type for the states, column-major, so that each column's counts read it in sequence."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(4)))
+    in_memory = load(path)
+    blocks = list(load_streamed(path, None, Preprocessing(), None, 64).blocks())
+    assert len(blocks) == 5
+    for X, _, _ in blocks:
+        assert X.dtype == in_memory.X.dtype == np.int8 and X.flags.f_contiguous
+    assert np.array_equal(np.concatenate([X for X, _, _ in blocks]), in_memory.X)
+
+
 def test_gzip_and_tsv_stream(tmp_path):
     text = _mixed_csv(np.random.default_rng(5)).replace(",", "\t")
     path = tmp_path / "d.tsv.gz"

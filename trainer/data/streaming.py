@@ -67,7 +67,7 @@ from bnserve.trainer.io import (
 )
 from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, is_url
-from bnserve.trainer.io.table import trimmed_header
+from bnserve.trainer.io.table import narrowest, trimmed_header
 from bnserve.trainer.progress import stage
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
@@ -290,12 +290,15 @@ class _Reader:
                     yield chunk
 
     def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        """(X int32 (rows, n features), y int64, weights float64 or None) of each chunk's rows
-        that have a class, in the file (or in its ``part``) in order."""
+        """(X (rows, n features), y int64, weights float64 or None) of each chunk's rows that
+        have a class, in the file (or in its ``part``) in order. X is coded as in memory
+        (``encoded``): the ``narrowest`` type for the states, column-major, so that each
+        column's counts read it in sequence."""
+        dtype = narrowest(max((v.cardinality for v in self.variables[:-1]), default=0))
         for chunk in self.chunks(part):
             y = chunk.y.coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
-            X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=np.int32)
+            X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=dtype, order="F")
             for out, (column, v) in enumerate(zip(chunk.features, self.variables[:-1])):
                 X[:, out] = column.coded(v.codes_of)[keep]  # the file pass 1 typed: every value is a state
             weights = chunk.weights
