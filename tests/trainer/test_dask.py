@@ -5,6 +5,7 @@ survived, or the fit stops with a clear message and publishes nothing."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import itertools
 import os
 import signal
@@ -25,7 +26,7 @@ import pytest
 
 from bnserve.store.db import ModelStore
 from bnserve.store.errors import ClusterUnavailable, InvalidInput
-from bnserve.trainer.data import Preprocessing, load, parallel, streaming
+from bnserve.trainer.data import Preprocessing, kept, load, parallel, streaming
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
@@ -123,6 +124,69 @@ def test_a_partitioned_parquet_data_set_on_the_cluster(cluster, tmp_path, algo):
     assert len(on_cluster.reader.parts) == 3
     in_memory = fit(algo, load(whole), **_params(algo))
     assert_same_model(fit(algo, on_cluster, **_params(algo)), in_memory, same_source=False)
+
+
+def _files_gone_after_pass_1(monkeypatch, pattern: str) -> None:
+    """The files of ``pattern`` removed as soon as pass 1 has read them (and typed the columns)."""
+    learn = streaming._learn_variables
+
+    def then_remove(*args, **kwargs):
+        learned = learn(*args, **kwargs)
+        for file in glob.glob(pattern):
+            os.unlink(file)
+        return learned
+
+    monkeypatch.setattr(streaming, "_learn_variables", then_remove)
+
+
+def test_the_later_passes_count_each_part_where_it_was_read(cluster, tmp_path, monkeypatch):
+    """Pass 1 leaves each part's chunks in the memory of the worker that read it, and passes 2
+    and 3 run there: no file is read again (here they are gone), and the model is the files'."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(12), rows=1000), 3)
+    _files_gone_after_pass_1(monkeypatch, pattern)
+    on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+    assert not glob.glob(pattern)
+    assert_same_model(fit("fkdb", on_cluster, k=2), fit("fkdb", load(whole), k=2), same_source=False)
+
+
+def _held_share(scheduler: str, share: float) -> None:
+    def set_share() -> None:
+        from bnserve.trainer.data import kept
+
+        kept.HELD_SHARE = share
+
+    with distributed.Client(scheduler, set_as_default=False) as client:
+        client.run(set_share)
+
+
+def test_parts_past_the_workers_share_of_memory_are_read_again(cluster, tmp_path, monkeypatch):
+    """A worker holds parts up to ``kept.HELD_SHARE`` of its memory limit; past it (here a share
+    of 0) the later passes read the part from its file again, the same model; so files gone
+    after pass 1 stop the fit, naming the file."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(13), rows=1000), 3)
+    _held_share(cluster.scheduler_address, 0.0)
+    try:
+        on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+        assert_same_model(fit("tan", on_cluster), fit("tan", load(whole)), same_source=False)
+        _files_gone_after_pass_1(monkeypatch, pattern)
+        with pytest.raises(InvalidInput, match=r"part-0\d\.parquet: cannot open it on "):
+            load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+    finally:
+        _held_share(cluster.scheduler_address, kept.HELD_SHARE)
+
+
+def test_a_worker_lost_between_passes_is_made_up_for(tmp_path):
+    """The parts a killed worker held are read again (Dask reruns pass 1 for them, on the
+    worker its nanny starts), and the model is the one the files give."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(14), rows=1000), 4)
+    with _cluster() as c, distributed.Client(c.scheduler_address, set_as_default=False) as client:
+        on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=c.scheduler_address)
+        holders = {w for held in client.who_has(on_cluster.held.futures).values() for w in held}
+        assert len(holders) == 2  # both workers read parts
+        pids = client.run(os.getpid)
+        os.kill(pids[sorted(holders)[0]], signal.SIGKILL)
+        model = fit("fkdb", on_cluster, k=2)
+    assert_same_model(model, fit("fkdb", load(whole), k=2), same_source=False)
 
 
 def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeypatch):

@@ -24,6 +24,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from bnserve.store.errors import BnServeError, ClusterUnavailable, InvalidInput
@@ -58,17 +59,50 @@ def map_parts(
     jobs: int = 1,
     dask: str | None = None,
     what: str = "counting",
+    held: Held | None = None,
 ) -> list[T]:
     """``[work(reader, i, *args) for i in range(n_parts)]``, computed on the Dask cluster at
     ``dask``, else by ``jobs`` local processes, else here; each part done is reported as
-    progress of the stage ``what``."""
+    progress of the stage ``what``. With ``held`` (the cluster's, from ``hold_parts``):
+    ``work(reader, i, *args, data of part i)``, run on the worker holding that data."""
     calls = [(reader, i, *args) for i in range(n_parts)]
     with stage(what, n_parts, "part") as bar:
         if dask:
-            return _on_cluster(dask, work, calls, bar)
+            if held is not None:
+                calls = [(*call, data) for call, data in zip(calls, held.futures)]
+            return _on_cluster(dask, work, calls, bar)[0]
         if jobs > 1 and n_parts > 1:
             return _counted(_pool(jobs).map(work, *zip(*calls)), bar)
         return _counted((work(*call) for call in calls), bar)
+
+
+@dataclass(eq=False)
+class Held:
+    """Each part's data, held in the memory of the Dask worker that made it (futures): a
+    pass given it (``map_parts``) runs there and is handed the data, with no file read and
+    nothing sent. A part whose worker is lost is made again, by Dask, from the task that
+    made it. The workers drop the data once this is dropped."""
+
+    futures: list[Any]
+
+
+def hold_parts(
+    work: Callable[..., tuple[T, Any]], reader: Any, n_parts: int, dask: str, what: str
+) -> tuple[list[T], Held]:
+    """``work(reader, i)`` of every part on the Dask cluster at ``dask``, each returning (a
+    result, data): the results, in part order, and the data, held where they were made."""
+    calls = [(reader, i) for i in range(n_parts)]
+    with stage(what, n_parts, "part") as bar:
+        results, futures = _on_cluster(dask, work, calls, bar, hold=True)
+    return results, Held(futures)
+
+
+def _result(made: tuple[T, Any]) -> T:
+    return made[0]
+
+
+def _data(made: tuple[Any, Any]) -> Any:
+    return made[1]
 
 
 def _counted(results: Iterable[T], bar: Bar) -> list[T]:
@@ -235,12 +269,23 @@ def _workers(dask: str, client: Any, doing: str) -> int:
     return int(threads)
 
 
-def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]], bar: Bar) -> list[T]:
+def _on_cluster(
+    dask: str, work: Callable[..., Any], calls: list[tuple[Any, ...]], bar: Bar, hold: bool = False
+) -> tuple[list[Any], list[Any]]:
+    """The results of ``work(*call)`` for each call, and (``hold``: ``work`` returns (result,
+    data)) the futures of the data, left on the workers."""
     from distributed import KilledWorker
 
     client = _client(dask)
-    futures = _bounded(dask, "taking the parts", lambda: client.map(work, *zip(*calls), pure=False))
-    stalled = False
+
+    def submit() -> tuple[list[Any], list[Any]]:
+        made = client.map(work, *zip(*calls), pure=False)
+        if not hold:
+            return made, []
+        return client.map(_result, made, pure=False), client.map(_data, made, pure=False)
+
+    futures, held = _bounded(dask, "taking the parts", submit)
+    stalled, done = False, False
     try:
         finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for future in futures:
@@ -255,7 +300,9 @@ def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]],
             if future.status == "error":
                 break  # gathering raises it
             bar.update()
-        return list(_bounded(dask, "sending the counts", lambda: client.gather(futures)))
+        results = list(_bounded(dask, "sending the counts", lambda: client.gather(futures)))
+        done = True
+        return results, held
     except _Stalled:
         stalled = True
         raise
@@ -265,5 +312,6 @@ def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]],
         ) from None
     finally:
         if not stalled:  # the parts left are dropped; a scheduler that stopped answering is not asked
+            dropped = futures if done else futures + held  # the data held go only with the job
             with contextlib.suppress(BnServeError):  # the error that ended the job is the one to report
-                _bounded(dask, "cancelling the parts", lambda: client.cancel(futures))
+                _bounded(dask, "cancelling the parts", lambda: client.cancel(dropped))
