@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.data import IMPUTE, Preprocessing, load
+from bnserve.trainer.data import IMPUTE, Preprocessing, fingerprint, load, streaming
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
@@ -90,6 +90,30 @@ def test_streamed_chunks_are_coded_as_in_memory(tmp_path):
     for X, _, _ in blocks:
         assert X.dtype == in_memory.X.dtype == np.int8 and X.flags.f_contiguous
     assert np.array_equal(np.concatenate([X for X, _, _ in blocks]), in_memory.X)
+
+
+def test_a_part_sends_the_rows_of_its_shared_blocks_a_byte_a_cell(tmp_path, monkeypatch):
+    """Pass 2 sends back the rows of the fingerprint's blocks its part shares with others (the
+    trainer hashes them in order) in the narrowest types, not int32 and int64: a byte a cell
+    for a few states; the fingerprint is still that of the rows in memory."""
+    monkeypatch.setattr(fingerprint, "BLOCK_ROWS", 64)
+    rng = np.random.default_rng(6)
+    text = _mixed_csv(rng, rows=600)
+    lines = text.splitlines(keepends=True)
+    for i in range(3):  # a part per file, about 200 rows each, so parts share blocks
+        write(tmp_path, "".join([lines[0], *lines[1 + 200 * i : 201 + 200 * i]]), f"{i}.csv")
+    types = []
+
+    def sending(*args):
+        counts = counted(*args)
+        types.extend((X.dtype, y.dtype) for X, y in counts[2].fragments.values())
+        return counts
+
+    counted = streaming._pass2
+    monkeypatch.setattr(streaming, "_pass2", sending)
+    streamed = fit("nb", load_streamed(str(tmp_path / "*.csv"), None, Preprocessing(), None, 50))
+    assert len(types) >= 4 and set(types) == {(np.dtype(np.int8), np.dtype(np.int8))}
+    assert_same_model(streamed, fit("nb", load(write(tmp_path, text, "all.csv"))), same_source=False)
 
 
 def test_gzip_and_tsv_stream(tmp_path):
