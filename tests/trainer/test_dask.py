@@ -149,6 +149,22 @@ def test_the_later_passes_count_each_part_where_it_was_read(cluster, tmp_path, m
     assert_same_model(fit("fkdb", on_cluster, k=2), fit("fkdb", load(whole), k=2), same_source=False)
 
 
+def test_the_parts_are_moved_until_the_workers_hold_as_many_rows(cluster):
+    """Passes 2 and 3 run where the parts are, so the parts one worker read (here all) are
+    moved until each worker holds about half the rows, each part as it was."""
+    rows = [100, 100, 100, 100, 300, 200]
+    client = parallel._client(cluster.scheduler_address)  # the fit's
+    first = sorted(client.nthreads())[0]
+    futures = client.map(np.arange, rows, workers=[first], pure=False)
+    client.gather(futures)  # in memory
+    balanced = parallel.balance(cluster.scheduler_address, parallel.Held(futures), rows)
+    assert all(np.array_equal(part, np.arange(n)) for part, n in zip(client.gather(balanced.futures), rows))
+    held = dict.fromkeys(client.nthreads(), 0)
+    for i, (where,) in enumerate(client.who_has(balanced.futures)[f.key] for f in balanced.futures):
+        held[where] += rows[i]
+    assert sorted(held.values()) == [400, 500]
+
+
 def _held_share(scheduler: str, share: float) -> None:
     def set_share() -> None:
         from bnserve.trainer.data import kept

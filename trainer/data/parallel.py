@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -95,6 +95,47 @@ def hold_parts(
     with stage(what, n_parts, "part") as bar:
         results, futures = _on_cluster(dask, work, calls, bar, hold=True)
     return results, Held(futures)
+
+
+def balance(dask: str, held: Held, rows: Sequence[int]) -> Held:
+    """``held`` with parts moved between workers until each holds about its share of the
+    ``rows`` (per part), by its threads: the later passes are counting, and run where the
+    parts are, so a worker that read more parts in pass 1 (its files came sooner) would
+    count longer. Each move sends one part once, to a worker chosen, not required; a part
+    not yet in memory stays where Dask puts it."""
+    client = _client(dask)
+    where = _bounded(dask, "asking where the parts are", lambda: client.who_has(held.futures))
+    threads = _bounded(dask, "asking for its workers", client.nthreads)
+    holder = {i: where[f.key][0] for i, f in enumerate(held.futures) if where.get(f.key)}
+    share = sum(rows[i] for i in holder) / max(sum(threads.values()), 1)
+    load = {w: -share * n for w, n in threads.items()}  # rows past its share
+    for i, w in holder.items():
+        load[w] += rows[i]
+    moves: dict[int, str] = {}
+    while True:
+        most, least = max(load, key=load.__getitem__), min(load, key=load.__getitem__)
+        gap = load[most] - load[least]
+        mine = [i for i, w in holder.items() if w == most and rows[i] < gap]
+        if not mine:
+            break
+        i = min(mine, key=lambda i: abs(gap / 2 - rows[i]))  # the move that levels the two best
+        holder[i], moves[i] = least, least
+        load[most] -= rows[i]
+        load[least] += rows[i]
+    if not moves:
+        return held
+    futures = list(held.futures)
+
+    def move() -> None:
+        for i, w in moves.items():
+            futures[i] = client.submit(_moved, futures[i], workers=[w], allow_other_workers=True, pure=False)
+
+    _bounded(dask, "moving parts", move)
+    return Held(futures)
+
+
+def _moved(data: Any) -> Any:
+    return data
 
 
 def _result(made: tuple[T, Any]) -> T:

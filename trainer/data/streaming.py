@@ -50,7 +50,7 @@ from bnserve.trainer.data.columns import (
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
 from bnserve.trainer.data.kept import Chunk, HeldPart, held_part, keeping, kept, new_folder, remove
-from bnserve.trainer.data.parallel import Held, cluster_threads, hold_parts, map_parts, settle, start_pool
+from bnserve.trainer.data.parallel import Held, balance, cluster_threads, hold_parts, map_parts, settle, start_pool
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
@@ -552,7 +552,8 @@ def _learn_variables(
 def _read(reader: _Reader) -> tuple[list[_Pass1], Held | None]:
     """Pass 1 over every part; on Dask, each part's chunks held by the worker that read it."""
     if reader.dask:
-        return hold_parts(_pass1_held, reader, len(reader.parts), reader.dask, f"reading {reader.source}")
+        counted, held = hold_parts(_pass1_held, reader, len(reader.parts), reader.dask, f"reading {reader.source}")
+        return counted, balance(reader.dask, held, [part.rows for part in counted])
     return reader.map("reading", _pass1), None
 
 
