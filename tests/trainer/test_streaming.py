@@ -95,7 +95,8 @@ def test_streamed_chunks_are_coded_as_in_memory(tmp_path):
 def test_a_part_sends_the_rows_of_its_shared_blocks_a_byte_a_cell(tmp_path, monkeypatch):
     """Pass 2 sends back the rows of the fingerprint's blocks its part shares with others (the
     trainer hashes them in order) in the narrowest types, not int32 and int64: a byte a cell
-    for a few states; the fingerprint is still that of the rows in memory."""
+    for a few states, and row-major, as they are hashed; the fingerprint is still that of
+    the rows in memory."""
     monkeypatch.setattr(fingerprint, "BLOCK_ROWS", 64)
     rng = np.random.default_rng(6)
     text = _mixed_csv(rng, rows=600)
@@ -109,10 +110,16 @@ def test_a_part_sends_the_rows_of_its_shared_blocks_a_byte_a_cell(tmp_path, monk
         types.extend((X.dtype, y.dtype) for X, y in counts[2].fragments.values())
         return counts
 
-    counted = streaming._pass2
+    def hashing(parts):
+        hashed.extend(X.flags.c_contiguous for part in parts for X, _ in part.fragments.values())
+        return combine(parts)
+
+    counted, combine, hashed = streaming._pass2, streaming.combine, []
     monkeypatch.setattr(streaming, "_pass2", sending)
+    monkeypatch.setattr(streaming, "combine", hashing)
     streamed = fit("nb", load_streamed(str(tmp_path / "*.csv"), None, Preprocessing(), None, 50))
     assert len(types) >= 4 and set(types) == {(np.dtype(np.int8), np.dtype(np.int8))}
+    assert len(hashed) == len(types) and all(hashed)  # by rows, as hashed: not copied again
     assert_same_model(streamed, fit("nb", load(write(tmp_path, text, "all.csv"))), same_source=False)
 
 

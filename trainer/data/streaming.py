@@ -463,7 +463,7 @@ def _pass2(
     totals = np.zeros(n_classes, dtype=np.float64 if is_weighted else np.int64)
     for X, y, weights in reader.coded(part, held):
         statistics.add(PairStatistics.of(X, y, cards, n_classes, weights))
-        digests.add(X, y)
+        digests.add(np.ascontiguousarray(X), y)  # hashed by rows: copied once here, a byte a cell
         totals += np.bincount(y, weights, minlength=n_classes)
         if weight_digests is not None and weights is not None:
             weight_digests.add(weight_rows(weights), y)
