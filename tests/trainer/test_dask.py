@@ -165,6 +165,20 @@ def test_the_parts_are_moved_until_the_workers_hold_as_many_rows(cluster):
     assert sorted(held.values()) == [400, 500]
 
 
+@pytest.mark.parametrize(
+    ("holders", "threads", "moves"),
+    [
+        ({0: "a", 1: "a", 2: "a", 3: "a"}, {"a": 1, "b": 1}, {0: "b", 1: "b"}),
+        ({0: "a", 1: "a", 2: "a", 3: "a"}, {"a": 1, "b": 3}, {0: "b", 1: "b", 2: "b"}),
+        ({0: "a", 1: "a", 2: "b", 3: "b"}, {"a": 1, "b": 1}, {}),
+        ({0: "gone", 1: "gone", 2: "a", 3: "a"}, {"a": 1, "b": 1}, {2: "b"}),  # left since asked
+        ({0: "a", 1: "a"}, {}, {}),  # no worker left
+    ],
+)
+def test_the_moves_level_the_rows_a_thread_and_know_only_the_workers_there(holders, threads, moves):
+    assert parallel._moves(holders, [100, 100, 100, 100], threads) == moves
+
+
 def _held_share(scheduler: str, share: float) -> None:
     def set_share() -> None:
         from bnserve.trainer.data import kept

@@ -106,22 +106,8 @@ def balance(dask: str, held: Held, rows: Sequence[int]) -> Held:
     client = _client(dask)
     where = _bounded(dask, "asking where the parts are", lambda: client.who_has(held.futures))
     threads = _bounded(dask, "asking for its workers", client.nthreads)
-    holder = {i: where[f.key][0] for i, f in enumerate(held.futures) if where.get(f.key)}
-    share = sum(rows[i] for i in holder) / max(sum(threads.values()), 1)
-    load = {w: -share * n for w, n in threads.items()}  # rows past its share
-    for i, w in holder.items():
-        load[w] += rows[i]
-    moves: dict[int, str] = {}
-    while True:
-        most, least = max(load, key=load.__getitem__), min(load, key=load.__getitem__)
-        gap = load[most] - load[least]
-        mine = [i for i, w in holder.items() if w == most and rows[i] < gap]
-        if not mine:
-            break
-        i = min(mine, key=lambda i: abs(gap / 2 - rows[i]))  # the move that levels the two best
-        holder[i], moves[i] = least, least
-        load[most] -= rows[i]
-        load[least] += rows[i]
+    holders = {i: where[f.key][0] for i, f in enumerate(held.futures) if where.get(f.key)}
+    moves = _moves(holders, rows, threads)
     if not moves:
         return held
     futures = list(held.futures)
@@ -132,6 +118,30 @@ def balance(dask: str, held: Held, rows: Sequence[int]) -> Held:
 
     _bounded(dask, "moving parts", move)
     return Held(futures)
+
+
+def _moves(holders: dict[int, str], rows: Sequence[int], threads: dict[str, int]) -> dict[int, str]:
+    """Which parts to move where (part: worker) so that the workers of ``threads`` hold about
+    as many ``rows`` a thread, each part held by ``holders[part]`` (a worker gone since, or a
+    part not listed, is left as it is). Each move takes the part that levels the most loaded
+    and the least loaded workers best, while one is smaller than their gap."""
+    holder = {i: w for i, w in holders.items() if w in threads}
+    share = sum(rows[i] for i in holder) / max(sum(threads.values()), 1)
+    load = {w: -share * n for w, n in threads.items()}  # rows past its share
+    for i, w in holder.items():
+        load[w] += rows[i]
+    moves: dict[int, str] = {}
+    while load:
+        most, least = max(load, key=load.__getitem__), min(load, key=load.__getitem__)
+        gap = load[most] - load[least]
+        mine = [i for i, w in holder.items() if w == most and rows[i] < gap]
+        if not mine:
+            break
+        i = min(mine, key=lambda i: abs(gap / 2 - rows[i]))
+        holder[i], moves[i] = least, least
+        load[most] -= rows[i]
+        load[least] += rows[i]
+    return moves
 
 
 def _moved(data: Any) -> Any:
