@@ -149,6 +149,24 @@ def test_the_later_passes_count_each_part_where_it_was_read(cluster, tmp_path, m
     assert_same_model(fit("fkdb", on_cluster, k=2), fit("fkdb", load(whole), k=2), same_source=False)
 
 
+def test_the_rows_of_blocks_parts_share_are_hashed_on_the_workers(cluster, tmp_path, monkeypatch):
+    """The fingerprint hashes rows in blocks of 65,536: a block parts share is hashed on a
+    worker, from the rows each part sends it, and the trainer gets its digests, no row (here
+    one block, shared by the three parts); the fingerprint is the in-memory one."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(15), rows=1000), 3)
+    rows_here = []
+
+    def hashing(parts):
+        rows_here.extend(len(part.fragments) for part in parts)
+        return combine(parts)
+
+    combine = streaming.combine
+    monkeypatch.setattr(streaming, "combine", hashing)
+    on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+    assert rows_here == [0, 0, 0, 0]  # the three parts' digests, and the shared block's
+    assert_same_model(fit("nb", on_cluster), fit("nb", load(whole)), same_source=False)
+
+
 def test_the_parts_are_moved_until_the_workers_hold_as_many_rows(cluster):
     """Passes 2 and 3 run where the parts are, so the parts one worker read (here all) are
     moved until each worker holds about half the rows, each part as it was."""

@@ -87,14 +87,40 @@ class Held:
 
 
 def hold_parts(
-    work: Callable[..., tuple[T, Any]], reader: Any, n_parts: int, dask: str, what: str
+    work: Callable[..., tuple[T, Any]],
+    reader: Any,
+    n_parts: int,
+    *args: Any,
+    dask: str,
+    what: str,
+    held: Held | None = None,
 ) -> tuple[list[T], Held]:
-    """``work(reader, i)`` of every part on the Dask cluster at ``dask``, each returning (a
-    result, data): the results, in part order, and the data, held where they were made."""
-    calls = [(reader, i) for i in range(n_parts)]
+    """``work(reader, i, *args)`` of every part on the Dask cluster at ``dask`` (given the
+    part's ``held`` data last, where it is), each returning (a result, data): the results,
+    in part order, and the data, held where they were made."""
+    calls = [(reader, i, *args) for i in range(n_parts)]
+    if held is not None:
+        calls = [(*call, data) for call, data in zip(calls, held.futures)]
     with stage(what, n_parts, "part") as bar:
         results, futures = _on_cluster(dask, work, calls, bar, hold=True)
     return results, Held(futures)
+
+
+def map_held(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]]) -> list[T]:
+    """``work(*call)`` for each call on the Dask cluster at ``dask``, a held part's future in
+    a call handed its data (fetched from the worker holding it); not reported as a stage."""
+    return _on_cluster(dask, work, calls, _Unreported())[0]
+
+
+class _Unreported:
+    def update(self, n: float = 1) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def balance(dask: str, held: Held, rows: Sequence[int]) -> Held:

@@ -39,6 +39,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
+from bnserve.trainer.data import fingerprint as fingerprint_module
 from bnserve.trainer.data.columns import (
     check_class,
     check_columns,
@@ -50,7 +51,16 @@ from bnserve.trainer.data.columns import (
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
 from bnserve.trainer.data.kept import Chunk, HeldPart, held_part, keeping, kept, new_folder, remove
-from bnserve.trainer.data.parallel import Held, balance, cluster_threads, hold_parts, map_parts, settle, start_pool
+from bnserve.trainer.data.parallel import (
+    Held,
+    balance,
+    cluster_threads,
+    hold_parts,
+    map_held,
+    map_parts,
+    settle,
+    start_pool,
+)
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
@@ -432,7 +442,16 @@ def _streamed(
     cards = tuple(v.cardinality for v in variables[:-1])
     n_classes = variables[-1].cardinality
     starts = [0, *itertools.accumulate(part_rows)][:-1]
-    counted = reader.map("counting pairs of", _pass2, cards, n_classes, starts, held=held)
+    shared: list[RowDigests] = []
+    if held is None:
+        counted = reader.map("counting pairs of", _pass2, cards, n_classes, starts)
+    else:  # on Dask: the rows of the blocks parts share meet on a worker to be hashed
+        what = f"counting pairs of {source}"
+        assert reader.dask
+        counted, apart = hold_parts(
+            _pass2_apart, reader, len(part_rows), cards, n_classes, starts, dask=reader.dask, what=what, held=held
+        )
+        shared = _shared_blocks(reader.dask, apart, starts, part_rows)
     weighted_rows = reader.weight is not None
     statistics = PairStatistics.empty(cards, n_classes, weighted_rows)
     totals = np.zeros(n_classes, dtype=np.float64 if weighted_rows else np.int64)
@@ -440,7 +459,7 @@ def _streamed(
         statistics.add(part)
         totals += part_totals
     rows = sum(part_rows)
-    digest = fingerprint(variables, rows, combine([_widened(digests) for _, _, digests, _ in counted]))
+    digest = fingerprint(variables, rows, combine([*(_widened(d) for _, _, d, _ in counted), *shared]))
     if weighted_rows:
         digest = weighted(digest, rows, combine([w for _, _, _, w in counted if w is not None]))
     return StreamedData(variables, totals, statistics, digest, dropped, source, preprocessing, reader, rows, held)
@@ -468,6 +487,35 @@ def _pass2(
         if weight_digests is not None and weights is not None:
             weight_digests.add(weight_rows(weights), y)
     return statistics, totals, _narrowed(digests.finish()), weight_digests.finish() if weight_digests else None
+
+
+def _pass2_apart(
+    reader: _Reader, part: int, cards: tuple[int, ...], n_classes: int, starts: Sequence[int], held: HeldPart | None
+) -> tuple[tuple[PairStatistics, np.ndarray, RowDigests, RowDigests | None], dict[int, Any]]:
+    """``_pass2`` on a Dask worker: the counts, and apart (held there) the rows of the blocks
+    the part shares with others."""
+    counted = _pass2(reader, part, cards, n_classes, starts, held)
+    shared, counted[2].fragments = counted[2].fragments, {}
+    return counted, shared
+
+
+def _shared_blocks(dask: str, apart: Held, starts: Sequence[int], part_rows: Sequence[int]) -> list[RowDigests]:
+    """The digests of the fingerprint's blocks that parts share, each hashed on a worker from
+    the rows each part holds of it (``_pass2_apart``): those rows go from worker to worker, in
+    a byte a cell, not through the trainer."""
+    size = fingerprint_module.BLOCK_ROWS
+    parts: dict[int, list[int]] = {}
+    for i, (start, n) in enumerate(zip(starts, part_rows)):
+        for block in range(start // size, (start + n - 1) // size + 1) if n else ():
+            if not (start <= block * size and (block + 1) * size <= start + n):  # not whole in the part
+                parts.setdefault(block, []).append(i)
+    calls = [(block, [apart.futures[i] for i in sharing]) for block, sharing in sorted(parts.items())]
+    return map_held(dask, _block_digests, calls) if calls else []
+
+
+def _block_digests(block: int, shared: list[dict[int, Any]]) -> RowDigests:
+    rows = [_widened(RowDigests(fragments={block: rows[block]})) for rows in shared if block in rows]
+    return RowDigests(whole={block: combine(rows)[0]})
 
 
 def _narrowed(digests: RowDigests) -> RowDigests:
@@ -552,7 +600,9 @@ def _learn_variables(
 def _read(reader: _Reader) -> tuple[list[_Pass1], Held | None]:
     """Pass 1 over every part; on Dask, each part's chunks held by the worker that read it."""
     if reader.dask:
-        counted, held = hold_parts(_pass1_held, reader, len(reader.parts), reader.dask, f"reading {reader.source}")
+        counted, held = hold_parts(
+            _pass1_held, reader, len(reader.parts), dask=reader.dask, what=f"reading {reader.source}"
+        )
         return counted, balance(reader.dask, held, [part.rows for part in counted])
     return reader.map("reading", _pass1), None
 
