@@ -50,19 +50,20 @@ SPLIT = "the speed-up the split allows: CPU s of the trainer + 1 worker vs the t
 BOUNDS = {
     "fkdb k=2 fit seconds on Dask: 2 workers vs 1 (speed-up)": (
         "Amdahl, on two cores shared with other sessions. Each worker reads its parts once and keeps them "
-        "(passes 2 and 3 run where the parts are, balanced by rows), so the workers' CPU at 2M rows is about "
-        "5.5 s on one worker and 3.0-3.4 s on the busiest of two (it was 11.3 s and 6.9 s); the trainer's own "
-        "~2 s of CPU (starting and importing, merging each part's counts in part order, hashing the rows of "
-        "the fingerprint's blocks that parts share, learning the structure, publishing) does not divide, so "
-        "the split allows (2 + 5.5) / (2 + 3.3) = 1.4x at 2M rows (the row 'the speed-up the split allows', "
-        "from the CPU seconds of each process), more as the data grow. The wall-clock ratio here measures the "
-        "other sessions' load (5-9 on 2 cores): 0.94x before this change and 1.04x after, the fits taking "
-        "11.2-11.6 s instead of 15.9-16.9 s."
+        "(passes 2 and 3 run where the parts are, balanced by rows; the rows of blocks parts share are "
+        "hashed there), so the workers' CPU at 2M rows is about 5.5 s on one worker and 3.3-3.6 s on the "
+        "busiest of two (it was 10-12.6 s and 6-7.3 s); the trainer's own 1.5 s of CPU (starting and "
+        "importing, merging each part's counts in part order, learning the structure, publishing) does not "
+        "divide, so the split allows 1.34-1.53x at 2M rows (the row 'the speed-up the split allows', from "
+        "the CPU seconds of each process), 1.81x at 10M. The wall-clock ratio here also measures the other "
+        "sessions' load (4-9 on 2 cores): 1.19x at 2M rows in 7.1 s against 8.4 s (before: 0.94x, 16.9 "
+        "against 15.9 s); at 10M rows 1.31-1.86x (before: 1.62x)."
     ),
     SPLIT: (
-        "The trainer's own CPU (about 2 s at any size: above) beside the workers': the part that divides is "
-        "the workers' 5.5 s at 2M rows, so the bound is (2 + 5.5) / (2 + 5.5 / 2) = 1.6x with a perfect "
-        "split; 1.8x needs the workers' CPU at least 8 times the trainer's (16 s: some 6M rows at these costs)."
+        "The trainer's own CPU (1.3-1.7 s at any size: above) beside the workers': the part that divides is "
+        "the workers' 5.5 s at 2M rows, so the bound is (1.5 + 5.5) / (1.5 + 5.5 / 2) = 1.65x with a "
+        "perfect split, and pass 1 hands out parts as workers come free (the busiest did 0.59 of the work). "
+        "1.8x needs the workers' CPU about 8 times the trainer's: at 10M rows the split allows 1.81x."
     ),
 }
 
