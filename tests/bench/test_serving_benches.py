@@ -59,7 +59,13 @@ def test_on_dask_quick_run_reports_every_figure():
     from bench import on_dask
 
     results = on_dask.run(quick=True, rows=20_000, files=4)
-    assert len(results) == 6
+    assert len(results) == 10
+    assert [r["measurement"].split(":")[0] for r in results[2:6]] == [
+        "the speed-up the split allows",
+        "worker CPU s",
+        "worker CPU s",
+        "trainer CPU s",
+    ]
     assert all(r["ours"] > 0 and r["peer"] > 0 for r in results)
     assert results[-1]["met"] is True, "the fits on and off the cluster learned different models"
 

@@ -5,6 +5,7 @@ survived, or the fit stops with a clear message and publishes nothing."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import itertools
 import os
 import signal
@@ -25,7 +26,7 @@ import pytest
 
 from bnserve.store.db import ModelStore
 from bnserve.store.errors import ClusterUnavailable, InvalidInput
-from bnserve.trainer.data import Preprocessing, load, parallel, streaming
+from bnserve.trainer.data import Preprocessing, kept, load, parallel, streaming
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
@@ -123,6 +124,117 @@ def test_a_partitioned_parquet_data_set_on_the_cluster(cluster, tmp_path, algo):
     assert len(on_cluster.reader.parts) == 3
     in_memory = fit(algo, load(whole), **_params(algo))
     assert_same_model(fit(algo, on_cluster, **_params(algo)), in_memory, same_source=False)
+
+
+def _files_gone_after_pass_1(monkeypatch, pattern: str) -> None:
+    """The files of ``pattern`` removed as soon as pass 1 has read them (and typed the columns)."""
+    learn = streaming._learn_variables
+
+    def then_remove(*args, **kwargs):
+        learned = learn(*args, **kwargs)
+        for file in glob.glob(pattern):
+            os.unlink(file)
+        return learned
+
+    monkeypatch.setattr(streaming, "_learn_variables", then_remove)
+
+
+def test_the_later_passes_count_each_part_where_it_was_read(cluster, tmp_path, monkeypatch):
+    """Pass 1 leaves each part's chunks in the memory of the worker that read it, and passes 2
+    and 3 run there: no file is read again (here they are gone), and the model is the files'."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(12), rows=1000), 3)
+    _files_gone_after_pass_1(monkeypatch, pattern)
+    on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+    assert not glob.glob(pattern)
+    assert_same_model(fit("fkdb", on_cluster, k=2), fit("fkdb", load(whole), k=2), same_source=False)
+
+
+def test_the_rows_of_blocks_parts_share_are_hashed_on_the_workers(cluster, tmp_path, monkeypatch):
+    """The fingerprint hashes rows in blocks of 65,536: a block parts share is hashed on a
+    worker, from the rows each part sends it, and the trainer gets its digests, no row (here
+    one block, shared by the three parts); the fingerprint is the in-memory one."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(15), rows=1000), 3)
+    rows_here = []
+
+    def hashing(parts):
+        rows_here.extend(len(part.fragments) for part in parts)
+        return combine(parts)
+
+    combine = streaming.combine
+    monkeypatch.setattr(streaming, "combine", hashing)
+    on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+    assert rows_here == [0, 0, 0, 0]  # the three parts' digests, and the shared block's
+    assert_same_model(fit("nb", on_cluster), fit("nb", load(whole)), same_source=False)
+
+
+def test_the_parts_are_moved_until_the_workers_hold_as_many_rows(cluster):
+    """Passes 2 and 3 run where the parts are, so the parts one worker read (here all) are
+    moved until each worker holds about half the rows, each part as it was."""
+    rows = [100, 100, 100, 100, 300, 200]
+    client = parallel._client(cluster.scheduler_address)  # the fit's
+    first = sorted(client.nthreads())[0]
+    futures = client.map(np.arange, rows, workers=[first], pure=False)
+    client.gather(futures)  # in memory
+    balanced = parallel.balance(cluster.scheduler_address, parallel.Held(futures), rows)
+    assert all(np.array_equal(part, np.arange(n)) for part, n in zip(client.gather(balanced.futures), rows))
+    held = dict.fromkeys(client.nthreads(), 0)
+    for i, (where,) in enumerate(client.who_has(balanced.futures)[f.key] for f in balanced.futures):
+        held[where] += rows[i]
+    assert sorted(held.values()) == [400, 500]
+
+
+@pytest.mark.parametrize(
+    ("holders", "threads", "moves"),
+    [
+        ({0: "a", 1: "a", 2: "a", 3: "a"}, {"a": 1, "b": 1}, {0: "b", 1: "b"}),
+        ({0: "a", 1: "a", 2: "a", 3: "a"}, {"a": 1, "b": 3}, {0: "b", 1: "b", 2: "b"}),
+        ({0: "a", 1: "a", 2: "b", 3: "b"}, {"a": 1, "b": 1}, {}),
+        ({0: "gone", 1: "gone", 2: "a", 3: "a"}, {"a": 1, "b": 1}, {2: "b"}),  # left since asked
+        ({0: "a", 1: "a"}, {}, {}),  # no worker left
+    ],
+)
+def test_the_moves_level_the_rows_a_thread_and_know_only_the_workers_there(holders, threads, moves):
+    assert parallel._moves(holders, [100, 100, 100, 100], threads) == moves
+
+
+def _held_share(scheduler: str, share: float) -> None:
+    def set_share() -> None:
+        from bnserve.trainer.data import kept
+
+        kept.HELD_SHARE = share
+
+    with distributed.Client(scheduler, set_as_default=False) as client:
+        client.run(set_share)
+
+
+def test_parts_past_the_workers_share_of_memory_are_read_again(cluster, tmp_path, monkeypatch):
+    """A worker holds parts up to ``kept.HELD_SHARE`` of its memory limit; past it (here a share
+    of 0) the later passes read the part from its file again, the same model; so files gone
+    after pass 1 stop the fit, naming the file."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(13), rows=1000), 3)
+    _held_share(cluster.scheduler_address, 0.0)
+    try:
+        on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+        assert_same_model(fit("tan", on_cluster), fit("tan", load(whole)), same_source=False)
+        _files_gone_after_pass_1(monkeypatch, pattern)
+        with pytest.raises(InvalidInput, match=r"part-0\d\.parquet: cannot open it on "):
+            load_streamed(pattern, None, Preprocessing(), None, 64, dask=cluster.scheduler_address)
+    finally:
+        _held_share(cluster.scheduler_address, kept.HELD_SHARE)
+
+
+def test_a_worker_lost_between_passes_is_made_up_for(tmp_path):
+    """The parts a killed worker held are read again (Dask reruns pass 1 for them, on the
+    worker its nanny starts), and the model is the one the files give."""
+    whole, pattern = _parquet_parts(tmp_path, _mixed_csv(np.random.default_rng(14), rows=1000), 4)
+    with _cluster() as c, distributed.Client(c.scheduler_address, set_as_default=False) as client:
+        on_cluster = load_streamed(pattern, None, Preprocessing(), None, 64, dask=c.scheduler_address)
+        holders = {w for held in client.who_has(on_cluster.held.futures).values() for w in held}
+        assert len(holders) == 2  # both workers read parts
+        pids = client.run(os.getpid)
+        os.kill(pids[sorted(holders)[0]], signal.SIGKILL)
+        model = fit("fkdb", on_cluster, k=2)
+    assert_same_model(model, fit("fkdb", load(whole), k=2), same_source=False)
 
 
 def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.data import IMPUTE, Preprocessing, load
+from bnserve.trainer.data import IMPUTE, Preprocessing, fingerprint, load, streaming
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
@@ -78,6 +78,49 @@ def test_counts_reach_no_learner_that_reads_the_rows(tmp_path):
         fit("rtan", streamed, members=2, sample_seed=0)
     with pytest.raises(InvalidInput, match="fkdb: --fd-min-count reads the rows themselves"):
         fit("fkdb", streamed, k=1, fd_min_count=5)
+
+
+def test_streamed_chunks_are_coded_as_in_memory(tmp_path):
+    """The later passes count each chunk coded as the rows in memory are: in the narrowest
+    type for the states, column-major, so that each column's counts read it in sequence."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(4)))
+    in_memory = load(path)
+    blocks = list(load_streamed(path, None, Preprocessing(), None, 64).blocks())
+    assert len(blocks) == 5
+    for X, _, _ in blocks:
+        assert X.dtype == in_memory.X.dtype == np.int8 and X.flags.f_contiguous
+    assert np.array_equal(np.concatenate([X for X, _, _ in blocks]), in_memory.X)
+
+
+def test_a_part_sends_the_rows_of_its_shared_blocks_a_byte_a_cell(tmp_path, monkeypatch):
+    """Pass 2 sends back the rows of the fingerprint's blocks its part shares with others (the
+    trainer hashes them in order) in the narrowest types, not int32 and int64: a byte a cell
+    for a few states, and row-major, as they are hashed; the fingerprint is still that of
+    the rows in memory."""
+    monkeypatch.setattr(fingerprint, "BLOCK_ROWS", 64)
+    rng = np.random.default_rng(6)
+    text = _mixed_csv(rng, rows=600)
+    lines = text.splitlines(keepends=True)
+    for i in range(3):  # a part per file, about 200 rows each, so parts share blocks
+        write(tmp_path, "".join([lines[0], *lines[1 + 200 * i : 201 + 200 * i]]), f"{i}.csv")
+    types = []
+
+    def sending(*args):
+        counts = counted(*args)
+        types.extend((X.dtype, y.dtype) for X, y in counts[2].fragments.values())
+        return counts
+
+    def hashing(parts):
+        hashed.extend(X.flags.c_contiguous for part in parts for X, _ in part.fragments.values())
+        return combine(parts)
+
+    counted, combine, hashed = streaming._pass2, streaming.combine, []
+    monkeypatch.setattr(streaming, "_pass2", sending)
+    monkeypatch.setattr(streaming, "combine", hashing)
+    streamed = fit("nb", load_streamed(str(tmp_path / "*.csv"), None, Preprocessing(), None, 50))
+    assert len(types) >= 4 and set(types) == {(np.dtype(np.int8), np.dtype(np.int8))}
+    assert len(hashed) == len(types) and all(hashed)  # by rows, as hashed: not copied again
+    assert_same_model(streamed, fit("nb", load(write(tmp_path, text, "all.csv"))), same_source=False)
 
 
 def test_gzip_and_tsv_stream(tmp_path):

@@ -1,6 +1,7 @@
-"""The rows of a file trained in chunks, kept on local disk by the first pass, so that the
-later passes (the pairwise statistics, the families' counts) read them back rather than
-parse the file again: parsing and dictionary-encoding the text is most of a pass.
+"""The rows of a file trained in chunks, kept by the first pass on local disk (or, on a Dask
+worker, in its memory: ``held_part``), so that the later passes (the pairwise statistics, the
+families' counts) read them back rather than parse the file again: parsing and
+dictionary-encoding the text is most of a pass.
 
 What is kept of each chunk is what those passes read: the class and feature columns as
 read (each column's distinct texts and, per row, the position of its text among them, in
@@ -47,10 +48,46 @@ class Chunk:
         """The same rows with each column's positions in the narrowest unsigned type."""
         return Chunk(_narrow(self.y), tuple(_narrow(c) for c in self.features), self.weights)
 
+    @property
+    def nbytes(self) -> int:
+        """About the memory the chunk takes: its arrays, and 64 bytes a text."""
+        columns = (self.y, *self.features)
+        held = sum(c.index.nbytes + 64 * c.labels.size for c in columns)
+        return held + (self.weights.nbytes if self.weights is not None else 0)
+
 
 def _narrow(column: TextColumn) -> TextColumn:
     dtype = np.min_scalar_type(max(column.labels.size - 1, 0))
     return TextColumn(column.labels, column.index.astype(dtype, copy=False))
+
+
+@dataclass(frozen=True, eq=False)
+class HeldPart:
+    """A part's chunks held in the memory of the Dask worker that read them, where the fit's
+    later passes over the part run (``parallel.hold_parts``). Sized for Dask's memory
+    accounting by ``__sizeof__``."""
+
+    chunks: tuple[Chunk, ...]
+
+    def __sizeof__(self) -> int:
+        return sum(chunk.nbytes for chunk in self.chunks)
+
+
+HELD_SHARE = 0.25  # of a worker's memory limit, at most, held as parts' chunks
+
+
+def held_part(chunks: Sequence[Chunk]) -> HeldPart | None:
+    """``chunks`` (a part's, read on a Dask worker) to hold in its memory, or None where that
+    would take the data the worker holds past ``HELD_SHARE`` of its memory limit (of the
+    machine's memory, without one): the later passes then read the part from the file
+    again. A quarter, as the passes count beside it and Dask spills to disk from 60 %."""
+    from distributed import get_worker
+    from distributed.system import MEMORY_LIMIT
+
+    worker = get_worker()
+    part = HeldPart(tuple(chunks))
+    limit = worker.memory_manager.memory_limit or MEMORY_LIMIT
+    return part if worker.state.nbytes + part.__sizeof__() <= HELD_SHARE * limit else None
 
 
 def new_folder() -> str:

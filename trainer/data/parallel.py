@@ -22,8 +22,9 @@ import multiprocessing
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from bnserve.store.errors import BnServeError, ClusterUnavailable, InvalidInput
@@ -58,17 +59,127 @@ def map_parts(
     jobs: int = 1,
     dask: str | None = None,
     what: str = "counting",
+    held: Held | None = None,
 ) -> list[T]:
     """``[work(reader, i, *args) for i in range(n_parts)]``, computed on the Dask cluster at
     ``dask``, else by ``jobs`` local processes, else here; each part done is reported as
-    progress of the stage ``what``."""
+    progress of the stage ``what``. With ``held`` (the cluster's, from ``hold_parts``):
+    ``work(reader, i, *args, data of part i)``, run on the worker holding that data."""
     calls = [(reader, i, *args) for i in range(n_parts)]
     with stage(what, n_parts, "part") as bar:
         if dask:
-            return _on_cluster(dask, work, calls, bar)
+            if held is not None:
+                calls = [(*call, data) for call, data in zip(calls, held.futures)]
+            return _on_cluster(dask, work, calls, bar)[0]
         if jobs > 1 and n_parts > 1:
             return _counted(_pool(jobs).map(work, *zip(*calls)), bar)
         return _counted((work(*call) for call in calls), bar)
+
+
+@dataclass(eq=False)
+class Held:
+    """Each part's data, held in the memory of the Dask worker that made it (futures): a
+    pass given it (``map_parts``) runs there and is handed the data, with no file read and
+    nothing sent. A part whose worker is lost is made again, by Dask, from the task that
+    made it. The workers drop the data once this is dropped."""
+
+    futures: list[Any]
+
+
+def hold_parts(
+    work: Callable[..., tuple[T, Any]],
+    reader: Any,
+    n_parts: int,
+    *args: Any,
+    dask: str,
+    what: str,
+    held: Held | None = None,
+) -> tuple[list[T], Held]:
+    """``work(reader, i, *args)`` of every part on the Dask cluster at ``dask`` (given the
+    part's ``held`` data last, where it is), each returning (a result, data): the results,
+    in part order, and the data, held where they were made."""
+    calls = [(reader, i, *args) for i in range(n_parts)]
+    if held is not None:
+        calls = [(*call, data) for call, data in zip(calls, held.futures)]
+    with stage(what, n_parts, "part") as bar:
+        results, futures = _on_cluster(dask, work, calls, bar, hold=True)
+    return results, Held(futures)
+
+
+def map_held(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]]) -> list[T]:
+    """``work(*call)`` for each call on the Dask cluster at ``dask``, a held part's future in
+    a call handed its data (fetched from the worker holding it); not reported as a stage."""
+    return _on_cluster(dask, work, calls, _Unreported())[0]
+
+
+class _Unreported:
+    def update(self, n: float = 1) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def balance(dask: str, held: Held, rows: Sequence[int]) -> Held:
+    """``held`` with parts moved between workers until each holds about its share of the
+    ``rows`` (per part), by its threads: the later passes are counting, and run where the
+    parts are, so a worker that read more parts in pass 1 (its files came sooner) would
+    count longer. Each move sends one part once, to a worker chosen, not required; a part
+    not yet in memory stays where Dask puts it."""
+    client = _client(dask)
+    where = _bounded(dask, "asking where the parts are", lambda: client.who_has(held.futures))
+    threads = _bounded(dask, "asking for its workers", client.nthreads)
+    holders = {i: where[f.key][0] for i, f in enumerate(held.futures) if where.get(f.key)}
+    moves = _moves(holders, rows, threads)
+    if not moves:
+        return held
+    futures = list(held.futures)
+
+    def move() -> None:
+        for i, w in moves.items():
+            futures[i] = client.submit(_moved, futures[i], workers=[w], allow_other_workers=True, pure=False)
+
+    _bounded(dask, "moving parts", move)
+    return Held(futures)
+
+
+def _moves(holders: dict[int, str], rows: Sequence[int], threads: dict[str, int]) -> dict[int, str]:
+    """Which parts to move where (part: worker) so that the workers of ``threads`` hold about
+    as many ``rows`` a thread, each part held by ``holders[part]`` (a worker gone since, or a
+    part not listed, is left as it is). Each move takes the part that levels the most loaded
+    and the least loaded workers best, while one is smaller than their gap."""
+    holder = {i: w for i, w in holders.items() if w in threads}
+    share = sum(rows[i] for i in holder) / max(sum(threads.values()), 1)
+    load = {w: -share * n for w, n in threads.items()}  # rows past its share
+    for i, w in holder.items():
+        load[w] += rows[i]
+    moves: dict[int, str] = {}
+    while load:
+        most, least = max(load, key=load.__getitem__), min(load, key=load.__getitem__)
+        gap = load[most] - load[least]
+        mine = [i for i, w in holder.items() if w == most and rows[i] < gap]
+        if not mine:
+            break
+        i = min(mine, key=lambda i: abs(gap / 2 - rows[i]))
+        holder[i], moves[i] = least, least
+        load[most] -= rows[i]
+        load[least] += rows[i]
+    return moves
+
+
+def _moved(data: Any) -> Any:
+    return data
+
+
+def _result(made: tuple[T, Any]) -> T:
+    return made[0]
+
+
+def _data(made: tuple[Any, Any]) -> Any:
+    return made[1]
 
 
 def _counted(results: Iterable[T], bar: Bar) -> list[T]:
@@ -235,12 +346,23 @@ def _workers(dask: str, client: Any, doing: str) -> int:
     return int(threads)
 
 
-def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]], bar: Bar) -> list[T]:
+def _on_cluster(
+    dask: str, work: Callable[..., Any], calls: list[tuple[Any, ...]], bar: Bar, hold: bool = False
+) -> tuple[list[Any], list[Any]]:
+    """The results of ``work(*call)`` for each call, and (``hold``: ``work`` returns (result,
+    data)) the futures of the data, left on the workers."""
     from distributed import KilledWorker
 
     client = _client(dask)
-    futures = _bounded(dask, "taking the parts", lambda: client.map(work, *zip(*calls), pure=False))
-    stalled = False
+
+    def submit() -> tuple[list[Any], list[Any]]:
+        made = client.map(work, *zip(*calls), pure=False)
+        if not hold:
+            return made, []
+        return client.map(_result, made, pure=False), client.map(_data, made, pure=False)
+
+    futures, held = _bounded(dask, "taking the parts", submit)
+    stalled, done = False, False
     try:
         finished: queue.SimpleQueue[Any] = queue.SimpleQueue()
         for future in futures:
@@ -255,7 +377,9 @@ def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]],
             if future.status == "error":
                 break  # gathering raises it
             bar.update()
-        return list(_bounded(dask, "sending the counts", lambda: client.gather(futures)))
+        results = list(_bounded(dask, "sending the counts", lambda: client.gather(futures)))
+        done = True
+        return results, held
     except _Stalled:
         stalled = True
         raise
@@ -265,5 +389,6 @@ def _on_cluster(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]],
         ) from None
     finally:
         if not stalled:  # the parts left are dropped; a scheduler that stopped answering is not asked
+            dropped = futures if done else futures + held  # the data held go only with the job
             with contextlib.suppress(BnServeError):  # the error that ended the job is the one to report
-                _bounded(dask, "cancelling the parts", lambda: client.cancel(futures))
+                _bounded(dask, "cancelling the parts", lambda: client.cancel(dropped))

@@ -39,6 +39,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import CLASS, FEATURE, NOMINAL, NUMERIC, Variable
 from bnserve.store.model.discretization import interval_labels, number_of
+from bnserve.trainer.data import fingerprint as fingerprint_module
 from bnserve.trainer.data.columns import (
     check_class,
     check_columns,
@@ -49,8 +50,17 @@ from bnserve.trainer.data.columns import (
 )
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
-from bnserve.trainer.data.kept import Chunk, keeping, kept, new_folder, remove
-from bnserve.trainer.data.parallel import cluster_threads, map_parts, settle, start_pool
+from bnserve.trainer.data.kept import Chunk, HeldPart, held_part, keeping, kept, new_folder, remove
+from bnserve.trainer.data.parallel import (
+    Held,
+    balance,
+    cluster_threads,
+    hold_parts,
+    map_held,
+    map_parts,
+    settle,
+    start_pool,
+)
 from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
@@ -67,7 +77,7 @@ from bnserve.trainer.io import (
 )
 from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, is_url
-from bnserve.trainer.io.table import trimmed_header
+from bnserve.trainer.io.table import narrowest, trimmed_header
 from bnserve.trainer.progress import stage
 from bnserve.trainer.stats import PairStatistics, joint_counts
 
@@ -269,11 +279,19 @@ class _Reader:
                     name, class_name = table.header[self.weight], table.header[self.class_index]
                     yield positive_rows(table, weight_column(table, name, class_name, all_rows=False))
 
-    def map(self, what: str, work: Callable[..., T], *args: Any) -> list[T]:
+    def map(self, what: str, work: Callable[..., T], *args: Any, held: Held | None = None) -> list[T]:
         """``work(self, part, *args)`` of every part, in part order, where ``jobs`` or ``dask``
-        say; its progress reported as the stage "``what`` SOURCE"."""
+        say (given the part's ``held`` chunks last, where a Dask worker holds them); its
+        progress reported as the stage "``what`` SOURCE"."""
         return map_parts(
-            work, self, len(self.parts), *args, jobs=self.jobs, dask=self.dask, what=f"{what} {self.source}"
+            work,
+            self,
+            len(self.parts),
+            *args,
+            jobs=self.jobs,
+            dask=self.dask,
+            what=f"{what} {self.source}",
+            held=held,
         )
 
     def chunks(self, part: int | None = None) -> Iterator[Chunk]:
@@ -289,13 +307,18 @@ class _Reader:
                     bar.update(chunk.y.index.size)  # the rows kept: a zero weight's row was not
                     yield chunk
 
-    def coded(self, part: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        """(X int32 (rows, n features), y int64, weights float64 or None) of each chunk's rows
-        that have a class, in the file (or in its ``part``) in order."""
-        for chunk in self.chunks(part):
+    def coded(
+        self, part: int | None = None, held: HeldPart | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """(X (rows, n features), y int64, weights float64 or None) of each chunk's rows that
+        have a class, in the file (or in its ``part``, or in the ``held`` chunks of a part) in
+        order. X is coded as in memory (``encoded``): the ``narrowest`` type for the states,
+        column-major, so that each column's counts read it in sequence."""
+        dtype = narrowest(max((v.cardinality for v in self.variables[:-1]), default=0))
+        for chunk in self.chunks(part) if held is None else held.chunks:
             y = chunk.y.coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
-            X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=np.int32)
+            X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=dtype, order="F")
             for out, (column, v) in enumerate(zip(chunk.features, self.variables[:-1])):
                 X[:, out] = column.coded(v.codes_of)[keep]  # the file pass 1 typed: every value is a state
             weights = chunk.weights
@@ -322,6 +345,7 @@ class StreamedData(TrainingView):
     preprocessing: Preprocessing
     reader: _Reader
     rows: int  # with a class and a weight above 0 (``class_totals`` sums their weights)
+    held: Held | None = field(default=None, compare=False)  # on Dask: each part's chunks, where it was read
 
     @property
     def n_rows(self) -> int:
@@ -349,17 +373,21 @@ class StreamedData(TrainingView):
         parts counted by ``--jobs`` processes)."""
         cards = [[self.n_classes if j < 0 else self.cards[j] for j in f] for f in families]
         totals = [np.zeros(c, dtype=self.totals.dtype) for c in cards]
-        for counts in self.reader.map("counting families of", _family_counts, families, cards):
+        for counts in self.reader.map("counting families of", _family_counts, families, cards, held=self.held):
             for total, part in zip(totals, counts):
                 total += part
         return totals
 
 
 def _family_counts(
-    reader: _Reader, part: int, families: Sequence[Sequence[int]], cards: Sequence[Sequence[int]]
+    reader: _Reader,
+    part: int,
+    families: Sequence[Sequence[int]],
+    cards: Sequence[Sequence[int]],
+    held: HeldPart | None = None,
 ) -> list[np.ndarray]:
     totals = [np.zeros(c, dtype=np.int64 if reader.weight is None else np.float64) for c in cards]
-    for X, y, weights in reader.coded(part):
+    for X, y, weights in reader.coded(part, held):
         for total, f, c in zip(totals, families, cards):
             total += joint_counts([y if j < 0 else X[:, j] for j in f], c, weights=weights)
     return totals
@@ -407,14 +435,23 @@ def _streamed(
     dask: str | None,
     folder: str | None,
 ) -> StreamedData:
-    reader, part_rows, dropped = _learn_variables(
+    reader, part_rows, dropped, held = _learn_variables(
         source, class_column, preprocessing, fmt, chunk_rows, jobs, dask, folder
     )
     variables = reader.variables
     cards = tuple(v.cardinality for v in variables[:-1])
     n_classes = variables[-1].cardinality
     starts = [0, *itertools.accumulate(part_rows)][:-1]
-    counted = reader.map("counting pairs of", _pass2, cards, n_classes, starts)
+    shared: list[RowDigests] = []
+    if held is None:
+        counted = reader.map("counting pairs of", _pass2, cards, n_classes, starts)
+    else:  # on Dask: the rows of the blocks parts share meet on a worker to be hashed
+        what = f"counting pairs of {source}"
+        assert reader.dask
+        counted, apart = hold_parts(
+            _pass2_apart, reader, len(part_rows), cards, n_classes, starts, dask=reader.dask, what=what, held=held
+        )
+        shared = _shared_blocks(reader.dask, apart, starts, part_rows)
     weighted_rows = reader.weight is not None
     statistics = PairStatistics.empty(cards, n_classes, weighted_rows)
     totals = np.zeros(n_classes, dtype=np.float64 if weighted_rows else np.int64)
@@ -422,14 +459,19 @@ def _streamed(
         statistics.add(part)
         totals += part_totals
     rows = sum(part_rows)
-    digest = fingerprint(variables, rows, combine([digests for _, _, digests, _ in counted]))
+    digest = fingerprint(variables, rows, combine([*(_widened(d) for _, _, d, _ in counted), *shared]))
     if weighted_rows:
         digest = weighted(digest, rows, combine([w for _, _, _, w in counted if w is not None]))
-    return StreamedData(variables, totals, statistics, digest, dropped, source, preprocessing, reader, rows)
+    return StreamedData(variables, totals, statistics, digest, dropped, source, preprocessing, reader, rows, held)
 
 
 def _pass2(
-    reader: _Reader, part: int, cards: tuple[int, ...], n_classes: int, starts: Sequence[int]
+    reader: _Reader,
+    part: int,
+    cards: tuple[int, ...],
+    n_classes: int,
+    starts: Sequence[int],
+    held: HeldPart | None = None,
 ) -> tuple[PairStatistics, np.ndarray, RowDigests, RowDigests | None]:
     """Pass 2 over the ``part``: pairwise statistics, class counts (sums of weights when the
     rows have them), and block digests of the rows and of their weights."""
@@ -438,13 +480,58 @@ def _pass2(
     digests = RowDigests(starts[part])
     weight_digests = RowDigests(starts[part]) if is_weighted else None
     totals = np.zeros(n_classes, dtype=np.float64 if is_weighted else np.int64)
-    for X, y, weights in reader.coded(part):
+    for X, y, weights in reader.coded(part, held):
         statistics.add(PairStatistics.of(X, y, cards, n_classes, weights))
-        digests.add(X, y)
+        digests.add(np.ascontiguousarray(X), y)  # hashed by rows: copied once here, a byte a cell
         totals += np.bincount(y, weights, minlength=n_classes)
         if weight_digests is not None and weights is not None:
             weight_digests.add(weight_rows(weights), y)
-    return statistics, totals, digests.finish(), weight_digests.finish() if weight_digests else None
+    return statistics, totals, _narrowed(digests.finish()), weight_digests.finish() if weight_digests else None
+
+
+def _pass2_apart(
+    reader: _Reader, part: int, cards: tuple[int, ...], n_classes: int, starts: Sequence[int], held: HeldPart | None
+) -> tuple[tuple[PairStatistics, np.ndarray, RowDigests, RowDigests | None], dict[int, Any]]:
+    """``_pass2`` on a Dask worker: the counts, and apart (held there) the rows of the blocks
+    the part shares with others."""
+    counted = _pass2(reader, part, cards, n_classes, starts, held)
+    shared, counted[2].fragments = counted[2].fragments, {}
+    return counted, shared
+
+
+def _shared_blocks(dask: str, apart: Held, starts: Sequence[int], part_rows: Sequence[int]) -> list[RowDigests]:
+    """The digests of the fingerprint's blocks that parts share, each hashed on a worker from
+    the rows each part holds of it (``_pass2_apart``): those rows go from worker to worker, in
+    a byte a cell, not through the trainer."""
+    size = fingerprint_module.BLOCK_ROWS
+    parts: dict[int, list[int]] = {}
+    for i, (start, n) in enumerate(zip(starts, part_rows)):
+        for block in range(start // size, (start + n - 1) // size + 1) if n else ():
+            if not (start <= block * size and (block + 1) * size <= start + n):  # not whole in the part
+                parts.setdefault(block, []).append(i)
+    calls = [(block, [apart.futures[i] for i in sharing]) for block, sharing in sorted(parts.items())]
+    return map_held(dask, _block_digests, calls) if calls else []
+
+
+def _block_digests(block: int, shared: list[dict[int, Any]]) -> RowDigests:
+    rows = [_widened(RowDigests(fragments={block: rows[block]})) for rows in shared if block in rows]
+    return RowDigests(whole={block: combine(rows)[0]})
+
+
+def _narrowed(digests: RowDigests) -> RowDigests:
+    """``digests`` with the rows of the blocks it shares with other parts (sent back to be
+    hashed: a third of the rows, for parts of 100,000 rows) in the narrowest types, codes in
+    a byte for a few states, not four (``_widened`` gives them back as ``combine`` hashes them)."""
+    digests.fragments = {
+        block: (X.astype(narrowest(int(X.max(initial=0)) + 1)), y.astype(narrowest(int(y.max(initial=0)) + 1)))
+        for block, (X, y) in digests.fragments.items()
+    }
+    return digests
+
+
+def _widened(digests: RowDigests) -> RowDigests:
+    digests.fragments = {block: (X.astype("<i4"), y.astype("<i8")) for block, (X, y) in digests.fragments.items()}
+    return digests
 
 
 def _learn_variables(
@@ -456,10 +543,10 @@ def _learn_variables(
     jobs: int,
     dask: str | None,
     folder: str | None = None,
-) -> tuple[_Reader, list[int], int]:
+) -> tuple[_Reader, list[int], int, Held | None]:
     """Pass 1: tally every column, then type it and learn its states or cut points by
     ``columns``' and ``encoded``'s rules. Returns the reader for the next passes, the rows
-    with a class (per part) and the rows without."""
+    with a class (per part), the rows without, and on Dask the chunks each worker holds."""
     fmt = chunked_format(source, fmt)
     files = expand(source)
     header = tuple(header_of(files[0], fmt, preprocessing.delimiter, preprocessing.limits))  # as the parts are parsed
@@ -484,10 +571,10 @@ def _learn_variables(
         folder,
     )
     try:
-        counted = reader.map("reading", _pass1)
+        counted, held = _read(reader)
     except PartUnreadable:  # read each file in order, where csv names what is wrong
         reader = replace(reader, parts=whole_files)
-        counted = reader.map("reading", _pass1)
+        counted, held = _read(reader)
     total = _Pass1(weighted=weight is not None)
     for part in counted:
         total.merge(part)
@@ -507,7 +594,17 @@ def _learn_variables(
         for j, tally, kind in zip(columns, total.tallies, declared)
     ]
     variables.append(Variable(class_name, class_states, CLASS))
-    return replace(reader, variables=tuple(variables)), [part.rows for part in counted], total.dropped
+    return replace(reader, variables=tuple(variables)), [part.rows for part in counted], total.dropped, held
+
+
+def _read(reader: _Reader) -> tuple[list[_Pass1], Held | None]:
+    """Pass 1 over every part; on Dask, each part's chunks held by the worker that read it."""
+    if reader.dask:
+        counted, held = hold_parts(
+            _pass1_held, reader, len(reader.parts), dask=reader.dask, what=f"reading {reader.source}"
+        )
+        return counted, balance(reader.dask, held, [part.rows for part in counted])
+    return reader.map("reading", _pass1), None
 
 
 def _class_states(total: _Pass1, declared: Declared | None) -> tuple[str, ...]:
@@ -523,12 +620,24 @@ def _class_states(total: _Pass1, declared: Declared | None) -> tuple[str, ...]:
 
 
 def _pass1(reader: _Reader, part: int) -> _Pass1:
-    """Pass 1 over the ``part``: its tallies; its chunks kept for the later passes."""
-    counted = _Pass1(weighted=reader.weight is not None)
+    """Pass 1 over the ``part``: its tallies; its chunks kept on disk for the later passes."""
     with keeping(reader.kept, reader.parts[part]) as keep:
-        for table, weights in reader.tables(part):
-            counted.add(table, reader.class_index, reader.columns, weights)
-            keep(Chunk.of(table, reader.class_index, reader.columns, weights))
+        return _tallied(reader, part, keep)
+
+
+def _pass1_held(reader: _Reader, part: int) -> tuple[_Pass1, HeldPart | None]:
+    """Pass 1 over the ``part`` on a Dask worker: its tallies, and its chunks to hold in the
+    worker's memory for the later passes (None: past its share, ``kept.held_part``)."""
+    chunks: list[Chunk] = []
+    counted = _tallied(reader, part, lambda chunk: chunks.append(chunk.narrowed()))
+    return counted, held_part(chunks)
+
+
+def _tallied(reader: _Reader, part: int, keep: Callable[[Chunk], None]) -> _Pass1:
+    counted = _Pass1(weighted=reader.weight is not None)
+    for table, weights in reader.tables(part):
+        counted.add(table, reader.class_index, reader.columns, weights)
+        keep(Chunk.of(table, reader.class_index, reader.columns, weights))
     return counted
 
 
