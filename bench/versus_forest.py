@@ -57,8 +57,12 @@ FOLDS, SEED = 10, 0
 DRAW_POINTS = 0.1  # |difference in mean accuracy| <= 0.1 point is a draw
 SLACK_POINTS = 1.0  # goal: auto never more than 1 point under the best single learner on a set
 FIT_RATIO_GOAL = 5.0  # goal: auto's fit time at most this many times RandomForest's, summed over the sets
+LEAD_GOAL_POINTS = 1.0  # goal: auto's mean accuracy at least the best peer's plus this many points
+NEAR_POINTS = 0.5  # goal: auto wins or draws within this many points against RandomForest ...
+NEAR_SHARE_GOAL = 24 / 34  # ... on at least this share of the sets (issue 28: 24 of the 34)
 SINGLE, AUTO, PEER = "single", "auto", "scikit-learn"
 HGB, HGB_DEFAULT, HGB_NO_STOP = "hgb", "hgb-default", "hgb-no-stop"  # hgb: the better of the two on each set
+PEERS = ("rf", HGB, "logreg")  # scikit-learn's, as the report shows them
 # what auto's cached results depend on beside the rule (a result cached under another search is redone)
 AUTO_PROTOCOL = {
     "discretize": str(AUTO_DISCRETIZATION),
@@ -403,13 +407,27 @@ def summarise(results: Mapping[str, Mapping[str, Mapping[str, Any]]], methods: S
     opponents = [label for label in ("rf", HGB, "logreg", "best single") if label in acc]
     summary["wins_draws_losses"] = {a: {o: wdl(acc[a], acc[o]) for o in opponents} for a in autos}
     goals = []
-    if "auto" in acc and "rf" in acc:
-        mean_auto, mean_rf = np.mean(acc["auto"]), np.mean(acc["rf"])
+    peers = [label for label in PEERS if label in acc]
+    if "auto" in acc and peers:
+        mean_auto = float(np.mean(acc["auto"]))
+        best_peer = max(peers, key=lambda label: float(np.mean(acc[label])))
+        mean_peer = float(np.mean(acc[best_peer]))
         goals.append(
             {
-                "goal": "auto's mean accuracy ≥ RandomForest's",
-                "figure": f"{100 * mean_auto:.2f} % vs {100 * mean_rf:.2f} %",
-                "met": bool(mean_auto >= mean_rf),
+                "goal": f"auto's mean accuracy ≥ the best peer's + {LEAD_GOAL_POINTS:g} point",
+                "figure": f"{100 * mean_auto:.2f} % vs {100 * mean_peer:.2f} % ({best_peer}): "
+                f"{100 * (mean_auto - mean_peer):+.2f} points",
+                "met": bool(100 * (mean_auto - mean_peer) >= LEAD_GOAL_POINTS),
+            }
+        )
+    if "auto" in acc and "rf" in acc:
+        near = int(np.sum(100 * (np.asarray(acc["auto"]) - np.asarray(acc["rf"])) >= -NEAR_POINTS))
+        goals.append(
+            {
+                "goal": f"auto wins or draws (within {NEAR_POINTS:g} point) against RandomForest on at least "
+                f"{NEAR_SHARE_GOAL:.0%} of the sets (24 of 34)",
+                "figure": f"{near} of {len(sets)}",
+                "met": bool(near >= NEAR_SHARE_GOAL * len(sets) - 1e-9),
             }
         )
     if "auto" in acc and singles:
