@@ -165,3 +165,20 @@ def test_the_goals_are_issue_28s_a_point_over_the_best_peer_and_near_the_forest_
     assert run([0.90] * 4, [0.88, 0.90, 0.904, 0.906], [0.88] * 4) == {"mean": False, "wins": True}
     # rf's mean 0.8825: auto 1.75 points over it, but 1 and 2 points under it on two of the four sets
     assert run([0.90] * 4, [0.85, 0.85, 0.91, 0.92], [0.88] * 4) == {"mean": True, "wins": False}
+
+
+def test_a_childs_peak_memory_is_its_own_not_the_bench_processs():
+    """bench/out_of_core.measure_child (the fit and batch-scoring rows' RSS): a child that
+    peaks near 60 MiB reads as such while the measuring process holds 400 MiB. ``ru_maxrss``
+    carried the parent's high-water mark into the child and read 400 MiB or more."""
+    import sys
+
+    from bench.out_of_core import measure_child
+
+    held = bytearray(400 << 20)  # pages touched: resident in this process
+    for i in range(0, len(held), 4096):
+        held[i] = 1
+    child = "import time; x = bytearray(50 << 20); x[::4096] = b'1' * len(x[::4096]); time.sleep(0.4)"
+    _, peak = measure_child([sys.executable, "-c", child])
+    del held
+    assert 50 << 20 <= peak < 200 << 20, f"{peak / 2**20:.0f} MiB"
