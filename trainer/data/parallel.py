@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from bnserve.store.errors import BnServeError, ClusterUnavailable, InvalidInput
-from bnserve.trainer.progress import Bar, stage
+from bnserve.trainer.progress import SILENT, Bar, stage
 
 T = TypeVar("T")
 
@@ -109,18 +109,7 @@ def hold_parts(
 def map_held(dask: str, work: Callable[..., T], calls: list[tuple[Any, ...]]) -> list[T]:
     """``work(*call)`` for each call on the Dask cluster at ``dask``, a held part's future in
     a call handed its data (fetched from the worker holding it); not reported as a stage."""
-    return _on_cluster(dask, work, calls, _Unreported())[0]
-
-
-class _Unreported:
-    def update(self, n: float = 1) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+    return _on_cluster(dask, work, calls, SILENT)[0]
 
 
 def balance(dask: str, held: Held, rows: Sequence[int]) -> Held:
