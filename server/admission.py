@@ -44,6 +44,7 @@ from bnserve.store.errors import BnServeError, InvalidInput
 
 TRIM_BYTES = 8 * MiB  # a charge this large, released, has the allocator return free memory
 TRIM_DELAY_SECONDS = 0.2  # after the release: the call's objects are dropped once it has ended
+TRIM_AGAIN_SECONDS = 2.0  # and once more after: on busy cores a worker thread drops them later
 
 
 class OverBudget(BnServeError):
@@ -162,11 +163,13 @@ class Admission:
         self._trim_due = True
         loop = asyncio.get_running_loop()
 
-        def trim() -> None:
+        def trim(again: float | None) -> None:
             self._trim_due = False
             threading.Thread(target=self._trim, args=(0,), name="malloc-trim", daemon=True).start()
+            if again is not None:
+                loop.call_later(again, trim, None)
 
-        loop.call_later(TRIM_DELAY_SECONDS, trim)
+        loop.call_later(TRIM_DELAY_SECONDS, trim, TRIM_AGAIN_SECONDS)
 
 
 class _Call:
