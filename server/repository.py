@@ -28,7 +28,7 @@ from concurrent.futures import Future
 
 from bnserve.server import catalogue
 from bnserve.server.aliases import Outcome, choose
-from bnserve.server.loading import Loader, ReadAhead, Refusals
+from bnserve.server.loading import PAUSE_COLLECTOR_VERSIONS, Loader, ReadAhead, Refusals, collector_paused
 from bnserve.server.metrics import METRICS, Metrics
 from bnserve.server.on_demand import DEFAULT_MAX_LOAD_WAITERS, DEFAULT_STORE_THREADS, DEFAULT_VERSION_CACHE_BYTES
 from bnserve.server.served import ServedModel
@@ -153,16 +153,16 @@ class ModelRepository:
             return
         models = {n: e for n, e in old.items() if n not in changed}
         rebuilt = sorted(changed & summaries.keys())
-        read = self._loader.read_ahead(
-            [
-                (name, version)
-                for name in rebuilt
-                for version in sorted({*summaries[name].aliases.values(), summaries[name].latest_version})
-                if (name, version) not in self._refusals and (name not in old or version not in old[name].loaded)
-            ]
-        )  # what the entries are built from first; what comes later (a fallback) is read alone
-        for name in rebuilt:
-            models[name] = self._build_entry(summaries[name], old.get(name), read)
+        wanted = [
+            (name, version)
+            for name in rebuilt
+            for version in sorted({*summaries[name].aliases.values(), summaries[name].latest_version})
+            if (name, version) not in self._refusals and (name not in old or version not in old[name].loaded)
+        ]  # what the entries are built from first; what comes later (a fallback) is read alone
+        with collector_paused(len(wanted) >= PAUSE_COLLECTOR_VERSIONS):
+            read = self._loader.read_ahead(wanted)
+            for name in rebuilt:
+                models[name] = self._build_entry(summaries[name], old.get(name), read)
         before = {n: old[n] for n in changed if n in old}
         after = {n: models[n] for n in changed if n in models}
         self._resident.snapshot = snapshot = Snapshot(models)

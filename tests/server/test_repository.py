@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import REGISTRY
 
+from bnserve.server.loading import collector_paused
 from bnserve.server.on_demand import Busy
 from bnserve.server.poller import Poller
 from bnserve.server.repository import FULL_READ_EVERY, ModelRepository
@@ -528,3 +531,32 @@ def test_loads_beyond_the_bound_are_refused_and_a_queued_one_ends_at_close(model
                 queued.result(30)
         release.set()
         assert waiting[0].result(30).version == 1  # the load running when it closed ends as it would have
+
+
+def test_a_bulk_load_pauses_the_collector_and_leaves_it_as_it_found_it_collecting_what_it_held_back():
+    """The pause is the bulk load's alone: the collector is on again afterwards (even when the
+    load fails), the cycles made meanwhile are collected, and a collector someone else turned
+    off stays off."""
+    class Cycle:
+        pass
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        cycle = Cycle()
+        cycle.me = cycle  # type: ignore[attr-defined]
+        gone = weakref.ref(cycle)
+        del cycle
+    assert gc.isenabled() and gone() is None
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("the store failed")
+    assert gc.isenabled()
+    with collector_paused(False):
+        assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
