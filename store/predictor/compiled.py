@@ -112,40 +112,29 @@ class CompiledNetwork:
         self.fast_nodes = tuple(n.name for n in fast)
         self.feature_names = tuple(n.name for n in network.nodes if n.name != class_name)
         self.feature_cols = np.array([feature_index[v] for v in self.feature_names], dtype=np.intp)
-        local = {v: i for i, v in enumerate(self.feature_names)}
         blanket = {v for n in fast for v in (n.name, *n.parents) if v != class_name}
         self.relevant = np.array([v in blanket for v in self.feature_names], dtype=bool)
-        # what finding the barren features needs (_barren): above_class[x], feature x is an
-        # ancestor of the class; the arcs between features, sorted by parent; and, for a network
-        # of up to DENSE_DESCENDANTS features, below_t[y, x], feature y is a descendant of x
-        # (``_below_t``, built by the first row with a missing value that needs it)
-        above = ancestors(network.nodes, class_name)
-        self._above_class = np.array([v in above for v in self.feature_names], dtype=bool)
-        arcs = sorted(
-            (local[p], local[n.name]) for n in network.nodes if n.name in local for p in n.parents if p in local
-        )
-        self._arc_children = np.array([c for _, c in arcs], dtype=np.intp)
-        self._arc_parents, self._arc_starts = np.unique(
-            np.array([p for p, _ in arcs], dtype=np.intp), return_index=True
-        )
-        self._dense = bool(arcs) and len(local) <= DENSE_DESCENDANTS
-        self.graph = FamilyGraph(
-            len(local),
-            [
-                (local[a], local[b])
-                for n in network.nodes
-                for a in (n.name, *n.parents)
-                for b in (n.name, *n.parents)
-                if a != b and class_name not in (a, b)
-            ],
-        )
 
     @property
     def nbytes(self) -> int:
-        """Bytes of its arrays, ``_below_t`` counted (float32, features squared) built or not."""
-        arrays = (self.feature_cols, self.relevant, self._above_class, self._arc_children, self._arc_parents)
-        dense = 4 * len(self.feature_names) ** 2 if self._dense else 0
-        return sum(a.nbytes for a in arrays) + dense + self.graph.nbytes
+        """Bytes of its arrays, the missing-value relations and ``_below_t`` (float32, features
+        squared) counted built or not (the relations are built to count them)."""
+        relations = self._relations
+        dense = 4 * len(self.feature_names) ** 2 if relations.dense else 0
+        return self.feature_cols.nbytes + self.relevant.nbytes + relations.nbytes + dense
+
+    @functools.cached_property
+    def _relations(self) -> Relations:
+        """What finding a row's barren features and components needs, built at first need, not
+        at compile: only rows with missing values read it, and it was a quarter of compiling a
+        thousand models at a server's start."""
+        return Relations(self.network, self._class_name, self.feature_names)
+
+    def _relations_built(self) -> Relations:
+        """``_relations``, which the event loop does not build (O(arcs): work for the pool)."""
+        if "_relations" not in self.__dict__ and not builds_allowed():
+            raise PlanNotReady((self._key, "relations"))
+        return self._relations
 
     @functools.cached_property
     def _below_t(self) -> np.ndarray | None:
@@ -153,11 +142,14 @@ class CompiledNetwork:
         features or without arcs between features. Built at first need, not at compile: only rows
         with missing values read it, and a server compiling a thousand models spent a fifth of
         its compile here."""
-        if not self._dense:
+        relations = self._relations_built()
+        if not relations.dense:
             return None
         if not builds_allowed():  # the event loop: O(features x arcs) is work for the pool
             raise PlanNotReady((self._key, "descendants"))
-        below = descendant_matrix(len(self.feature_names), self._arc_parents, self._arc_starts, self._arc_children)
+        below = descendant_matrix(
+            len(self.feature_names), relations.arc_parents, relations.arc_starts, relations.arc_children
+        )
         return below.T.astype(np.float32)
 
     @functools.cached_property
@@ -201,31 +193,33 @@ class CompiledNetwork:
         barren is not barren either, one gather over the arcs per level of the longest chain
         of missing features.
         """
-        barren = missing & ~self._above_class
-        if self._arc_children.size == 0:
+        relations = self._relations_built()
+        barren = missing & ~relations.above_class
+        if relations.arc_children.size == 0:
             return barren
         if self._below_t is not None:
             return barren & ~(((~missing).astype(np.float32) @ self._below_t) > 0)
         while True:
-            child_kept = np.logical_or.reduceat(~barren[:, self._arc_children], self._arc_starts, axis=1)
-            lost = barren[:, self._arc_parents] & child_kept
+            child_kept = np.logical_or.reduceat(~barren[:, relations.arc_children], relations.arc_starts, axis=1)
+            lost = barren[:, relations.arc_parents] & child_kept
             if not lost.any():
                 return barren
-            barren[:, self._arc_parents] &= ~child_kept
+            barren[:, relations.arc_parents] &= ~child_kept
 
     def _row_components(self, live: np.ndarray, rows: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(component as a bool mask over the network's features, the rows that have it), for
         each distinct relevant component of the rows' non-barren missing variables ``live`` (rows, m)."""
         m = live.shape[1]
+        graph = self._relations_built().graph
         if rows.size == 1:
-            for members in self.graph.components_of(np.flatnonzero(live[0]).tolist()):
+            for members in graph.components_of(np.flatnonzero(live[0]).tolist()):
                 component = np.zeros(m, dtype=bool)
                 component[members] = True
                 if component[self.relevant].any():
                     yield component, rows
             return
         patterns, group = unique_rows(live)
-        labels = self.graph.label_components(patterns)
+        labels = graph.label_components(patterns)
         pattern_of, root = np.nonzero(labels == np.arange(m))
         members = labels[pattern_of] == root[:, None]  # (pattern components, m)
         wanted = members[:, self.relevant].any(axis=1)
@@ -244,6 +238,39 @@ class CompiledNetwork:
         bounds = np.searchsorted(pair_component[by_component], np.arange(components.shape[0] + 1))
         for k, component in enumerate(components):
             yield component, pair_rows[bounds[k] : bounds[k + 1]]
+
+
+class Relations:
+    """A network's relations between features that its rows with missing values read:
+    ``above_class[x]``, feature x is an ancestor of the class; the arcs between features,
+    sorted by parent (``arc_parents``/``arc_starts`` into ``arc_children``); ``dense``, whether
+    the descendant matrix is kept (``DENSE_DESCENDANTS``); and the ``graph`` of features that
+    share a CPT's family. Features are indexed as in ``feature_names``."""
+
+    def __init__(self, network: Network, class_name: str, feature_names: tuple[str, ...]):
+        local = {v: i for i, v in enumerate(feature_names)}
+        above = ancestors(network.nodes, class_name)
+        self.above_class = np.array([v in above for v in feature_names], dtype=bool)
+        arcs = sorted(
+            (local[p], local[n.name]) for n in network.nodes if n.name in local for p in n.parents if p in local
+        )
+        self.arc_children = np.array([c for _, c in arcs], dtype=np.intp)
+        self.arc_parents, self.arc_starts = np.unique(np.array([p for p, _ in arcs], dtype=np.intp), return_index=True)
+        self.dense = bool(arcs) and len(local) <= DENSE_DESCENDANTS
+        self.graph = FamilyGraph(
+            len(local),
+            [
+                (local[a], local[b])
+                for n in network.nodes
+                for a in (n.name, *n.parents)
+                for b in (n.name, *n.parents)
+                if a != b and class_name not in (a, b)
+            ],
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return self.above_class.nbytes + self.arc_children.nbytes + self.arc_parents.nbytes + self.graph.nbytes
 
 
 class CompiledModel:
@@ -279,7 +306,11 @@ class CompiledModel:
         self._gather = LogGather(
             [net.fast for net in self.networks], [class_var.name], cards, self.feature_index, self.dtype
         )
-        self.nbytes = self._gather.nbytes + self.cardinalities.nbytes + sum(net.nbytes for net in self.networks)
+
+    @functools.cached_property
+    def nbytes(self) -> int:
+        """Bytes of its compiled arrays (its networks' missing-value relations built to count them)."""
+        return self._gather.nbytes + self.cardinalities.nbytes + sum(net.nbytes for net in self.networks)
 
     def network_log_joints(self, codes: np.ndarray) -> np.ndarray:
         """(rows, networks, n_classes): each network's log P(c, x_obs); exact for mean_joint,

@@ -56,11 +56,11 @@ def test_missing_path_without_the_dense_descendant_relation_equals_reference(dat
     """A network wider than DENSE_DESCENDANTS finds its barren features by walking the arcs."""
     model = data.draw(models(combination))
     codes = data.draw(coded_rows(model))
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch:  # the relations are built with the first missing value
         patch.setattr(compiled_module, "DENSE_DESCENDANTS", 0)
         compiled = compile_model(model)
-    assert all(net._below_t is None for net in compiled.networks)
-    got = compiled.predict_proba(np.vstack([codes, np.full((1, codes.shape[1]), -1)]))
+        got = compiled.predict_proba(np.vstack([codes, np.full((1, codes.shape[1]), -1)]))
+        assert all(net._below_t is None for net in compiled.networks)
     want = reference_proba(model, np.vstack([codes, np.full((1, codes.shape[1]), -1)]))
     np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
 

@@ -191,7 +191,9 @@ def test_the_descendant_relation_is_built_by_the_first_missing_value_not_at_comp
 def test_the_descendant_relation_is_not_built_on_the_event_loop():
     """A row whose missing features are all barren needs no plan, only the descendant
     relation: under ``cached_plans_only`` (the server's event loop) its first build, work in
-    the features times the arcs, is handed to the pool as a plan is; then answered inline."""
+    the features times the arcs, is handed to the pool as a plan is; then answered inline.
+    The relations it is built from (ancestors, arcs, family graph) are not built by a
+    compile either (a thousand of them were a quarter of a server's compile), nor on the loop."""
     from bnserve.store.predictor.plans import PlanNotReady, cached_plans_only
 
     model = kdb_model(np.random.default_rng(12), n_features=8, states=3, k=2)
@@ -201,9 +203,10 @@ def test_the_descendant_relation_is_not_built_on_the_event_loop():
     leaf = next(i for i, v in enumerate(model.features) if v.name not in parents)  # barren when missing
     codes = np.array([[1] * len(model.features)])
     codes[0, leaf] = -1
+    assert "_relations" not in vars(net)
     with cached_plans_only(), pytest.raises(PlanNotReady):
         compiled.predict_proba(codes)
-    assert "_below_t" not in vars(net)
+    assert "_below_t" not in vars(net) and "_relations" not in vars(net)
     built = compiled.predict_proba(codes)
     with cached_plans_only():
         inline = compiled.predict_proba(codes)
