@@ -26,7 +26,8 @@ from bnserve.store.model.serialization import (
     blob_to_array,
     canonical_checksum,
     checksum_of,
-    structure_dict,
+    structure_json,
+    variable_json,
 )
 
 Row = dict[str, Any]  # column values to write
@@ -130,6 +131,7 @@ class Decoder:
     def __init__(self) -> None:
         self._texts: dict[str, Any] = {}
         self._variables: dict[tuple[Any, ...], Variable] = {}
+        self._variable_texts: dict[Variable, str] = {}
         self._sizes: dict[str, int] = {}
 
     def json(self, text: str) -> Any:
@@ -141,6 +143,13 @@ class Decoder:
                 value = tuple(value)
             self._texts[text] = value
         return value
+
+    def variable_json(self, variable: Variable) -> str:
+        """Its ``canonical_json``, the part of a version's checksummed text, once per distinct variable."""
+        text = self._variable_texts.get(variable)
+        if text is None:
+            text = self._variable_texts[variable] = variable_json(variable)
+        return text
 
     def float64_bytes(self, shape_json: str) -> int:
         """The bytes of a float64 CPT of the shape ``shape_json`` names, when it names one as
@@ -191,8 +200,9 @@ def rows_to_model(
     """
     where = f"model {name!r} version {header.version}"
     try:
-        model, blobs = _rebuild(where, header, variables, cpts, arcs, decoder or Decoder())
-        computed = checksum_of(structure_dict(model), blobs)
+        decoder = decoder or Decoder()
+        model, blobs = _rebuild(where, header, variables, cpts, arcs, decoder)
+        computed = checksum_of(structure_json(model, decoder.variable_json), blobs)
     except (ValueError, TypeError, KeyError) as exc:  # JSON or shapes that are not what we wrote
         raise IntegrityError(f"{where}: stored rows cannot be decoded: {exc}") from None
     except RecursionError:  # JSON nested deeper than the interpreter's stack: never written by a publish

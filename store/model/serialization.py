@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from bnserve.store.errors import InvalidModel
 
 if TYPE_CHECKING:
     from bnserve.store.model.network import Model
+    from bnserve.store.model.variable import Variable
 
 
 def array_to_blob(array: np.ndarray) -> tuple[str, tuple[int, ...], bytes]:
@@ -43,24 +44,55 @@ def structure_dict(model: Model) -> dict[str, Any]:
         "params": model.params,
         "metadata": model.metadata,
         "variables": [v.to_dict() for v in model.variables],
-        "networks": [[{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks],
+        "networks": _networks(model),
     }
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON text the checksum hashes: keys sorted at every level, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def variable_json(variable: Variable) -> str:
+    """One variable's part of ``structure_json``."""
+    return canonical_json(variable.to_dict())
+
+
+def structure_json(model: Model, variable_json: Callable[[Variable], str] = variable_json) -> str:
+    """``canonical_json(structure_dict(model))``, each variable's part from ``variable_json``:
+    a bulk load encodes once a variable its versions share (it was most of the text)."""
+    rest = {
+        "algorithm": model.algorithm,
+        "combination": model.combination,
+        "params": model.params,
+        "metadata": model.metadata,
+        "networks": _networks(model),
+        "variables": [],
+    }
+    text = canonical_json(rest)
+    assert text.endswith(',"variables":[]}'), "variables sorts last, so its list closes the text"
+    return f"{text[:-3]}[{','.join(variable_json(v) for v in model.variables)}]}}"
+
+
+def _networks(model: Model) -> list[list[dict[str, Any]]]:
+    return [[{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks]
 
 
 def canonical_checksum(model: Model) -> str:
     """sha256 of the canonical JSON of the structure followed by every CPT blob in order."""
     blobs = ((node.name, *array_to_blob(node.cpt)) for net in model.networks for node in net.nodes)
-    return checksum_of(structure_dict(model), blobs)
+    return checksum_of(structure_json(model), blobs)
 
 
 Blob = tuple[str, str, tuple[int, ...], bytes]  # (node, dtype, shape, data): what array_to_blob gives, named
 
 
-def checksum_of(structure: dict[str, Any], blobs: Iterable[Blob]) -> str:
-    """``canonical_checksum`` from its parts: a loader hashes the blobs it read where they are
-    what ``array_to_blob`` gives of the arrays it made of them, without making them again."""
+def checksum_of(structure: str, blobs: Iterable[Blob]) -> str:
+    """``canonical_checksum`` from its parts, ``structure`` its ``structure_json``: a loader
+    hashes the blobs it read where they are what ``array_to_blob`` gives of the arrays it
+    made of them, without making them again."""
     h = hashlib.sha256()
-    h.update(json.dumps(structure, sort_keys=True, separators=(",", ":")).encode())
+    h.update(structure.encode())
     for name, dtype, shape, data in blobs:
         h.update(f"|{name}|{dtype}|{shape}|".encode())
         h.update(data)

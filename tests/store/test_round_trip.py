@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
+from bnserve.store.db.rows import Decoder
 from bnserve.store.model import CLASS, MEAN_POSTERIOR, Model, Network, Node, Variable
+from bnserve.store.model.serialization import canonical_json, structure_dict, structure_json
 from tests.model_factory import random_model
 
 
@@ -98,3 +101,25 @@ def test_reopening_the_store_keeps_everything(store_url, rng):
         loaded = second.load("kept")
     assert loaded.aliases == ("production",)
     assert_same_model(loaded.model, original)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_checksummed_text_is_the_canonical_json_of_the_structure_with_variables_encoded_once(seed):
+    """A bulk load encodes each shared variable once (``Decoder.variable_json``) and splices
+    it into the structure's text: that text must be exactly the canonical JSON of
+    ``structure_dict``, or every stored checksum would stop matching."""
+    rng = np.random.default_rng(seed)
+    model = random_model(rng, n_features=4, numeric=0.5, n_networks=1 + seed % 2)
+    first = model.variables[1].with_missing_state()
+    model = dataclasses.replace(
+        model,
+        variables=(model.variables[0], first, *model.variables[2:]),
+        params={"z": 1, "a": ["é", {"y": None, "b": 2.5}]},
+        metadata={"note": "ünïcode", "nested": {"k": [1, 2]}},
+    )
+    decoder = Decoder()
+    want = canonical_json(structure_dict(model))
+    assert structure_json(model) == want
+    assert structure_json(model, decoder.variable_json) == want
+    assert structure_json(model, decoder.variable_json) == want  # from the cache
+    assert want == json.dumps(structure_dict(model), sort_keys=True, separators=(",", ":"))
