@@ -68,16 +68,17 @@ def start_measurement(models: int, how: str) -> str:
 START_BOUNDS = (
     "Checking every version a start holds, which each load keeps doing. The versions are read in one bulk "
     "read (ModelStore.load_many: six selects per 400 versions), rebuilt from plain tuples with what versions "
-    "repeat (state lists, shapes, variables) decoded once, each version's CPT bytes copied once and hashed as "
-    "stored, validate() checking all of a model's CPT values in a few numpy calls, and compiling leaving the "
-    "missing-value structures to the first row that needs them. On 2026-11-27, servers of fe3c720 and of "
-    "this change started in turn three times on one store of 1,001 models (server CPU s at SERVING, "
-    "/proc): eager 3.94 -> 2.33 (one model 0.56), --compile lazy 2.94 -> 1.86; ModelRepository.refresh in "
-    "process, 1,002 versions: eager 3.39 -> 1.81, lazy 2.33 -> 1.21, load_many 2.07 -> 1.00. What is left, "
-    "in CPU s for the 1,002 versions: SQLite's own reading of the ~150,000 rows 0.23 and SQLAlchemy's "
-    "handling of them 0.17; rebuilding the models with a sha256 per CPT 0.21; the model checksum 0.11; "
-    "validate() 0.18; the per-model Prometheus series about 0.2; compiling 0.45 (eager only). That is about "
-    "1.2-1.8 ms of Python per version of some 34 nodes, where 2x one model's start leaves about 0.6 ms."
+    "repeat (state lists, shapes, variables and their part of the checksummed JSON) decoded once, each "
+    "version's CPT bytes copied once and hashed as stored, validate() checking all of a model's CPT values in "
+    "a few numpy calls, Python's cyclic collector paused during the load and run once after it, compiling "
+    "leaving every missing-value structure to the first row that needs it, and a model's Prometheus series "
+    "made at its first answered request. On 2026-11-27, servers of 0724c76 and of this change started in turn "
+    "three times on one store of 1,001 models (server CPU s at SERVING, /proc, a heavily loaded machine): "
+    "eager 3.20 -> 2.48 (one model 0.72), --compile lazy 2.56 -> 1.91; ModelRepository.refresh in process, "
+    "1,002 versions: eager 2.55 -> 1.50, lazy 1.44 -> 1.08; compiling them 0.63 -> 0.43. What is left is "
+    "about 1-1.5 ms of Python per version of some 34 nodes, where 2x one model's start leaves about 0.6 ms: "
+    "SQLite's own reading of the ~150,000 rows (the largest part) and SQLAlchemy's handling of them, "
+    "rebuilding and hashing, validate(), and compiling (eager only)."
 )
 BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
     start_measurement(MODELS, how): START_BOUNDS for how in ("eager", "--compile lazy")

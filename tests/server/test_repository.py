@@ -537,6 +537,7 @@ def test_a_bulk_load_pauses_the_collector_and_leaves_it_as_it_found_it_collectin
     """The pause is the bulk load's alone: the collector is on again afterwards (even when the
     load fails), the cycles made meanwhile are collected, and a collector someone else turned
     off stays off."""
+
     class Cycle:
         pass
 
