@@ -159,6 +159,35 @@ def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells
         assert np.array_equal(table[1:, 1:, 1:], want[pair]), pair
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_pair_counts_by_blocks_of_rows_equal_one_count_of_all_rows(data):
+    """Counted a block of rows at a time (``block_rows`` fewer than the rows, in groups of one
+    and of several columns), every pair's table, missing states included, is one count over
+    all the rows; so is N(xi, c), summed out of the pairs. A block dropped or counted twice
+    changes them. Whole-number weights: the same sums."""
+    m = data.draw(st.integers(2, 1500))
+    n = data.draw(st.integers(2, 8))
+    cards = data.draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
+    n_classes = data.draw(st.integers(2, 3))
+    block_rows = data.draw(st.integers(max(1, m // 8), m - 1))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    X = np.asfortranarray(np.column_stack([rng.integers(-1, c, m) for c in cards]).astype(np.int8))
+    y = rng.integers(0, n_classes, m)
+    weights = data.draw(st.sampled_from([None, rng.integers(0, 4, m).astype(np.float64)]))
+    got = {(i, j): t for i, j, t in stats.pairwise_class_counts(X, y, cards, n_classes, weights, block_rows)}
+    for j in range(n):
+        for i in range(j):
+            shape = (cards[i] + 1, cards[j] + 1, n_classes + 1)
+            codes = stats.shifted_codes([X[:, i], X[:, j], y], [cards[i], cards[j], n_classes])
+            want = np.bincount(codes, weights, minlength=math.prod(shape)).reshape(shape)
+            assert got[(i, j)].dtype == want.dtype and np.array_equal(got[(i, j)], want), (i, j)
+    counted = stats.PairStatistics.of(X, y, cards, n_classes, weights)
+    for i in range(n):
+        want = stats.joint_counts([X[:, i], y], [cards[i], n_classes], weights=weights)
+        assert counted.class_feature[i].dtype == want.dtype and np.array_equal(counted.class_feature[i], want), i
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 3])
 def test_pairwise_class_counts_few_columns(n):
     rng = np.random.default_rng(n)
