@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from bnserve.trainer import stats
 from bnserve.trainer.learners.parameters import laplace_cpt
+from bnserve.trainer.stats import pairs
 
 
 def ref_mi(x, c):
@@ -141,8 +142,8 @@ def _per_pair_counts(X, y, cards, n_classes):
 def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells, row_chunk, order):
     """Grouped counting (several columns per bincount, rows in chunks) gives every pair's table
     exactly, for groups of one and of several columns, missing features and classes included."""
-    monkeypatch.setattr(stats, "PAIR_TABLE_CELLS", table_cells)
-    monkeypatch.setattr(stats, "ROW_CHUNK", row_chunk)
+    monkeypatch.setattr(pairs, "PAIR_TABLE_CELLS", table_cells)  # where they are read (not the package's copies)
+    monkeypatch.setattr(pairs, "TABLE_ROWS_PER_CELL", 1)  # else 500 rows allow no group of several columns
     rng = np.random.default_rng(7)
     cards = [2, 3, 2, 4, 1, 9, 2, 3, 2, 2, 5]
     m, n_classes = 500, 3
@@ -152,7 +153,7 @@ def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells
     y[:5] = -1
     X = np.asarray(X, order=order)
     want = _per_pair_counts(X, y, cards, n_classes)
-    got = {(i, j): table for i, j, table in stats.pairwise_class_counts(X, y, cards, n_classes)}
+    got = {(i, j): table for i, j, table in stats.pairwise_class_counts(X, y, cards, n_classes, None, row_chunk)}
     assert got.keys() == want.keys()
     for pair, table in got.items():
         assert table.shape == (cards[pair[0]] + 1, cards[pair[1]] + 1, n_classes + 1)
