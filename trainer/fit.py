@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -43,13 +44,14 @@ def fit(
     if learner is None:
         raise InvalidInput(f"unknown algorithm {algo!r}; expected one of {', '.join(LEARNERS)}")
     given = {name: value for name, value in params.items() if value is not None}
-    fingerprint = data.fingerprint()
-    data = column_major(data)
-    with within(limits):
-        limits.check(learner.search_tables(data), algo)
-        learned, values = learner.run(data, given)
-        limits.check(estimate_tables(learned.members, estimator, data.n_rows), algo)
-        networks = tuple(estimate_all([(m.structure, m.data) for m in learned.members], estimator))
+    with ThreadPoolExecutor(1) as hashing:  # sha256 and numpy's copies let go of the GIL: beside the counts
+        fingerprint = hashing.submit(data.fingerprint)
+        data = column_major(data)
+        with within(limits):
+            limits.check(learner.search_tables(data), algo)
+            learned, values = learner.run(data, given)
+            limits.check(estimate_tables(learned.members, estimator, data.n_rows), algo)
+            networks = tuple(estimate_all([(m.structure, m.data) for m in learned.members], estimator))
     metadata: dict[str, Any] = {
         "training": {
             "source": source_name(data.source),  # the file name: the metadata is shown to every client
@@ -60,7 +62,7 @@ def fit(
             **({"chunk_rows": data.chunk_rows} if data.chunk_rows else {}),
             **(_weights(data) if data.weighted else {}),
         },
-        "data_fingerprint": fingerprint,
+        "data_fingerprint": fingerprint.result(),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "code_version": code_version(),
         "estimator": str(estimator),

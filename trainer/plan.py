@@ -11,7 +11,9 @@ fit`` line that makes it again.
 
 from __future__ import annotations
 
+import ctypes
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -350,7 +352,10 @@ def read(spec: TrainingSpec, source: Source, path: DataPath | None = None) -> Tr
     preprocessing = spec.preprocessing()
     if isinstance(source, str):  # read here, and handed over: coded over its positions where it can be
         table = read_table(source, spec.fmt, preprocessing.delimiter, preprocessing.limits)
-        return from_table(table, spec.class_column, preprocessing, consume=True)
+        data = from_table(table, spec.class_column, preprocessing, consume=True)
+        del table
+        _give_back_free_memory()
+        return data
     return from_table(source, spec.class_column, preprocessing)
 
 
@@ -367,7 +372,19 @@ def learn(spec: TrainingSpec, data: TrainingView) -> Model:
     else:
         model = fit(spec.algo, data, spec.estimator, limits=spec.limits, **spec.params)
     model = replace(model, metadata={**model.metadata, TRAINING_SPEC: spec.to_dict()})
+    _give_back_free_memory()  # the counts' temporaries, before the model is published
     return with_table_precision(model, spec.precision)
+
+
+def _give_back_free_memory() -> None:
+    """Ask the C allocator to return the pages it keeps free to the system (glibc's
+    ``malloc_trim``; nothing where the C library has none). Freed temporaries (the parse's,
+    the counts') stay in glibc's heaps and count in the RSS: 14-22 MiB of a 1M-row fit, on
+    which the next step's peak would stack. A few milliseconds."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None) if sys.platform.startswith("linux") else None
+    if trim is not None:  # musl has none
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+        trim(0)
 
 
 def auto_search(spec: TrainingSpec) -> tuple[list[str], list[int], dict[str, Any]]:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from bnserve.trainer import stats
 from bnserve.trainer.learners.parameters import laplace_cpt
+from bnserve.trainer.stats import pairs
 
 
 def ref_mi(x, c):
@@ -141,8 +142,8 @@ def _per_pair_counts(X, y, cards, n_classes):
 def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells, row_chunk, order):
     """Grouped counting (several columns per bincount, rows in chunks) gives every pair's table
     exactly, for groups of one and of several columns, missing features and classes included."""
-    monkeypatch.setattr(stats, "PAIR_TABLE_CELLS", table_cells)
-    monkeypatch.setattr(stats, "ROW_CHUNK", row_chunk)
+    monkeypatch.setattr(pairs, "PAIR_TABLE_CELLS", table_cells)  # where they are read (not the package's copies)
+    monkeypatch.setattr(pairs, "TABLE_ROWS_PER_CELL", 1)  # else 500 rows allow no group of several columns
     rng = np.random.default_rng(7)
     cards = [2, 3, 2, 4, 1, 9, 2, 3, 2, 2, 5]
     m, n_classes = 500, 3
@@ -152,11 +153,40 @@ def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells
     y[:5] = -1
     X = np.asarray(X, order=order)
     want = _per_pair_counts(X, y, cards, n_classes)
-    got = {(i, j): table for i, j, table in stats.pairwise_class_counts(X, y, cards, n_classes)}
+    got = {(i, j): table for i, j, table in stats.pairwise_class_counts(X, y, cards, n_classes, None, row_chunk)}
     assert got.keys() == want.keys()
     for pair, table in got.items():
         assert table.shape == (cards[pair[0]] + 1, cards[pair[1]] + 1, n_classes + 1)
         assert np.array_equal(table[1:, 1:, 1:], want[pair]), pair
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_pair_counts_by_blocks_of_rows_equal_one_count_of_all_rows(data):
+    """Counted a block of rows at a time (``block_rows`` fewer than the rows, in groups of one
+    and of several columns), every pair's table, missing states included, is one count over
+    all the rows; so is N(xi, c), summed out of the pairs. A block dropped or counted twice
+    changes them. Whole-number weights: the same sums."""
+    m = data.draw(st.integers(2, 1500))
+    n = data.draw(st.integers(2, 8))
+    cards = data.draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
+    n_classes = data.draw(st.integers(2, 3))
+    block_rows = data.draw(st.integers(max(1, m // 8), m - 1))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    X = np.asfortranarray(np.column_stack([rng.integers(-1, c, m) for c in cards]).astype(np.int8))
+    y = rng.integers(0, n_classes, m)
+    weights = data.draw(st.sampled_from([None, rng.integers(0, 4, m).astype(np.float64)]))
+    got = {(i, j): t for i, j, t in stats.pairwise_class_counts(X, y, cards, n_classes, weights, block_rows)}
+    for j in range(n):
+        for i in range(j):
+            shape = (cards[i] + 1, cards[j] + 1, n_classes + 1)
+            codes = stats.shifted_codes([X[:, i], X[:, j], y], [cards[i], cards[j], n_classes])
+            want = np.bincount(codes, weights, minlength=math.prod(shape)).reshape(shape)
+            assert got[(i, j)].dtype == want.dtype and np.array_equal(got[(i, j)], want), (i, j)
+    counted = stats.PairStatistics.of(X, y, cards, n_classes, weights)
+    for i in range(n):
+        want = stats.joint_counts([X[:, i], y], [cards[i], n_classes], weights=weights)
+        assert counted.class_feature[i].dtype == want.dtype and np.array_equal(counted.class_feature[i], want), i
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3])

@@ -58,10 +58,13 @@ def joint_code(columns: Sequence[np.ndarray], cards: Sequence[int]) -> np.ndarra
     return _flat_index([np.asarray(c) for c in columns], [int(c) for c in cards]).astype(np.int64, copy=False)
 
 
-def shifted_codes(cols: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
-    """int64 flat index of each row in the table of shape ``card + 1`` per axis, at (code + 1, ...)."""
+def shifted_codes(
+    cols: Sequence[np.ndarray], shape: Sequence[int], dtype: np.dtype | type[np.integer] = np.int64
+) -> np.ndarray:
+    """Flat index of each row in the table of shape ``card + 1`` per axis, at (code + 1, ...), as
+    ``dtype`` (int64, or a type that holds the table's size: no int64 copy of the rows is made)."""
     ext = [int(c) + 1 for c in shape]
-    return _flat_index([np.asarray(c) for c in cols], ext, shifted=True).astype(np.int64, copy=False)
+    return _flat_index([np.asarray(c) for c in cols], ext, shifted=True).astype(dtype, copy=False)
 
 
 def _shifted_counts(codes: np.ndarray, shape: Sequence[int], weights: np.ndarray | None = None) -> np.ndarray:

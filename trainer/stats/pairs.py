@@ -77,11 +77,22 @@ class PairStatistics:
     def of(
         X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, weights: np.ndarray | None = None
     ) -> PairStatistics:
-        """Counted from rows; ``weights`` (float64 per row, or None): weighted counts (``counts``)."""
-        cols = feature_columns(X)
+        """Counted from rows; ``weights`` (float64 per row, or None): weighted counts (``counts``).
+
+        Without weights N(xi, c) is a pair's table summed over the other feature, its missing
+        state included: the same integers, without a pass over the rows per feature. Sums of
+        weights are counted from the rows, so that their rounding stays that of one bincount."""
         cards = tuple(int(c) for c in cards)
-        class_feature = [joint_counts([cols[i], y], [cards[i], n_classes], weights=weights) for i in range(len(cards))]
         pairs = {(i, j): table for i, j, table in pairwise_class_counts(X, y, cards, n_classes, weights)}
+        if weights is None and pairs:
+            n = len(cards)
+            tables = [pairs[(i, i + 1)].sum(axis=1) if i + 1 < n else pairs[(i - 1, i)].sum(axis=0) for i in range(n)]
+            class_feature = [np.ascontiguousarray(t[1:, 1:]) for t in tables]
+        else:
+            cols = feature_columns(X)
+            class_feature = [
+                joint_counts([cols[i], y], [cards[i], n_classes], weights=weights) for i in range(len(cards))
+            ]
         return PairStatistics(cards, n_classes, class_feature, pairs)
 
     @staticmethod
@@ -132,7 +143,12 @@ ROW_CHUNK = 1 << 15  # rows counted per bincount: their int64 codes (256 KiB) st
 
 
 def pairwise_class_counts(
-    X: np.ndarray, y: np.ndarray, cards: Sequence[int], n_classes: int, weights: np.ndarray | None = None
+    X: np.ndarray,
+    y: np.ndarray,
+    cards: Sequence[int],
+    n_classes: int,
+    weights: np.ndarray | None = None,
+    block_rows: int = ROW_CHUNK,
 ) -> Iterator[tuple[int, int, np.ndarray]]:
     """(i, j, N) for every pair of feature columns i < j: N int64 of shape (card_i + 1, card_j + 1,
     n_classes + 1), N[a + 1, b + 1, c + 1] = N(xi = a, xj = b, c); state 0 of each axis counts
@@ -144,9 +160,14 @@ def pairwise_class_counts(
     out of it (the pairs inside a group from the group's first table). A table has at most
     T = min(``PAIR_TABLE_CELLS``, rows / ``TABLE_ROWS_PER_CELL``) cells: with v = 4 and a
     million rows, three columns per group and 9 pairs per pass; a column with many states
-    stays alone, one pair per pass. The bincounts run over ``ROW_CHUNK`` rows at a time so
-    their codes stay in cache. O(n^2 (m + T) / g^2) for groups of g columns. ``weights``:
-    float64 sums of the rows' weights instead of int64 counts (``counts``).
+    stays alone, one pair per pass. O(n^2 (m + T) / g^2) for groups of g columns.
+
+    Memory: a byte (or two) per row and group, each later group's joint code in the
+    narrowest type, and one group's code with the class; the tables are counted group by
+    group, one at a time, and a group's code is dropped once its tables are counted (not an
+    int64 code per group and row). Each table is counted ``block_rows`` rows at a time, so
+    the int64 codes of one bincount stay in cache. ``weights``: float64 sums of the rows'
+    weights instead of int64 counts (``counts``), block by block.
     """
     m, n = X.shape
     if n < 2:
@@ -156,29 +177,27 @@ def pairwise_class_counts(
     ext_c = n_classes + 1
     groups = _feature_groups(ext, ext_c, min(PAIR_TABLE_CELLS, max(m // TABLE_ROWS_PER_CELL, 1)))
     sizes = [math.prod(ext[i] for i in g) for g in groups]
-    y1 = np.asarray(y, dtype=np.int64) + 1
-    # per group: its shifted joint code, and the same with the class as the last (fastest) axis
-    codes = [
-        _narrow(shifted_codes([cols[i] for i in g], [cards[i] for i in g]), size) for g, size in zip(groups, sizes)
-    ]
-    with_class = [_narrow(code * np.int64(ext_c) + y1, size * ext_c) for code, size in zip(codes, sizes)]
-    buffer = np.empty(min(m, ROW_CHUNK), dtype=np.int64)
 
-    def joint(a: int, b: int | None) -> np.ndarray:
-        """Counts over (group a's columns, group b's columns, class), each axis shifted; b None: (a's, class)."""
-        if b is None:
-            shape = (*(ext[i] for i in groups[a]), ext_c)
-            return np.bincount(with_class[a], weights, minlength=sizes[a] * ext_c).reshape(shape)
-        stride = sizes[b] * ext_c
-        table = np.zeros(sizes[a] * stride, dtype=np.int64 if weights is None else np.float64)
-        for start in range(0, m, ROW_CHUNK):
-            stop = min(m, start + ROW_CHUNK)
+    def with_class(a: int) -> np.ndarray:
+        """Group a's code and the class as one code, the class the last (fastest) axis."""
+        shape = [cards[i] for i in groups[a]] + [n_classes]
+        return shifted_codes([*(cols[i] for i in groups[a]), y], shape, _narrowest(sizes[a] * ext_c))
+
+    def joint(lead: np.ndarray, a: int, b: int) -> np.ndarray:
+        """Counts over (group a's columns, group b's columns, class), each axis shifted, from
+        ``lead``: ``with_class(a)``; counted on axes (a's, class, b's), returned in that order."""
+        code = codes[b]
+        assert code is not None
+        table = np.zeros(sizes[a] * ext_c * sizes[b], dtype=np.int64 if weights is None else np.float64)
+        for start in range(0, m, block_rows):
+            stop = min(m, start + block_rows)
             chunk = buffer[: stop - start]
-            np.multiply(codes[a][start:stop], stride, out=chunk, dtype=np.int64)
-            chunk += with_class[b][start:stop]
+            np.multiply(lead[start:stop], sizes[b], out=chunk, dtype=np.int64)
+            chunk += code[start:stop]
             part = None if weights is None else weights[start:stop]
             table += np.bincount(chunk, part, minlength=table.size)
-        return table.reshape(*(ext[i] for i in groups[a]), *(ext[i] for i in groups[b]), ext_c)
+        shaped = table.reshape(*(ext[i] for i in groups[a]), ext_c, *(ext[i] for i in groups[b]))
+        return np.ascontiguousarray(np.moveaxis(shaped, len(groups[a]), -1))
 
     def pairs(
         table: np.ndarray, columns: list[int], among: list[tuple[int, int]]
@@ -192,12 +211,22 @@ def pairwise_class_counts(
         return [(offset + p, offset + q) for q in range(len(g)) for p in range(q)]
 
     if len(groups) == 1:
-        yield from pairs(joint(0, None), groups[0], inside(groups[0]))
+        table = np.bincount(with_class(0), weights, minlength=sizes[0] * ext_c)
+        yield from pairs(table.reshape(*(ext[i] for i in groups[0]), ext_c), groups[0], inside(groups[0]))
         return
+    # per later group: its shifted joint code, one byte a row for a group of up to 256 cells
+    codes: list[np.ndarray | None] = [None] + [
+        shifted_codes([cols[i] for i in g], [cards[i] for i in g], _narrowest(size))
+        for g, size in zip(groups[1:], sizes[1:])
+    ]
+    buffer = np.empty(min(m, block_rows), dtype=np.int64)
+
     last = len(groups) - 1
     for a in range(last):
+        codes[a] = None  # counted against the later groups only: group a's own code is done with
+        lead = with_class(a)
         for b in range(a + 1, len(groups)):
-            table = joint(a, b)
+            table = joint(lead, a, b)
             columns = groups[a] + groups[b]
             among = [(p, len(groups[a]) + q) for p in range(len(groups[a])) for q in range(len(groups[b]))]
             if b == a + 1:  # group a's first table: its inner pairs too
@@ -224,9 +253,14 @@ def _feature_groups(ext: Sequence[int], ext_c: int, cells: int) -> list[list[int
     return groups
 
 
+def _narrowest(size: int) -> np.dtype:
+    """The smallest unsigned integer type that holds the values [0, size)."""
+    return np.min_scalar_type(max(size - 1, 0))
+
+
 def _narrow(codes: np.ndarray, size: int) -> np.ndarray:
     """``codes`` (in [0, size)) in the smallest unsigned integer type that holds them."""
-    return codes.astype(np.min_scalar_type(max(size - 1, 0)), copy=False)
+    return codes.astype(_narrowest(size), copy=False)
 
 
 class ColumnGroups:
