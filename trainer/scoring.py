@@ -6,8 +6,9 @@ missing values marginalised exactly), and written a chunk at a time as CSV or Pa
 A value unseen in training is read as missing and counted, or refused with ``unknown``
 "error" (``bnserve.store.model.unseen``, the server's and the estimator's rule too).
 
-What is held is one chunk, whatever the file's size (ARFF, which is not read in chunks,
-is read whole). An output file is checked before anything is read (``Output.of``: not the
+What is held is two chunks, whatever the file's size: the one being scored and written,
+and the next, read meanwhile on a thread (``read_ahead``; ARFF, which is not read in
+chunks, is read whole). An output file is checked before anything is read (``Output.of``: not the
 input, not a special file, not a file one may not write; a symbolic link is written
 through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
 end, with the mode of the file it replaces: on an error, Ctrl-C or SIGTERM the partial file
@@ -16,13 +17,16 @@ is removed and nothing half-written is under that name.
 
 from __future__ import annotations
 
+import contextvars
 import os
+import queue
 import stat
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +56,7 @@ from bnserve.trainer.io import (
 from bnserve.trainer.io.table import arrow_numbers, row_texts
 from bnserve.trainer.progress import stage
 
+T = TypeVar("T")
 PREDICTED = "predicted"  # the column of each row's most probable class
 PROBABILITY_PREFIX = "p_"  # then a class label: the column of that class's probability
 OUTPUT_FORMATS = ("csv", "parquet")
@@ -138,7 +143,7 @@ def score_file(
     scored = Scored()
     with ExitStack() as output, stage("scoring", unit="rows") as bar:
         write = None
-        for table in _tables(source, fmt, preprocessing, chunk_rows):
+        for table in read_ahead(_tables(source, fmt, preprocessing, chunk_rows)):
             absent = [name for name in keep if name not in table.header]
             if absent:
                 raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
@@ -180,6 +185,55 @@ def _tables(source: str, fmt: str | None, preprocessing: Preprocessing, chunk_ro
     )
     for table in tables:
         yield preprocessing.cleaned(table)
+
+
+def read_ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items`` in order, each produced on a thread while the one before is used (coded,
+    scored and written here, while the next chunk is parsed; numpy and pyarrow release the
+    GIL): one item ahead at most, so one chunk more is held. An error raised producing an
+    item is raised here, in its place; when the caller stops (an error of its own, Ctrl-C),
+    the thread finishes the item it is on, closes ``items`` and ends."""
+    handed: queue.Queue[tuple[Any, BaseException | None]] = queue.Queue(1)
+    stop = threading.Event()
+
+    def hand(item: Any, error: BaseException | None = None) -> None:
+        while not stop.is_set():
+            try:
+                handed.put((item, error), timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def produce() -> None:
+        try:
+            for item in items:
+                hand(item)
+                if stop.is_set():
+                    break
+            hand(_END)
+        except BaseException as exc:  # the caller's to raise
+            hand(_END, exc)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(produce,), name="reading", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, error = handed.get()
+            if error is not None:
+                raise error
+            if item is _END:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join()
+
+
+_END = object()  # read_ahead: no more items
 
 
 @dataclass(frozen=True)
