@@ -7,7 +7,7 @@ A value unseen in training is read as missing and counted, or refused with ``unk
 "error" (``bnserve.store.model.unseen``, the server's and the estimator's rule too).
 
 What is held is two chunks, whatever the file's size: the one being scored and written,
-and the next, read meanwhile on a thread (``read_ahead``; ARFF, which is not read in
+and the next, read meanwhile on a thread (``ReadAhead``; ARFF, which is not read in
 chunks, is read whole). An output file is checked before anything is read (``Output.of``: not the
 input, not a special file, not a file one may not write; a symbolic link is written
 through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.model.markers import PREPROCESSING, recorded_markers
 from bnserve.store.predictor import compile_model
+from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS
 from bnserve.trainer.data.encoded import encode_table
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.data.unseen import UnseenValues
@@ -118,14 +119,17 @@ def score_file(
     keep: Sequence[str] = (),
     fmt: str | None = None,
     preprocessing: Preprocessing | None = None,
-    chunk_rows: int = 100_000,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
     unknown: str = DEFAULT_UNKNOWN,
+    tables: ReadAhead[RawTable] | None = None,
 ) -> Scored:
     """Score every row of ``source`` and write ``keep`` (columns copied through as text),
     ``PREDICTED`` and one ``probability_column`` per class to ``out`` (.csv or .parquet;
     None: CSV on stdout). ``unknown``: what a value unseen in training becomes
     (``bnserve.store.model.unseen``). Nothing is written before the first chunk is coded,
-    so a file refused at its first chunk leaves no header on stdout."""
+    so a file refused at its first chunk leaves no header on stdout. ``tables``: the file
+    already being read (``read_chunks``: the CLI starts reading while it loads the model;
+    ``chunk_rows``, ``fmt`` and ``preprocessing``'s delimiter and limits are then its)."""
     preprocessing = preprocessing or Preprocessing()
     out_fmt = output_format(out)
     if out_fmt is None:
@@ -143,7 +147,12 @@ def score_file(
     scored = Scored()
     with ExitStack() as output, stage("scoring", unit="rows") as bar:
         write = None
-        for table in read_ahead(_tables(source, fmt, preprocessing, chunk_rows)):
+        if tables is None:
+            tables = output.enter_context(
+                read_chunks(source, fmt, chunk_rows, preprocessing.delimiter, preprocessing.limits)
+            )
+        for raw in tables:
+            table = preprocessing.cleaned(raw)
             absent = [name for name in keep if name not in table.header]
             if absent:
                 raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
@@ -172,68 +181,95 @@ def _count(scored: Scored, X: np.ndarray, y: np.ndarray | None, winners: np.ndar
         scored.correct += int(np.count_nonzero(winners[has_class] == y[has_class]))
 
 
-def _tables(source: str, fmt: str | None, preprocessing: Preprocessing, chunk_rows: int) -> Iterator[RawTable]:
+def read_chunks(
+    source: str,
+    fmt: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    delimiter: str | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
+) -> ReadAhead[RawTable]:
     """The file's rows as tables of at most ``chunk_rows`` (CSV, TSV, Parquet; ARFF whole),
-    their texts read as ``preprocessing`` says."""
+    their texts as read (``score_file`` cleans them), read from now on, a chunk ahead."""
+    return ReadAhead(_tables(source, fmt, chunk_rows, delimiter, limits))
+
+
+def _tables(
+    source: str, fmt: str | None, chunk_rows: int, delimiter: str | None, limits: ReadLimits
+) -> Iterator[RawTable]:
     fmt = fmt or format_of(source)
-    if preprocessing.delimiter and delimiter_of(source, fmt) is None:
+    if delimiter and delimiter_of(source, fmt) is None:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
-    tables = (
-        iter_tables(source, fmt, chunk_rows, preprocessing.delimiter, preprocessing.limits)
-        if fmt in CHUNKED
-        else iter([read_table(source, fmt, preprocessing.delimiter, preprocessing.limits)])
-    )
-    for table in tables:
-        yield preprocessing.cleaned(table)
+    if fmt in CHUNKED:
+        yield from iter_tables(source, fmt, chunk_rows, delimiter, limits)
+    else:
+        yield read_table(source, fmt, delimiter, limits)
 
 
-def read_ahead(items: Iterator[T]) -> Iterator[T]:
-    """``items`` in order, each produced on a thread while the one before is used (coded,
-    scored and written here, while the next chunk is parsed; numpy and pyarrow release the
-    GIL): one item ahead at most, so one chunk more is held. An error raised producing an
-    item is raised here, in its place; when the caller stops (an error of its own, Ctrl-C),
-    the thread finishes the item it is on, closes ``items`` and ends."""
-    handed: queue.Queue[tuple[Any, BaseException | None]] = queue.Queue(1)
-    stop = threading.Event()
+class ReadAhead(Generic[T]):
+    """``items`` in order, produced on a thread from the moment this is made: each while the
+    one before is used (the next chunk parsed while this one is coded, scored and written;
+    numpy and pyarrow release the GIL), one item ahead at most, so one chunk more is held.
+    An error raised producing an item is raised here, in its place. ``close`` (or leaving a
+    ``with``) stops it: the thread finishes the item it is on, closes ``items`` and ends."""
 
-    def hand(item: Any, error: BaseException | None = None) -> None:
-        while not stop.is_set():
+    def __init__(self, items: Iterator[T]) -> None:
+        self._handed: queue.Queue[tuple[Any, BaseException | None]] = queue.Queue(1)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(self._produce, items), name="reading", daemon=True
+        )
+        self._thread.start()
+
+    def _hand(self, item: Any, error: BaseException | None = None) -> None:
+        while not self._stop.is_set():
             try:
-                handed.put((item, error), timeout=0.05)
+                self._handed.put((item, error), timeout=0.05)
                 return
             except queue.Full:
                 continue
 
-    def produce() -> None:
+    def _produce(self, items: Iterator[T]) -> None:
         try:
             for item in items:
-                hand(item)
-                if stop.is_set():
+                self._hand(item)
+                if self._stop.is_set():
                     break
-            hand(_END)
-        except BaseException as exc:  # the caller's to raise
-            hand(_END, exc)
+            self._hand(_END)
+        except BaseException as exc:  # the consumer's to raise
+            self._hand(_END, exc)
         finally:
             close = getattr(items, "close", None)
             if close is not None:
                 close()
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(produce,), name="reading", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item, error = handed.get()
+    def __iter__(self) -> ReadAhead[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        item, error = self._handed.get()
+        if error is not None or item is _END:
+            self.close()
             if error is not None:
                 raise error
-            if item is _END:
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join()
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
+        self._thread.join()
+
+    def __enter__(self) -> ReadAhead[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-_END = object()  # read_ahead: no more items
+_END = object()  # ReadAhead: no more items
 
 
 @dataclass(frozen=True)

@@ -374,14 +374,15 @@ def test_a_malformed_row_in_the_middle_of_the_file_is_an_error_naming_its_line(c
     assert list(out.parent.iterdir()) == []
 
 
-def test_read_ahead_yields_every_item_in_order_and_raises_an_error_in_its_place():
+def test_reading_ahead_yields_every_item_in_order_and_raises_an_error_in_its_place():
     """Items in their order; an error raised producing one is raised where it would have been,
-    after the items before it; the producer is closed when the consumer stops early."""
+    after the items before it; the producer is closed when the consumer stops early (leaving
+    the ``with``), and its thread ends."""
     import threading
 
-    from bnserve.trainer.scoring import read_ahead
+    from bnserve.trainer.scoring import ReadAhead
 
-    assert list(read_ahead(iter(range(50)))) == list(range(50))
+    assert list(ReadAhead(iter(range(50)))) == list(range(50))
     closed = threading.Event()
 
     def failing():
@@ -393,7 +394,7 @@ def test_read_ahead_yields_every_item_in_order_and_raises_an_error_in_its_place(
 
     got = []
     with pytest.raises(ValueError, match="line 7: column 'c': bad"):
-        for item in read_ahead(failing()):
+        for item in ReadAhead(failing()):
             got.append(item)
     assert got == list(range(5)) and closed.is_set()
 
@@ -405,7 +406,7 @@ def test_read_ahead_yields_every_item_in_order_and_raises_an_error_in_its_place(
         finally:
             closed.set()
 
-    with pytest.raises(KeyError):
-        for _ in read_ahead(endless()):
+    with pytest.raises(KeyError), ReadAhead(endless()) as items:
+        for _ in items:
             raise KeyError("the consumer's own error")
     assert closed.is_set() and not any(t.name == "reading" for t in threading.enumerate())
