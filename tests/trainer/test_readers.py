@@ -577,6 +577,7 @@ def test_the_pieces_are_parsed_on_a_thread_per_core_up_to_four(tmp_path, monkeyp
         ["1", "0", "1", "2"],
         ["", "a", "", "b", "a"],
         ["x"] * 100 + ["", "y"] + ["x"] * 30 + ["z"],  # texts first seen past the cells read in Python
+        ["b"] * 100 + ["c", "a", "c"],  # so, every cell one byte
         ["", ""],
         ["ab", "c", ""],  # a longer text: Arrow's dictionary
         ["é", "e"],

@@ -249,7 +249,8 @@ def text_piece(column: pa.Array, check_utf8: bool = False) -> tuple[list[str], n
 def _one_byte_piece(column: pa.Array) -> tuple[list[str], np.ndarray] | None:
     """``text_piece`` of a string array whose cells are all empty or one byte; None for any
     other. Each cell's key is its byte (every cell one byte long) or its length * 256 + its
-    byte; the keys present are counted, numbered in order of first sight, and looked up."""
+    byte; the keys are numbered in order of first sight (those of the first ``FIRST_SIGHT``
+    cells, in Python; any other, by a pass each) and looked up."""
     n = len(column)
     _, offsets_buffer, data = column.buffers()
     offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, column.offset * 4)
@@ -263,17 +264,23 @@ def _one_byte_piece(column: pa.Array) -> tuple[list[str], np.ndarray] | None:
         keys = lengths.astype(np.uint16) << 8
         if body is not None and body.size:
             keys[lengths.astype(bool)] |= body
-    present = np.flatnonzero(np.bincount(keys, minlength=1)).tolist()
-    seen = list(dict.fromkeys(keys[:FIRST_SIGHT].tolist()))  # the order of first sight: mostly here
-    later = [k for k in present if k not in set(seen)]
-    order = seen + sorted(later, key=lambda k: int(np.argmax(keys == k)))
-    lookup = np.zeros(max(order) + 1, dtype=narrowest(len(order)))
-    lookup[order] = np.arange(len(order))
+
+    def numbered(order: list[int]) -> np.ndarray:  # len(order) for a key not in ``order``
+        lookup = np.full(256 if keys is body else 512, len(order), dtype=narrowest(len(order) + 1))
+        lookup[order] = np.arange(len(order))
+        return np.take(lookup, keys)
+
+    order = list(dict.fromkeys(keys[:FIRST_SIGHT].tolist()))
+    positions = numbered(order)
+    if positions.max() == len(order):  # keys first seen later in the piece
+        later = np.flatnonzero(np.bincount(keys[positions == len(order)])).tolist()
+        order += sorted(later, key=lambda k: int(np.argmax(keys == k)))
+        positions = numbered(order)
     try:
         texts = [bytes([k & 0xFF]).decode() if keys is body or k >> 8 else "" for k in order]
     except UnicodeDecodeError as exc:  # a byte of a longer character, alone: not UTF-8
         raise pa.ArrowInvalid(f"not UTF-8 text: {exc.reason}") from None
-    return texts, np.take(lookup, keys)
+    return texts, positions
 
 
 FIRST_SIGHT = 64  # cells of a piece read in Python for the order its texts are first seen in
