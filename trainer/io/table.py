@@ -201,6 +201,7 @@ class TextColumnBuilder:
         (``text_piece``)."""
         ids = [self._position.setdefault(t, len(self._position)) for t in texts]
         lookup = np.array(ids, dtype=narrowest(len(self._position)))
+        same = ids == list(range(len(ids)))
         done = 0
         while done < positions.size:
             if not self._slabs or self._filled == self._slabs[-1].size:
@@ -210,7 +211,10 @@ class TextColumnBuilder:
                 self._slabs[-1] = self._slabs[-1].astype(lookup.dtype)
             slab = self._slabs[-1]
             n = min(positions.size - done, slab.size - self._filled)
-            np.take(lookup, positions[done : done + n], out=slab[self._filled : self._filled + n], mode="wrap")
+            if same:  # the piece numbers its texts as the column does: a copy, not a gather
+                slab[self._filled : self._filled + n] = positions[done : done + n]
+            else:
+                np.take(lookup, positions[done : done + n], out=slab[self._filled : self._filled + n], mode="wrap")
             done += n
             self._filled += n
 
