@@ -6,9 +6,9 @@ missing values marginalised exactly), and written a chunk at a time as CSV or Pa
 A value unseen in training is read as missing and counted, or refused with ``unknown``
 "error" (``bnserve.store.model.unseen``, the server's and the estimator's rule too).
 
-What is held is two chunks, whatever the file's size: the one being scored and written,
-and the next, read meanwhile on a thread (``ReadAhead``; ARFF, which is not read in
-chunks, is read whole). An output file is checked before anything is read (``Output.of``: not the
+What is held is three chunks, whatever the file's size: one being read (on a thread,
+``ReadAhead``), the one before it being coded and scored (on another), and the one before
+that being written (ARFF, which is not read in chunks, is read whole). An output file is checked before anything is read (``Output.of``: not the
 input, not a special file, not a file one may not write; a symbolic link is written
 through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
 end, with the mode of the file it replaces: on an error, Ctrl-C or SIGTERM the partial file
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.model.markers import PREPROCESSING, recorded_markers
-from bnserve.store.predictor import compile_model
+from bnserve.store.predictor import CompiledModel, compile_model
 from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS
 from bnserve.trainer.data.encoded import encode_table
 from bnserve.trainer.data.preprocessing import Preprocessing
@@ -143,33 +143,52 @@ def score_file(
     schema = pa.schema(
         [(name, pa.string()) for name in [*keep, PREDICTED]] + [(name, pa.float64()) for name in names[len(keep) + 1 :]]
     )
-    missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
     scored = Scored()
     with ExitStack() as output, stage("scoring", unit="rows") as bar:
-        write = None
         if tables is None:
             tables = output.enter_context(
                 read_chunks(source, fmt, chunk_rows, preprocessing.delimiter, preprocessing.limits)
             )
-        for raw in tables:
-            table = preprocessing.cleaned(raw)
-            absent = [name for name in keep if name not in table.header]
-            if absent:
-                raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
-            X, y = encode_table(table, model.variables, class_optional=True, unknown=unknown, unseen=scored.unseen)
-            proba = compiled.predict_proba(X)
-            winners = np.argmax(proba, axis=1)
-            _count(scored, X, y, winners, missing_codes)
-            kept = [row_texts(table.columns[table.header.index(name)]) for name in keep]
-            predicted = row_texts(TextColumn(np.array(compiled.classes, dtype=object), winners))
+        # three threads: the reader parses a chunk while the one before is coded and scored, and
+        # the one before that written here (pyarrow's CSV writer, numpy and the parse release the GIL)
+        batches = _scored(model, compiled, source, tables, preprocessing, keep, unknown, schema, scored)
+        write = None
+        for batch in output.enter_context(ReadAhead(batches)):
             if write is None:
                 write = output.enter_context(_writer(target, out_fmt, schema))
-            columns = [*kept, predicted, *map(arrow_numbers, np.ascontiguousarray(proba.T))]
-            write(pa.record_batch(columns, schema=schema))
-            bar.update(table.n_rows)
+            write(batch)
+            bar.update(batch.num_rows)
         if write is None:  # no rows: the header alone
             output.enter_context(_writer(target, out_fmt, schema))
     return scored
+
+
+def _scored(
+    model: Model,
+    compiled: CompiledModel,
+    source: str,
+    tables: Iterator[RawTable],
+    preprocessing: Preprocessing,
+    keep: Sequence[str],
+    unknown: str,
+    schema: pa.Schema,
+    scored: Scored,
+) -> Iterator[pa.RecordBatch]:
+    """Each table of ``source``'s rows coded, scored and counted into ``scored``, as the output's batch."""
+    missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
+    for raw in tables:
+        table = preprocessing.cleaned(raw)
+        absent = [name for name in keep if name not in table.header]
+        if absent:
+            raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
+        X, y = encode_table(table, model.variables, class_optional=True, unknown=unknown, unseen=scored.unseen)
+        proba = compiled.predict_proba(X)
+        winners = np.argmax(proba, axis=1)
+        _count(scored, X, y, winners, missing_codes)
+        kept = [row_texts(table.columns[table.header.index(name)]) for name in keep]
+        predicted = row_texts(TextColumn(np.array(compiled.classes, dtype=object), winners))
+        columns = [*kept, predicted, *map(arrow_numbers, np.ascontiguousarray(proba.T))]
+        yield pa.record_batch(columns, schema=schema)
 
 
 def _count(scored: Scored, X: np.ndarray, y: np.ndarray | None, winners: np.ndarray, missing: np.ndarray) -> None:
