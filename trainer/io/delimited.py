@@ -217,6 +217,9 @@ def _arrow_chunks(
                     convert_options=_as_text(header),
                 )
                 names = batches.schema.names  # type: ignore[attr-defined]
+                texts: Iterator[list[tuple[list[str], np.ndarray]]] = (
+                    [text_piece(column) for column in batch.columns] for batch in batches
+                )
             else:
                 parsed = stack.enter_context(_parsed_pieces(source, delimiter, header, pieces, counted))
                 names, first = next(parsed)  # the first piece's header, as pyarrow read it
@@ -224,8 +227,6 @@ def _arrow_chunks(
             if names != header:
                 yield None
                 return
-            if pieces is None:
-                texts = ([text_piece(column) for column in batch.columns] for batch in batches)
             for piece in texts:
                 n, done = (piece[0][1].size if piece else 0), 0
                 while done < n:
