@@ -8,9 +8,9 @@ A value unseen in training is read as missing and counted, or refused with ``unk
 
 What is held is three chunks, whatever the file's size: one being read (on a thread,
 ``ReadAhead``), the one before it being coded and scored (on another), and the one before
-that being written (ARFF, which is not read in chunks, is read whole). An output file is checked before anything is read (``Output.of``: not the
-input, not a special file, not a file one may not write; a symbolic link is written
-through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
+that being written (ARFF, which is not read in chunks, is read whole). An output file is
+checked before anything is read (``Output.of``: not the input, not a special file, not a
+file one may not write; a symbolic link is written through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
 end, with the mode of the file it replaces: on an error, Ctrl-C or SIGTERM the partial file
 is removed and nothing half-written is under that name.
 """
@@ -153,7 +153,7 @@ def score_file(
         # the one before that written here (pyarrow's CSV writer, numpy and the parse release the GIL)
         batches = _scored(model, compiled, source, tables, preprocessing, keep, unknown, schema, scored)
         write = None
-        for batch in output.enter_context(ReadAhead(batches)):
+        for batch in output.enter_context(ReadAhead(batches, "scoring")):
             if write is None:
                 write = output.enter_context(_writer(target, out_fmt, schema))
             write(batch)
@@ -225,18 +225,18 @@ def _tables(
 
 
 class ReadAhead(Generic[T]):
-    """``items`` in order, produced on a thread from the moment this is made: each while the
-    one before is used (the next chunk parsed while this one is coded, scored and written;
-    numpy and pyarrow release the GIL), one item ahead at most, so one chunk more is held.
-    An error raised producing an item is raised here, in its place. ``close`` (or leaving a
-    ``with``) stops it: the thread finishes the item it is on, closes ``items`` and ends."""
+    """``items`` in order, produced on a thread (``name``) from the moment this is made: each
+    while the one before is used (a chunk parsed while the one before is scored; numpy and
+    pyarrow release the GIL), one item ahead at most, so one chunk more is held. An error
+    raised producing an item is raised here, in its place. ``close`` (or leaving a ``with``)
+    stops it: the thread finishes the item it is on, closes ``items`` and ends."""
 
-    def __init__(self, items: Iterator[T]) -> None:
+    def __init__(self, items: Iterator[T], name: str = "reading") -> None:
         self._handed: queue.Queue[tuple[Any, BaseException | None]] = queue.Queue(1)
         self._stop = threading.Event()
         self._done = False
         self._thread = threading.Thread(
-            target=contextvars.copy_context().run, args=(self._produce, items), name="reading", daemon=True
+            target=contextvars.copy_context().run, args=(self._produce, items), name=name, daemon=True
         )
         self._thread.start()
 
