@@ -58,18 +58,22 @@ SUITE_NAME = _name(50, 3, SUITE_ROWS)  # the shape of ``write_csv``'s network
 BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
     _versus_pandas(SUITE_NAME): (
         "The peer runs in this process, its imports not counted: pandas.read_csv is one C pass (1.3-1.9 CPU-s), "
-        "and its coding (np.unique of each column) most of the rest. trainer predict takes about 3.6 CPU-s "
-        "(was 3.9, same run): starting Python and importing numpy, pyarrow and SQLAlchemy and loading the "
-        "model about 1.2 on one core, then the parse (about 1.8, now in 1 MiB pieces on a thread per core), "
-        "the coding (a gather per column into int8), predict_proba (0.7, the peer's arithmetic) and the CSV "
-        "writer. The wall ratio needs free cores for the parse; on the shared machine at load 7 it says "
-        "little."
+        "and its coding (np.unique of each column) most of the rest; on the shared machine it took 5.8-6.1 CPU-s."
+        " trainer predict takes about 4.0 CPU-s there (was 4.6-4.8, same runs), on three threads and the parse's "
+        "pool: starting Python and importing numpy, pyarrow and SQLAlchemy and loading the model about 1 on one "
+        "core, now while the first chunks are parsed; the parse (about 1.1-1.4: pyarrow's plain-string parse "
+        "0.67, in 1 MiB pieces on a thread per core, and the coding of each piece's one-byte texts 0.2 by numpy; "
+        "the dictionary-encoded parse alone took 2.2); coding the chunk (a gather per column into int8, 0.17) and"
+        " predict_proba (0.8-0.9, the peer's arithmetic) on a thread of their own; and the CSV writer (0.35-0.4, "
+        "pyarrow's float formatting) on the main thread. What is left is the sum: at best about 2 s of wall on "
+        "two free cores (4.0 CPU-s / 2, not measured quiet), against the peer's 3.8 in the last quiet run. The wall ratio needs free cores; on the shared machine at load 11-15 it "
+        "was 1.32-1.47 (base 0.97-0.99, same runs), and says little."
     ),
     _versus_size(SUITE_NAME): (
-        "About 170 MiB against a 97 MiB file (was about 250), reading 100,000 rows at a time: about 90 MiB "
-        "are the interpreter, its imports and the model, the rest one chunk's positions, codes and "
-        "probabilities, the pieces being parsed, and the predictor's gathers. Before, each chunk's columns "
-        "were slices of arrays of a million rows, which fragmented the heap chunk after chunk."
+        "About 175 MiB against a 97 MiB file (was about 170 with one chunk held), reading 100,000 rows at a time:"
+        " about 90 MiB are the interpreter, its imports and the model, the rest three chunks in flight (one "
+        "parsed, one coded and scored, one written: their positions, codes and probabilities), the pieces being "
+        "parsed, and the predictor's gathers."
     ),
 }
 

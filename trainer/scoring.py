@@ -6,23 +6,27 @@ missing values marginalised exactly), and written a chunk at a time as CSV or Pa
 A value unseen in training is read as missing and counted, or refused with ``unknown``
 "error" (``bnserve.store.model.unseen``, the server's and the estimator's rule too).
 
-What is held is one chunk, whatever the file's size (ARFF, which is not read in chunks,
-is read whole). An output file is checked before anything is read (``Output.of``: not the
-input, not a special file, not a file one may not write; a symbolic link is written
-through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
+What is held is three chunks, whatever the file's size: one being read (on a thread,
+``ReadAhead``), the one before it being coded and scored (on another), and the one before
+that being written (ARFF, which is not read in chunks, is read whole). An output file is
+checked before anything is read (``Output.of``: not the input, not a special file, not a
+file one may not write; a symbolic link is written through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
 end, with the mode of the file it replaces: on an error, Ctrl-C or SIGTERM the partial file
 is removed and nothing half-written is under that name.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
+import queue
 import stat
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +36,8 @@ import pyarrow.parquet as pq
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.model.markers import PREPROCESSING, recorded_markers
-from bnserve.store.predictor import compile_model
+from bnserve.store.predictor import CompiledModel, compile_model
+from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS
 from bnserve.trainer.data.encoded import encode_table
 from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.data.unseen import UnseenValues
@@ -52,6 +57,7 @@ from bnserve.trainer.io import (
 from bnserve.trainer.io.table import arrow_numbers, row_texts
 from bnserve.trainer.progress import stage
 
+T = TypeVar("T")
 PREDICTED = "predicted"  # the column of each row's most probable class
 PROBABILITY_PREFIX = "p_"  # then a class label: the column of that class's probability
 OUTPUT_FORMATS = ("csv", "parquet")
@@ -113,14 +119,17 @@ def score_file(
     keep: Sequence[str] = (),
     fmt: str | None = None,
     preprocessing: Preprocessing | None = None,
-    chunk_rows: int = 100_000,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
     unknown: str = DEFAULT_UNKNOWN,
+    tables: ReadAhead[RawTable] | None = None,
 ) -> Scored:
     """Score every row of ``source`` and write ``keep`` (columns copied through as text),
     ``PREDICTED`` and one ``probability_column`` per class to ``out`` (.csv or .parquet;
     None: CSV on stdout). ``unknown``: what a value unseen in training becomes
     (``bnserve.store.model.unseen``). Nothing is written before the first chunk is coded,
-    so a file refused at its first chunk leaves no header on stdout."""
+    so a file refused at its first chunk leaves no header on stdout. ``tables``: the file
+    already being read (``read_chunks``: the CLI starts reading while it loads the model;
+    ``chunk_rows``, ``fmt`` and ``preprocessing``'s delimiter and limits are then its)."""
     preprocessing = preprocessing or Preprocessing()
     out_fmt = output_format(out)
     if out_fmt is None:
@@ -134,28 +143,52 @@ def score_file(
     schema = pa.schema(
         [(name, pa.string()) for name in [*keep, PREDICTED]] + [(name, pa.float64()) for name in names[len(keep) + 1 :]]
     )
-    missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
     scored = Scored()
     with ExitStack() as output, stage("scoring", unit="rows") as bar:
+        if tables is None:
+            tables = output.enter_context(
+                read_chunks(source, fmt, chunk_rows, preprocessing.delimiter, preprocessing.limits)
+            )
+        # three threads: the reader parses a chunk while the one before is coded and scored, and
+        # the one before that written here (pyarrow's CSV writer, numpy and the parse release the GIL)
+        batches = _scored(model, compiled, source, tables, preprocessing, keep, unknown, schema, scored)
         write = None
-        for table in _tables(source, fmt, preprocessing, chunk_rows):
-            absent = [name for name in keep if name not in table.header]
-            if absent:
-                raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
-            X, y = encode_table(table, model.variables, class_optional=True, unknown=unknown, unseen=scored.unseen)
-            proba = compiled.predict_proba(X)
-            winners = np.argmax(proba, axis=1)
-            _count(scored, X, y, winners, missing_codes)
-            kept = [row_texts(table.columns[table.header.index(name)]) for name in keep]
-            predicted = row_texts(TextColumn(np.array(compiled.classes, dtype=object), winners))
+        for batch in output.enter_context(ReadAhead(batches, "scoring")):
             if write is None:
                 write = output.enter_context(_writer(target, out_fmt, schema))
-            columns = [*kept, predicted, *map(arrow_numbers, np.ascontiguousarray(proba.T))]
-            write(pa.record_batch(columns, schema=schema))
-            bar.update(table.n_rows)
+            write(batch)
+            bar.update(batch.num_rows)
         if write is None:  # no rows: the header alone
             output.enter_context(_writer(target, out_fmt, schema))
     return scored
+
+
+def _scored(
+    model: Model,
+    compiled: CompiledModel,
+    source: str,
+    tables: Iterator[RawTable],
+    preprocessing: Preprocessing,
+    keep: Sequence[str],
+    unknown: str,
+    schema: pa.Schema,
+    scored: Scored,
+) -> Iterator[pa.RecordBatch]:
+    """Each table of ``source``'s rows coded, scored and counted into ``scored``, as the output's batch."""
+    missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
+    for raw in tables:
+        table = preprocessing.cleaned(raw)
+        absent = [name for name in keep if name not in table.header]
+        if absent:
+            raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
+        X, y = encode_table(table, model.variables, class_optional=True, unknown=unknown, unseen=scored.unseen)
+        proba = compiled.predict_proba(X)
+        winners = np.argmax(proba, axis=1)
+        _count(scored, X, y, winners, missing_codes)
+        kept = [row_texts(table.columns[table.header.index(name)]) for name in keep]
+        predicted = row_texts(TextColumn(np.array(compiled.classes, dtype=object), winners))
+        columns = [*kept, predicted, *map(arrow_numbers, np.ascontiguousarray(proba.T))]
+        yield pa.record_batch(columns, schema=schema)
 
 
 def _count(scored: Scored, X: np.ndarray, y: np.ndarray | None, winners: np.ndarray, missing: np.ndarray) -> None:
@@ -167,19 +200,95 @@ def _count(scored: Scored, X: np.ndarray, y: np.ndarray | None, winners: np.ndar
         scored.correct += int(np.count_nonzero(winners[has_class] == y[has_class]))
 
 
-def _tables(source: str, fmt: str | None, preprocessing: Preprocessing, chunk_rows: int) -> Iterator[RawTable]:
+def read_chunks(
+    source: str,
+    fmt: str | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    delimiter: str | None = None,
+    limits: ReadLimits = DEFAULT_READ_LIMITS,
+) -> ReadAhead[RawTable]:
     """The file's rows as tables of at most ``chunk_rows`` (CSV, TSV, Parquet; ARFF whole),
-    their texts read as ``preprocessing`` says."""
+    their texts as read (``score_file`` cleans them), read from now on, a chunk ahead."""
+    return ReadAhead(_tables(source, fmt, chunk_rows, delimiter, limits))
+
+
+def _tables(
+    source: str, fmt: str | None, chunk_rows: int, delimiter: str | None, limits: ReadLimits
+) -> Iterator[RawTable]:
     fmt = fmt or format_of(source)
-    if preprocessing.delimiter and delimiter_of(source, fmt) is None:
+    if delimiter and delimiter_of(source, fmt) is None:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
-    tables = (
-        iter_tables(source, fmt, chunk_rows, preprocessing.delimiter, preprocessing.limits)
-        if fmt in CHUNKED
-        else iter([read_table(source, fmt, preprocessing.delimiter, preprocessing.limits)])
-    )
-    for table in tables:
-        yield preprocessing.cleaned(table)
+    if fmt in CHUNKED:
+        yield from iter_tables(source, fmt, chunk_rows, delimiter, limits)
+    else:
+        yield read_table(source, fmt, delimiter, limits)
+
+
+class ReadAhead(Generic[T]):
+    """``items`` in order, produced on a thread (``name``) from the moment this is made: each
+    while the one before is used (a chunk parsed while the one before is scored; numpy and
+    pyarrow release the GIL), one item ahead at most, so one chunk more is held. An error
+    raised producing an item is raised here, in its place. ``close`` (or leaving a ``with``)
+    stops it: the thread finishes the item it is on, closes ``items`` and ends."""
+
+    def __init__(self, items: Iterator[T], name: str = "reading") -> None:
+        self._handed: queue.Queue[tuple[Any, BaseException | None]] = queue.Queue(1)
+        self._stop = threading.Event()
+        self._done = False
+        self._thread = threading.Thread(
+            target=contextvars.copy_context().run, args=(self._produce, items), name=name, daemon=True
+        )
+        self._thread.start()
+
+    def _hand(self, item: Any, error: BaseException | None = None) -> None:
+        while not self._stop.is_set():
+            try:
+                self._handed.put((item, error), timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def _produce(self, items: Iterator[T]) -> None:
+        try:
+            for item in items:
+                self._hand(item)
+                if self._stop.is_set():
+                    break
+            self._hand(_END)
+        except BaseException as exc:  # the consumer's to raise
+            self._hand(_END, exc)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def __iter__(self) -> ReadAhead[T]:
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        item, error = self._handed.get()
+        if error is not None or item is _END:
+            self.close()
+            if error is not None:
+                raise error
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        self._done = True
+        self._stop.set()
+        self._thread.join()
+
+    def __enter__(self) -> ReadAhead[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_END = object()  # ReadAhead: no more items
 
 
 @dataclass(frozen=True)

@@ -354,3 +354,59 @@ def test_delimiter_and_format_flags(capsys, trained, store, tmp_path):
     assert run(capsys, "predict", "m", "--data", scored, "--out", str(path), "--store", store)[0] == 0
     code, _, err = run(capsys, "predict", "m", "--data", str(path), "--delimiter", ";", "--store", store)
     assert code == 1 and "a delimiter applies to CSV and TSV files, not parquet" in err
+
+
+def test_a_malformed_row_in_the_middle_of_the_file_is_an_error_naming_its_line(capsys, trained, store, tmp_path):
+    """The file is read a chunk ahead on a thread (read_ahead): a row the reader refuses after
+    chunks already scored stops the command with the reader's error, and no output is left."""
+    _, scored = trained
+    lines = open(scored).read().splitlines()
+    lines[181] += ",extra"  # data row 181, on line 182
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out" / "scores.csv"
+    out.parent.mkdir()
+    code, stdout, err = run(
+        capsys, "predict", "m", "--data", str(bad), "--out", str(out), "--chunk-rows", "20", "--store", store
+    )
+    assert code == 1 and stdout == ""
+    assert err == f"trainer: error: {bad}: line 182: row has 6 fields, the header has 5\n"
+    assert list(out.parent.iterdir()) == []
+
+
+def test_reading_ahead_yields_every_item_in_order_and_raises_an_error_in_its_place():
+    """Items in their order; an error raised producing one is raised where it would have been,
+    after the items before it; the producer is closed when the consumer stops early (leaving
+    the ``with``), and its thread ends."""
+    import threading
+
+    from bnserve.trainer.scoring import ReadAhead
+
+    assert list(ReadAhead(iter(range(50)))) == list(range(50))
+    closed = threading.Event()
+
+    def failing():
+        try:
+            yield from range(5)
+            raise ValueError("line 7: column 'c': bad")
+        finally:
+            closed.set()
+
+    got = []
+    with pytest.raises(ValueError, match="line 7: column 'c': bad"):
+        for item in ReadAhead(failing()):
+            got.append(item)
+    assert got == list(range(5)) and closed.is_set()
+
+    closed.clear()
+
+    def endless():
+        try:
+            yield from iter(int, 1)  # zeros, forever
+        finally:
+            closed.set()
+
+    with pytest.raises(KeyError), ReadAhead(endless()) as items:
+        for _ in items:
+            raise KeyError("the consumer's own error")
+    assert closed.is_set() and not any(t.name == "reading" for t in threading.enumerate())

@@ -569,3 +569,40 @@ def test_the_pieces_are_parsed_on_a_thread_per_core_up_to_four(tmp_path, monkeyp
     path = write(tmp_path, "a,b\n" + "x,1\n" * 500)
     assert delimited.read_delimited(path, ",").n_rows == 500
     assert 1 <= len(seen) <= 4 and all(name.startswith("parsing") for name in seen)
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ["1", "0", "1", "2"],
+        ["", "a", "", "b", "a"],
+        ["x"] * 100 + ["", "y"] + ["x"] * 30 + ["z"],  # texts first seen past the cells read in Python
+        ["b"] * 100 + ["c", "a", "c"],  # so, every cell one byte
+        ["", ""],
+        ["ab", "c", ""],  # a longer text: Arrow's dictionary
+        ["é", "e"],
+    ],
+)
+def test_a_piece_of_plain_strings_encodes_as_arrows_dictionary(cells):
+    """text_piece of a plain string array (the pieces' parse) gives the texts in order of
+    first sight and each row's position, as the dictionary-encoded parse did."""
+    from bnserve.trainer.io.table import text_piece
+
+    strings = pa.array(cells, pa.string())
+    reference = strings.dictionary_encode()
+    texts, positions = text_piece(strings, check_utf8=True)
+    assert texts == reference.dictionary.to_pylist()
+    assert positions.tolist() == reference.indices.to_pylist()
+    assert [texts[p] for p in positions] == cells
+    texts, positions = text_piece(strings.slice(1), check_utf8=True)  # an array over part of its buffers
+    assert [texts[p] for p in positions] == cells[1:]
+
+
+def test_a_piece_with_a_lone_byte_that_is_not_utf8_is_refused():
+    from bnserve.trainer.io.table import text_piece
+
+    strings = pa.Array.from_buffers(
+        pa.string(), 2, [None, pa.py_buffer(b"\0\0\0\0\1\0\0\0\2\0\0\0"), pa.py_buffer(b"a\xff")]
+    )
+    with pytest.raises(pa.ArrowInvalid):
+        text_piece(strings, check_utf8=True)

@@ -70,31 +70,30 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from bnserve.trainer.scoring import as_trained, output_format, score_file
+    from bnserve.trainer.scoring import Output, as_trained, output_format, read_chunks, score_file
 
     if output_format(args.out) is None:
         raise UsageError(f"--out {args.out}: give a .csv or .parquet file")
     name, version, alias = _parse_ref(args.ref)
-    with _open_store(args) as store:
-        mv = store.load(name, version=version, alias=alias)
-    keep = list(dict.fromkeys(args.keep))
-    reading = as_trained(
-        mv.model,
-        args.na_values,
-        args.keep_whitespace,
-        args.delimiter,
-        ReadLimits(args.max_columns, None if args.max_decompressed in (None, NO_LIMIT) else args.max_decompressed),
-    )
-    scored = score_file(
-        mv.model,
-        args.data,
-        args.out,
-        keep=keep,
-        fmt=args.fmt,
-        preprocessing=reading,
-        chunk_rows=args.chunk_rows,
-        unknown=args.unknown,
-    )
+    limits = ReadLimits(args.max_columns, None if args.max_decompressed in (None, NO_LIMIT) else args.max_decompressed)
+    if args.out is not None:
+        Output.of(args.out, args.data)  # refused before anything is read
+    # the file is parsed while the store is opened and the model read (SQLAlchemy's import most of it)
+    with read_chunks(args.data, args.fmt, args.chunk_rows, args.delimiter, limits) as tables:
+        with _open_store(args) as store:
+            mv = store.load(name, version=version, alias=alias)
+        reading = as_trained(mv.model, args.na_values, args.keep_whitespace, args.delimiter, limits)
+        scored = score_file(
+            mv.model,
+            args.data,
+            args.out,
+            keep=list(dict.fromkeys(args.keep)),
+            fmt=args.fmt,
+            preprocessing=reading,
+            chunk_rows=args.chunk_rows,
+            unknown=args.unknown,
+            tables=tables,
+        )
     where = f" into {args.out}" if args.out else ""
     print(
         f"{PROG}: scored {scored.rows:,} rows ({scored.with_missing:,} with missing values) "
