@@ -17,7 +17,7 @@ import itertools
 import numpy as np
 from hypothesis import strategies as st
 
-from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model, Network
+from bnserve.store.model import MEAN_POSTERIOR, PRODUCT_JOINT, SINGLE, Model, Network
 from tests.model_factory import random_model
 
 
@@ -57,6 +57,9 @@ def reference_proba(model: Model, codes: np.ndarray) -> np.ndarray:
         joints = reference_joint(model, row)
         if model.combination == MEAN_POSTERIOR:
             result.append(np.mean([j / j.sum() for j in joints], axis=0))
+        elif model.combination == PRODUCT_JOINT:  # the product of the joints, in logs (it underflows)
+            log = np.log(joints).sum(axis=0)
+            result.append(np.exp(log - log.max()) / np.exp(log - log.max()).sum())
         else:  # single, or mean_joint: the mean of the joints
             mean = joints.mean(axis=0)
             result.append(mean / mean.sum())

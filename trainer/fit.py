@@ -51,7 +51,9 @@ def fit(
             limits.check(learner.search_tables(data), algo)
             learned, values = learner.run(data, given)
             limits.check(estimate_tables(learned.members, estimator, data.n_rows), algo)
-            networks = tuple(estimate_all([(m.structure, m.data) for m in learned.members], estimator))
+            networks = tuple(
+                estimate_all([(m.structure, m.data) for m in learned.members], estimator, learned.combination)
+            )
     metadata: dict[str, Any] = {
         "training": {
             "source": source_name(data.source),  # the file name: the metadata is shown to every client

@@ -24,7 +24,8 @@ from bnserve.store.model.variable import CLASS, FEATURE, KINDS, MISSING_LABEL, N
 SINGLE = "single"
 MEAN_JOINT = "mean_joint"  # AODE-like: P(c, x) is the mean of the members' joints
 MEAN_POSTERIOR = "mean_posterior"  # bagged ensembles: P(c | x) is the mean of the members' posteriors
-COMBINATIONS = (SINGLE, MEAN_JOINT, MEAN_POSTERIOR)
+PRODUCT_JOINT = "product_joint"  # log-linear pooling: P(c | x) is proportional to the product of the members' joints
+COMBINATIONS = (SINGLE, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT)
 
 MAX_NAME_LENGTH = 256
 NORMALISATION_TOLERANCE = 1e-9

@@ -13,11 +13,14 @@ Combinations (``bnserve.store.model``):
 - ``mean_joint``: P(c, x_obs) is the mean over networks of each network's *exact* joint,
   so every non-barren factor is kept (including those that do not involve the class):
   a per-network constant would weight the networks differently and change the answer.
+- ``product_joint``: P(c | x_obs) is proportional to the product over networks of each
+  network's joint (log-linear pooling): the sum of their log joints, each needed only up
+  to a per-row constant, so only Markov-blanket factors are compiled, as for one network.
 
 A feature that is not a node of a network is ignored by that network. A row whose every
 class has probability 0 (possible only with zero CPT entries; trained CPTs are smoothed)
 gets the uniform distribution rather than NaN; for ``mean_posterior`` this holds per
-network, for ``mean_joint`` for the mean joint.
+network, for ``mean_joint`` for the mean joint, for ``product_joint`` for the product.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from bnserve.store.errors import InvalidInput, TooComplex
-from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Variable
+from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT, SINGLE, Model, Network, Variable
 from bnserve.store.model.markers import recorded_markers
 from bnserve.store.predictor.elimination import (
     Elimination,
@@ -331,13 +334,16 @@ class CompiledModel:
         """(rows, n_classes) log scores whose softmax is the posterior.
 
         ``single``: log P(c, x_obs) up to a constant per row; ``mean_joint``: exactly the
-        log of the mean joint. Undefined for ``mean_posterior``.
+        log of the mean joint; ``product_joint``: the sum of the networks' log joints, up to
+        a constant per row. Undefined for ``mean_posterior``.
         """
         if self.combination == MEAN_POSTERIOR:
             raise InvalidInput("predict_log_joint is undefined for combination 'mean_posterior'")
         log = self.network_log_joints(codes)
         if self.combination == SINGLE:
             return log[:, 0]
+        if self.combination == PRODUCT_JOINT:
+            return log.sum(axis=1)
         return _logsumexp(log, axis=1) - math.log(log.shape[1])
 
     def predict_proba(self, codes: np.ndarray) -> np.ndarray:

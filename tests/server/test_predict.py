@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from bnserve.server.api import predictor_pb2 as pb
 from bnserve.server.api import predictor_pb2_grpc
-from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NUMERIC
+from bnserve.store.model import MEAN_JOINT, MEAN_POSTERIOR, NUMERIC, PRODUCT_JOINT
 from tests.in_process_server import running_app
 from tests.model_factory import random_model
 from tests.reference import reference_proba
@@ -36,6 +36,7 @@ def _models():
             )
         else:
             out[f"m{i}"] = random_model(rng, n_features=int(rng.integers(1, 7)), numeric=0.5 * (i % 2))
+    out["pooled"] = random_model(rng, n_features=4, n_networks=3, combination=PRODUCT_JOINT, all_features=False)
     return out
 
 

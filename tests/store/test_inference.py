@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, SINGLE, Model, Network, Node, Variable
+from bnserve.store.model import CLASS, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT, SINGLE, Model, Network, Node, Variable
 from bnserve.store.predictor import check_codes, compile_model, gather
 from bnserve.store.predictor import compiled as compiled_module
 from bnserve.store.predictor.compiled import TABLE_PRECISION, ComponentPlan
@@ -98,7 +98,7 @@ def test_compiling_a_wide_network_builds_nothing_quadratic(n_features, tree):
 
 
 @SETTINGS
-@given(st.data(), st.sampled_from([MEAN_JOINT, MEAN_POSTERIOR]))
+@given(st.data(), st.sampled_from([MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT]))
 def test_ensembles_equal_reference(data, combination):
     model = data.draw(models(combination))
     codes = data.draw(coded_rows(model))
@@ -119,7 +119,7 @@ def test_mean_joint_log_joint_is_exact(data):
 @SETTINGS
 @given(st.data())
 def test_batch_equals_row_by_row(data):
-    combination = data.draw(st.sampled_from([SINGLE, MEAN_JOINT, MEAN_POSTERIOR]))
+    combination = data.draw(st.sampled_from([SINGLE, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT]))
     model = data.draw(models(combination))
     codes = data.draw(coded_rows(model, max_rows=12))
     compiled = compile_model(model)
@@ -131,7 +131,7 @@ def test_batch_equals_row_by_row(data):
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),
-    st.sampled_from([SINGLE, MEAN_JOINT, MEAN_POSTERIOR]),
+    st.sampled_from([SINGLE, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT]),
     st.sampled_from([np.float64, np.float32]),
 )
 def test_shared_random_models_equal_reference(seed, combination, dtype):
@@ -158,10 +158,10 @@ def test_model_without_features_predicts_the_prior():
     np.testing.assert_allclose(compile_model(model).predict_proba(np.zeros((3, 0), dtype=np.intp)), [prior] * 3)
 
 
-@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR])
+@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT])
 def test_log_proba_stays_finite_where_the_probability_underflows(combination):
     """400 features, each 1e-3 as likely under class b: P(b | x) = 1e-1200 (0.0 in float64),
-    its log -2763 exactly, not -inf."""
+    its log -2763 exactly, not -inf (twice that for the product of the two networks)."""
     n, ratio = 400, 1e-3
     cpt = np.array([[0.5, ratio * 0.5], [0.5, 1 - ratio * 0.5]])  # P(f | c): rows f, columns c
     variables = (Variable("C", ("a", "b"), role=CLASS), *(Variable(f"f{i}", ("x", "y")) for i in range(n)))
@@ -170,7 +170,8 @@ def test_log_proba_stays_finite_where_the_probability_underflows(combination):
     compiled = compile_model(Model(variables, networks, "nb", combination).validate())
     log = compiled.predict_log_proba(np.zeros((1, n), dtype=np.intp))
     assert compiled.predict_proba(np.zeros((1, n), dtype=np.intp))[0, 1] == 0.0
-    np.testing.assert_allclose(log[0], [0.0, n * np.log(ratio)], rtol=1e-12, atol=1e-12)
+    times = 2 if combination == PRODUCT_JOINT else 1
+    np.testing.assert_allclose(log[0], [0.0, times * n * np.log(ratio)], rtol=1e-12, atol=1e-12)
 
 
 # ------------------------------------------------------------ a fixed structure
@@ -216,7 +217,7 @@ MISSING_CASES = {  # columns P, A, S, B, D, E
 }
 
 
-@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR])
+@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT])
 @pytest.mark.parametrize("case", list(MISSING_CASES))
 def test_named_missing_patterns_equal_reference(case, combination):
     model = _blanket_model(combination)
@@ -461,7 +462,7 @@ def test_predict_log_joint_is_undefined_for_mean_posterior():
 # ------------------------------------------------------------ large batches and float32 tables
 
 
-@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR])
+@pytest.mark.parametrize("combination", [SINGLE, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT])
 def test_a_batch_larger_than_a_gather_chunk_equals_small_batches(combination):
     """Batches beyond GATHER_ROWS go in chunks (missing values too); every row's answer is the
     one it gets in a batch of 7, and the reference's."""

@@ -176,7 +176,8 @@ def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
     )
     assert (
         code == 2
-        and "--chunk-rows trains a2de, aode, eskdb, fkdb, kdb, nb, skdb, tan, tan-ddr (without --fd-min-count)" in err
+        and "--chunk-rows trains a2de, aode, eskdb, fkdb, kdb, laode, nb, skdb, tan, tan-ddr (without --fd-min-count)"
+        in err
     )
     code, _, err = run(
         capsys,
@@ -198,7 +199,7 @@ def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
 
 
 def test_the_learners_that_need_only_counts_are_declared_so():
-    assert set(STREAMABLE) == {"nb", "tan", "tan-ddr", "kdb", "fkdb", "skdb", "eskdb", "aode", "a2de"}
+    assert set(STREAMABLE) == {"nb", "tan", "tan-ddr", "kdb", "fkdb", "skdb", "eskdb", "aode", "a2de", "laode"}
 
 
 def test_one_number_written_two_ways_is_one_value(tmp_path):

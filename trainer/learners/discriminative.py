@@ -163,8 +163,9 @@ def objective(
     y: np.ndarray,
     strength: float,
     row_weights: np.ndarray | None = None,
+    prior: float = 1.0,
 ) -> tuple[float, np.ndarray]:
-    """-Σ log P(y | x) + λ/2 Σ (w - 1)² and its gradient in w (shape of ``log_theta``);
+    """-Σ log P(y | x) + λ/2 Σ (w - prior)² and its gradient in w (shape of ``log_theta``);
     ``row_weights``: each row's term counted that many times (a weighted log-loss)."""
     scores = design @ (weights * log_theta)
     scores -= scores.max(axis=1, keepdims=True)
@@ -174,7 +175,7 @@ def objective(
     log_p = scores - np.log(total)
     rows = np.arange(len(y))
     residual[rows, y] -= 1.0
-    shrink = weights - 1.0
+    shrink = weights - prior
     if row_weights is None:
         loss = -log_p[rows, y].sum()
     else:
@@ -190,11 +191,13 @@ def fit_weights(
     y: np.ndarray,
     strength: float,
     row_weights: np.ndarray | None = None,
+    prior: float = 1.0,
 ) -> np.ndarray:
-    """The weights minimising ``objective`` by L-BFGS from w = 1 (the generative model)."""
+    """The weights minimising ``objective`` by L-BFGS from w = ``prior`` (1: the generative
+    model; ``pooled`` starts its members from their geometric mean)."""
 
     def flat(w: np.ndarray) -> tuple[float, np.ndarray]:
-        value, grad = objective(w.reshape(log_theta.shape), design, log_theta, y, strength, row_weights)
+        value, grad = objective(w.reshape(log_theta.shape), design, log_theta, y, strength, row_weights, prior)
         return value, grad.ravel()
 
     # L-BFGS-B's small BLAS calls on OpenBLAS's threads cost 12x the CPU of one thread (a
@@ -202,7 +205,7 @@ def fit_weights(
     with threadpool_limits(1, user_api="blas"):
         found = scipy.optimize.minimize(
             flat,
-            np.ones(log_theta.size),
+            np.full(log_theta.size, prior),
             jac=True,
             method="L-BFGS-B",
             options={"maxiter": ALR_ITERATIONS, "ftol": ALR_TOLERANCE},

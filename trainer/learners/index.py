@@ -18,6 +18,7 @@ MODULES = {
     "k2-as": "k2_as",
     "k2-as-le": "k2_as",
     "kdb": "kdb",
+    "laode": "ensembles",
     "nb": "naive_bayes",
     "rtan": "ensembles",
     "skdb": "skdb",
@@ -26,7 +27,7 @@ MODULES = {
     "tan-ddr": "tan",
 }
 # the learners that can learn from counts alone (from a file read in chunks)
-STREAMABLE = ("a2de", "aode", "eskdb", "fkdb", "kdb", "nb", "skdb", "tan", "tan-ddr")
+STREAMABLE = ("a2de", "aode", "eskdb", "fkdb", "kdb", "laode", "nb", "skdb", "tan", "tan-ddr")
 # parameter -> (its first learner, its type's name, needs the rows, help by learner)
 PARAMETERS = {
     "alpha": (

@@ -24,7 +24,7 @@ from functools import partial
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import CPT_DTYPE, Network, Node
+from bnserve.store.model import CPT_DTYPE, PRODUCT_JOINT, SINGLE, Network, Node
 from bnserve.trainer.data import TrainingView
 from bnserve.trainer.learners.structure import Structure
 from bnserve.trainer.stats import joint_counts
@@ -144,10 +144,22 @@ def estimate(structure: Structure, data: TrainingView, estimator: Estimator = LA
 
 
 def estimate_all(
-    members: Sequence[tuple[Structure, TrainingView]], estimator: Estimator = LAPLACE_ESTIMATOR
+    members: Sequence[tuple[Structure, TrainingView]],
+    estimator: Estimator = LAPLACE_ESTIMATOR,
+    combination: str = SINGLE,
 ) -> list[Network]:
     """``estimate`` of each (structure, data), hdp sampling every network's tables at once
-    (``Estimator.networks_cpts``): the same networks as one at a time, in fewer numpy calls."""
+    (``Estimator.networks_cpts``): the same networks as one at a time, in fewer numpy calls.
+    Networks pooled by ``product_joint`` are estimated together (``pooled``)."""
+    if combination == PRODUCT_JOINT:
+        from bnserve.trainer.learners.pooled import pooled_networks  # scipy.optimize, for alr
+
+        alr = estimator.kind == ALR
+        return pooled_networks(
+            members,
+            partial(estimate_all, estimator=LAPLACE_ESTIMATOR if alr else estimator),
+            estimator.strength if alr else None,
+        )
     if estimator.kind == ALR:
         from bnserve.trainer.learners.discriminative import alr_network  # scipy.optimize: for alr only
 
