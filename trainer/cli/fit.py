@@ -116,8 +116,8 @@ class _Replaced(argparse.Action):
 def _fit(args: argparse.Namespace) -> int:
     from bnserve.trainer.data.parallel import settle, start_pool
 
-    if args.chunk_rows and args.jobs > 1 and not args.dask:  # the processes start while this one imports
-        start_pool(args.jobs)
+    if args.chunk_rows and args.jobs > 1 and not args.dask:  # forked now, before any thread starts
+        start_pool(args.jobs, fork=True)
     try:
         return _fit_and_publish(args)
     finally:
