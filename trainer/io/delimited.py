@@ -329,18 +329,18 @@ def _parsed_pieces(
 def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | None:
     """Up to ``n`` byte ranges [start, end) of whole lines after the header line, to be read
     apart (``part_chunks``), each at least about ``min_bytes`` long; None unless there are
-    two, the file is a local one, not gzipped, and holds no quote character (a quoted field
-    may hold a line end, which then does not end a row). Read, not mapped: a mapped file's
-    pages would count in this process's memory."""
+    two and the file is a local one, not gzipped. Cut as if it held no quote character:
+    a quoted field may hold a line end, which then does not end a row, but each part's
+    reading refuses a quote it meets (``PartUnreadable``), so the file is then read in
+    order; the scan for one is the parts', in their processes, not this one's."""
     if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or n < 2 or is_url(source):
         return None
     try:
         with open(source, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             n = min(n, size // max(min_bytes, 1))
-            if n < 2 or _has_quote(f):
+            if n < 2:
                 return None
-            f.seek(0)
             cuts = [len(f.readline())]
             if not cuts[0] or cuts[0] == size:
                 return None
@@ -358,13 +358,6 @@ def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | N
     return parts if len(parts) >= 2 else None
 
 
-def _has_quote(f: IO[bytes]) -> bool:
-    while block := f.read(1 << 20):
-        if b'"' in block:
-            return True
-    return False
-
-
 class PartUnreadable(Exception):
     """pyarrow stopped in a part read apart: the caller reads the file in order instead,
     where ``csv`` names the line of what is wrong."""
@@ -375,7 +368,7 @@ def part_chunks(
 ) -> Iterator[RawTable]:
     """The rows of the byte range ``part`` (from ``byte_parts``) in tables of ``chunk_rows``,
     parsed by pyarrow with the file's header line put before them. Raises
-    ``PartUnreadable`` where pyarrow stops."""
+    ``PartUnreadable`` where pyarrow stops, or a quote character is read."""
     with open(source, "rb") as f:
         header_line = f.readline()
     opener = partial(_ByteRange, source, part, header_line)
@@ -386,7 +379,8 @@ def part_chunks(
 
 
 class _ByteRange(io.RawIOBase):
-    """``prefix``, then bytes [start, end) of the file ``source``."""
+    """``prefix``, then bytes [start, end) of the file ``source``; an ``OSError`` where they hold
+    a quote character (where a line end may not end a row, the part is not cut right)."""
 
     def __init__(self, source: str, part: tuple[int, int], prefix: bytes):
         self._file = open(source, "rb")  # closed by close()
@@ -400,13 +394,14 @@ class _ByteRange(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         if self._prefix:
-            n = min(len(view), len(self._prefix))
-            view[:n] = self._prefix[:n]
-            self._prefix = self._prefix[n:]
-            return n
-        n = self._file.readinto(view[: min(len(view), self._left)]) if self._left else 0
-        self._left -= n or 0
-        return n or 0
+            data, self._prefix = self._prefix[: len(view)], self._prefix[len(view) :]
+        else:
+            data = self._file.read(min(len(view), self._left)) if self._left else b""
+            self._left -= len(data)
+        if b'"' in data:
+            raise OSError(f"a quote character in {self._file.name}")
+        view[: len(data)] = data
+        return len(data)
 
     def close(self) -> None:
         self._file.close()
