@@ -274,6 +274,28 @@ def test_an_unreachable_scheduler_is_named(capsys, store, tmp_path, monkeypatch)
     assert "Traceback" not in err
 
 
+def test_a_store_url_that_cannot_be_used_is_refused_before_an_unreachable_scheduler(capsys, tmp_path, monkeypatch):
+    """The CLI connects to the scheduler before it checks the store (the workers wait for the
+    one, not the other), yet a bad --store is still the error reported, as if checked first."""
+    monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "1")
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
+    code, _, err = run(
+        capsys,
+        "fit",
+        "--algo",
+        "nb",
+        "--data",
+        path,
+        "--name",
+        "m",
+        "--store",
+        "nosuch://x",
+        "--dask",
+        "tcp://127.0.0.1:9",
+    )
+    assert code != 0 and "nosuch" in err and "Dask" not in err, err
+
+
 def test_a_cluster_that_cannot_work_is_an_infrastructure_failure_not_the_callers(tmp_path, monkeypatch):
     """An unreachable scheduler is ClusterUnavailable (UNAVAILABLE: try later), not InvalidInput
     (INVALID_ARGUMENT: the caller's mistake), though the CLI prints both the same way."""

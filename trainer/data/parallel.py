@@ -204,6 +204,12 @@ def _counted(results: Iterable[T], bar: Bar) -> list[T]:
     return done
 
 
+def connect(dask: str) -> None:
+    """Connect to the Dask scheduler at ``dask`` now (importing ``distributed``: about half a
+    second of one core), for the passes to come."""
+    _client(dask)
+
+
 def cluster_threads(dask: str) -> int:
     """The threads of the cluster's workers: how many parts it counts at once."""
     return _workers(dask, _client(dask), "asking for its workers")
