@@ -4,10 +4,10 @@ the whole file as one ``RawTable``, or in tables of a few rows at a time (``--ch
 A file is parsed by pyarrow straight into dictionary-encoded columns (each distinct text
 once, a position per cell in the narrowest integer type: a byte for a column of few values;
 no string, no Python object per cell; ``TextColumnBuilder``): a local file without a quote
-character in pieces of ``PIECE_BYTES`` on a pool of threads, one per core (at most four)
-(``_parsed_pieces``); any other file by the streaming reader, a block at a time. Python's
-``csv`` module is the reference: a file pyarrow refuses is read again by it, so a malformed file
-gets the same error (naming its line) as before; and the rows' line numbers, which only
+character, or a part of one read apart (``part_chunks``), in pieces of ``PIECE_BYTES`` on a
+pool of threads, one per core (at most four) (``_parsed_pieces``); any other file by the
+streaming reader, a block at a time. Python's ``csv`` module is the reference: a file pyarrow
+refuses is read again by it, so a malformed file gets the same error (naming its line) as before; and the rows' line numbers, which only
 error messages need, are counted by it when first asked for. Both parsers give the same
 texts for every file both accept (``tests/trainer/test_readers.py``).
 """
@@ -243,17 +243,18 @@ BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of
 PIECE_BYTES = 1 << 20  # a local file without quotes is parsed in pieces of about this size, on every core
 
 
-def byte_pieces(source: str) -> list[tuple[int, int]] | None:
-    """The whole file as byte ranges [start, end) of about ``PIECE_BYTES``, each ending at a
-    line end (the first holds the header line), for ``_parsed_pieces``; None unless it is a
-    local file, not gzipped (the caller knows it holds no quote: a line end ends a row)."""
+def byte_pieces(source: str, span: tuple[int, int] | None = None) -> list[tuple[int, int]] | None:
+    """The whole file (or its byte range ``span``, whole lines) as byte ranges [start, end) of
+    about ``PIECE_BYTES``, each ending at a line end (the first of a whole file holds the
+    header line), for ``_parsed_pieces``; None unless it is a local file, not gzipped (the
+    caller knows it holds no quote, or lets ``_parsed_pieces`` refuse one)."""
     if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or is_url(source):
         return None
     piece_bytes = PIECE_BYTES
     try:
         with open(source, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            cuts = [0]
+            size = os.fstat(f.fileno()).st_size if span is None else span[1]
+            cuts = [0 if span is None else span[0]]
             while cuts[-1] + piece_bytes < size:
                 f.seek(cuts[-1] + piece_bytes)
                 rest = f.readline()  # to the end of the line holding that byte
@@ -288,7 +289,10 @@ def _parsed_pieces(
     of one per core (``_parse_workers``; the parse releases the GIL, so it runs on every core
     while this thread adds each table to its columns). At most two pieces a thread are in flight, so what is
     held beside the columns stays a few MiB. The first piece's table has the header as
-    pyarrow read it; the others are given its names. ``counted``: told each piece's bytes."""
+    pyarrow read it; the others are given its names. ``counted``: told each piece's bytes.
+    A piece that holds a quote character is an ``OSError``: there a line end may not end
+    a row, so the pieces are not cut right (the callers scan a file for quotes first, or
+    read a part of one, whose quotes only its own reading sees)."""
     workers = _parse_workers()
 
     def parse(i: int) -> pa.Table:
@@ -296,6 +300,8 @@ def _parsed_pieces(
         with open(source, "rb") as f:
             f.seek(start)
             data = f.read(end - start)
+        if b'"' in data:
+            raise OSError(f"{source}: a quote character in bytes {start}-{end}")
         read = pa_csv.ReadOptions(block_size=max(len(data), 1), use_threads=False)
         if i:
             read.column_names = list(header)
@@ -367,45 +373,17 @@ def part_chunks(
     source: str, delimiter: str, header: Sequence[str], part: tuple[int, int], chunk_rows: int
 ) -> Iterator[RawTable]:
     """The rows of the byte range ``part`` (from ``byte_parts``) in tables of ``chunk_rows``,
-    parsed by pyarrow with the file's header line put before them. Raises
-    ``PartUnreadable`` where pyarrow stops, or a quote character is read."""
+    parsed in pieces as a whole file is (``_parsed_pieces``, after the file's header line,
+    a piece of its own). Raises ``PartUnreadable`` where pyarrow stops, or a quote
+    character is read."""
     with open(source, "rb") as f:
-        header_line = f.readline()
-    opener = partial(_ByteRange, source, part, header_line)
-    for table in _arrow_chunks(source, delimiter, header, chunk_rows, opener, whole_file=False, quoted=False):
+        header_bytes = len(f.readline())
+    pieces = [(0, header_bytes), *(byte_pieces(source, part) or [part])]
+    tables = _arrow_chunks(source, delimiter, header, chunk_rows, whole_file=False, quoted=False, pieces=pieces)
+    for table in tables:
         if table is None:
             raise PartUnreadable(f"{source}: bytes {part[0]}-{part[1]}")
         yield table
-
-
-class _ByteRange(io.RawIOBase):
-    """``prefix``, then bytes [start, end) of the file ``source``; an ``OSError`` where they hold
-    a quote character (where a line end may not end a row, the part is not cut right)."""
-
-    def __init__(self, source: str, part: tuple[int, int], prefix: bytes):
-        self._file = open(source, "rb")  # closed by close()
-        self._file.seek(part[0])
-        self._left = part[1] - part[0]
-        self._prefix = prefix
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        if self._prefix:
-            data, self._prefix = self._prefix[: len(view)], self._prefix[len(view) :]
-        else:
-            data = self._file.read(min(len(view), self._left)) if self._left else b""
-            self._left -= len(data)
-        if b'"' in data:
-            raise OSError(f"a quote character in {self._file.name}")
-        view[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
 
 
 def _parse_options(delimiter: str, quoted: bool = True) -> pa_csv.ParseOptions:
