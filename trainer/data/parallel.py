@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -237,13 +238,13 @@ def start_pool(jobs: int, fork: bool = False) -> None:
     ``fork``: the caller has only imported modules, so this process runs no thread that may
     hold a lock but numpy's BLAS and pyarrow's allocator threads, which fork safely (at-fork
     handlers): the processes are forked from it here, with its imports, in a few milliseconds,
-    as the standard library's own fork does. Otherwise (or when another Python thread runs)
+    as the standard library's own fork does (on Linux). Otherwise (or when another Python thread runs)
     they are started in the background by a fork server (importing numpy, pyarrow and the
     trainer: about a second of one core), which overlaps with this process's own reading; a
     caller that may end before using the pool calls ``settle`` first."""
     if jobs < 2 or jobs in _POOLS:
         return
-    if fork and threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods():
+    if fork and threading.active_count() == 1 and sys.platform == "linux":  # not macOS: its system libraries run threads
         importlib.import_module(WORK_MODULE)  # once, here, rather than in each process
         pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"), initializer=_forked)
         _POOLS[jobs] = pool
