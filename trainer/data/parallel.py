@@ -244,7 +244,7 @@ def start_pool(jobs: int, fork: bool = False) -> None:
     caller that may end before using the pool calls ``settle`` first."""
     if jobs < 2 or jobs in _POOLS:
         return
-    if fork and threading.active_count() == 1 and sys.platform == "linux":  # not macOS: its system libraries run threads
+    if fork and threading.active_count() == 1 and sys.platform == "linux":  # not macOS: its libraries run threads
         importlib.import_module(WORK_MODULE)  # once, here, rather than in each process
         pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"), initializer=_forked)
         _POOLS[jobs] = pool
