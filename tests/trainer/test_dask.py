@@ -265,13 +265,20 @@ def test_the_cli_trains_on_the_cluster(cluster, capsys, store, tmp_path, monkeyp
 
 
 def test_an_unreachable_scheduler_is_named(capsys, store, tmp_path, monkeypatch):
+    """And a --store that cannot be used is the error reported over it: the CLI connects to the
+    scheduler before it checks the store (the workers wait for the one, not the other), yet
+    refuses the store as if it were checked first."""
     monkeypatch.setenv("BNSERVE_DASK_TIMEOUT", "1")
     path = write(tmp_path, _mixed_csv(np.random.default_rng(7)))
-    code, _, err = run(
-        capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", store, "--dask", "tcp://127.0.0.1:9"
-    )
-    assert code == 1 and "--dask tcp://127.0.0.1:9: cannot reach the Dask scheduler" in err
-    assert "Traceback" not in err
+    for url, said in (
+        (store, "--dask tcp://127.0.0.1:9: cannot reach the Dask scheduler"),
+        ("nosuchdb://host/x", "store URL nosuchdb://host/x cannot be used"),
+    ):
+        code, _, err = run(
+            capsys, "fit", "--algo", "nb", "--data", path, "--name", "m", "--store", url, "--dask", "tcp://127.0.0.1:9"
+        )
+        assert code == 1 and said in err and err.count("error") == 1, err
+        assert "Traceback" not in err
 
 
 def test_a_cluster_that_cannot_work_is_an_infrastructure_failure_not_the_callers(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from bnserve.store.errors import InvalidInput
+from bnserve.store.errors import ClusterUnavailable, InvalidInput
 from bnserve.trainer.data import IMPUTE, Preprocessing, fingerprint, load, streaming
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.streaming import load_streamed
@@ -290,11 +290,31 @@ def test_a_file_is_cut_into_parts_at_line_ends_only_where_a_line_end_ends_a_row(
     assert all(data[start - 1 : start] == b"\n" for start, _ in parts)
     assert byte_parts(path, 3, len(data)) is None  # too small to be worth two parts
     assert byte_parts(path, 1, 100) is None
-    assert byte_parts(write(tmp_path, text.replace("x1,", '"x\n1",'), "q.csv"), 3, 100) is None  # a quote
     gz = tmp_path / "d.csv.gz"
     gz.write_bytes(gzip.compress(data))
     assert byte_parts(str(gz), 3, 100) is None
     assert byte_parts("builtin:chess", 3, 100) is None
+
+
+def test_a_file_with_a_quote_is_read_in_order_not_in_parts(tmp_path, monkeypatch):
+    """A quoted field may hold a line end, so a cut at a line end may split a row: the part that
+    reads a quote refuses it (the trainer does not scan the file first), and the file is read
+    in order, giving the model of the rows as csv reads them."""
+    from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
+
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    lines = _mixed_csv(np.random.default_rng(19), rows=900).splitlines()
+    lines[700] = '"x\ny"' + lines[700][lines[700].index(",") :]  # a colour with a line end, in the last part
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    parts = byte_parts(path, 3, 1024)
+    assert parts is not None and len(parts) == 3
+    header = lines[0].split(",")
+    assert sum(t.n_rows for t in part_chunks(path, ",", header, parts[0], 64)) > 0  # no quote in it
+    with pytest.raises(PartUnreadable):
+        list(part_chunks(path, ",", header, parts[-1], 64))
+    streamed = load_streamed(path, None, Preprocessing(), None, 64, jobs=3)
+    assert [p.byte_range for p in streamed.reader.parts] == [None]
+    assert_same_model(fit("kdb", streamed, k=2), fit("kdb", load(path), k=2))
 
 
 @pytest.mark.parametrize("algo", STREAMABLE)
@@ -314,6 +334,44 @@ def test_parts_counted_by_processes_give_the_same_model(tmp_path, monkeypatch, a
     model = fit(algo, in_parts, **params)
     assert_same_model(model, fit(algo, in_order, **params))
     assert_same_model(model, fit(algo, load(path), **params))
+
+
+def test_processes_forked_at_the_start_give_the_same_model_and_a_dead_one_a_clear_error(tmp_path, monkeypatch):
+    """The CLI forks its --jobs processes before any thread starts (``start_pool(fork=True)``):
+    the same model as one process, no progress reported by them; and a process that dies
+    mid-pass stops the fit with one line saying so, not a traceback or a hang."""
+    import os
+
+    from bnserve.trainer.data import parallel
+    from bnserve.trainer.progress import reporting
+
+    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(18), rows=900))
+    parallel.close()
+    try:
+        stages = tmp_path / "stages"  # written by whichever process reports a stage
+
+        def reporter(description, total, unit):
+            with open(stages, "a") as out:
+                print(os.getpid(), description, file=out)
+            return parallel.SILENT
+
+        with reporting(reporter):  # as the CLI's: the processes are forked inside it
+            parallel.start_pool(2, fork=True)
+            assert parallel._POOLS[2]._mp_context.get_start_method() == "fork"
+            forked = load_streamed(path, None, Preprocessing(), None, 64, jobs=2)
+        assert len(forked.reader.parts) == 2
+        reported = [line.split(" ", 1) for line in stages.read_text().splitlines()]
+        assert reported and all(pid == str(os.getpid()) for pid, _ in reported), reported
+        assert_same_model(fit("kdb", forked, k=2), fit("kdb", load(path), k=2))
+        parallel.close()
+        monkeypatch.setattr(streaming.Part, "check", lambda part: os._exit(9))  # in the processes forked next
+        parallel.start_pool(2, fork=True)
+        with pytest.raises(ClusterUnavailable, match="--jobs 2: a process counting a part .* ended abruptly"):
+            load_streamed(path, None, Preprocessing(), None, 64, jobs=2)
+        assert 2 not in parallel._POOLS  # the next fit starts another pool
+    finally:
+        parallel.close()
 
 
 def test_the_later_passes_read_the_chunks_pass_1_kept_not_the_file(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from bnserve.argtypes import converted, limit, whole_number
+from bnserve.store.errors import BnServeError
 from bnserve.store.model.names import shown
 from bnserve.store.predictor.precision import FLOAT32_ERROR_BOUND, PRECISIONS
 from bnserve.trainer.cli.flags import (
@@ -116,8 +117,8 @@ class _Replaced(argparse.Action):
 def _fit(args: argparse.Namespace) -> int:
     from bnserve.trainer.data.parallel import settle, start_pool
 
-    if args.chunk_rows and args.jobs > 1 and not args.dask:  # the processes start while this one imports
-        start_pool(args.jobs)
+    if args.chunk_rows and args.jobs > 1 and not args.dask:  # forked now, before any thread starts
+        start_pool(args.jobs, fork=True)
     try:
         return _fit_and_publish(args)
     finally:
@@ -125,12 +126,21 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _fit_and_publish(args: argparse.Namespace) -> int:
+    from bnserve.trainer.data.parallel import connect
     from bnserve.trainer.plan import data_path, learn, read
 
     spec = training_spec(args, args.algo)
     _check_publish_flags(args)
+    unreachable = None
+    if spec.dask:  # first: the workers wait for it, not for the store check's SQLAlchemy import
+        try:
+            connect(spec.dask)
+        except BnServeError as exc:  # reported after the store check, as any error of the reading
+            unreachable = exc
     checked = check_store_meanwhile(args.store)
     try:
+        if unreachable is not None:
+            raise unreachable
         path = usage(data_path, spec, args.data)
         if path.note:
             note(path.note)

@@ -17,14 +17,20 @@ that takes) the scheduler is asked each such interval whether it is still there,
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import importlib
 import math
 import multiprocessing
 import os
 import queue
+import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar, cast
 
 from bnserve.store.errors import BnServeError, ClusterUnavailable, InvalidInput
@@ -72,8 +78,28 @@ def map_parts(
                 calls = [(*call, data) for call, data in zip(calls, held.futures)]
             return _on_cluster(dask, work, calls, bar)[0]
         if jobs > 1 and n_parts > 1:
-            return _counted(_pool(jobs).map(work, *zip(*calls)), bar)
+            return _in_processes(jobs, work, calls, bar)
         return _counted((work(*call) for call in calls), bar)
+
+
+def _in_processes(jobs: int, work: Callable[..., T], calls: list[tuple[Any, ...]], bar: Bar) -> list[T]:
+    """``work(*call)`` of each call in the pool of ``jobs`` processes, in order; a process that
+    died (killed, out of memory) stops the fit with a message saying so, and the pool is
+    dropped, so that a next fit starts another."""
+    try:
+        return _counted(_pool(jobs).map(partial(_alone, work), *zip(*calls)), bar)
+    except BrokenProcessPool:
+        _POOLS.pop(jobs).shutdown(wait=False, cancel_futures=True)
+        raise ClusterUnavailable(
+            f"--jobs {jobs}: a process counting a part of the data ended abruptly (killed, or out of "
+            "memory?); nothing was published"
+        ) from None
+
+
+def _alone(work: Callable[..., T], *call: Any) -> T:
+    """``work(*call)`` in a context of its own: a process forked from the trainer reports no
+    progress and no notes of its own, as a fork server's does not (``progress``)."""
+    return contextvars.Context().run(work, *call)
 
 
 @dataclass(eq=False)
@@ -179,6 +205,12 @@ def _counted(results: Iterable[T], bar: Bar) -> list[T]:
     return done
 
 
+def connect(dask: str) -> None:
+    """Connect to the Dask scheduler at ``dask`` now (importing ``distributed``: about half a
+    second of one core), for the passes to come."""
+    _client(dask)
+
+
 def cluster_threads(dask: str) -> int:
     """The threads of the cluster's workers: how many parts it counts at once."""
     return _workers(dask, _client(dask), "asking for its workers")
@@ -189,20 +221,34 @@ _POOLS: dict[int, ProcessPoolExecutor] = {}
 
 def _pool(jobs: int) -> ProcessPoolExecutor:
     """A pool of ``jobs`` processes, kept for the next pass. Started by a fork server, not by
-    forking this process, whose threads (pyarrow's) may hold locks."""
+    forking this process, whose threads (pyarrow's) may hold locks; ``start_pool`` forks it
+    while that cannot be."""
     if jobs not in _POOLS:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["bnserve.trainer.data.streaming"])  # imported once, before the forks
+        context.set_forkserver_preload([WORK_MODULE])  # imported once, before the forks
         _POOLS[jobs] = ProcessPoolExecutor(jobs, mp_context=context)
     return _POOLS[jobs]
 
 
-def start_pool(jobs: int) -> None:
-    """Start the ``jobs`` processes of the pool now, in the background, so that their start (a
-    fork server importing numpy, pyarrow and the trainer: about a second) overlaps with this
-    process's own start-up and first reading rather than preceding the first pass. A
+WORK_MODULE = "bnserve.trainer.data.streaming"  # the work the processes are given, imported before they start
+
+
+def start_pool(jobs: int, fork: bool = False) -> None:
+    """Start the ``jobs`` processes of the pool now, so that they are ready for the first pass.
+    ``fork``: the caller has only imported modules, so this process runs no thread that may
+    hold a lock but numpy's BLAS and pyarrow's allocator threads, which fork safely (at-fork
+    handlers): the processes are forked from it here, with its imports, in a few milliseconds,
+    as the standard library's own fork does (on Linux). Otherwise (or when another Python thread runs)
+    they are started in the background by a fork server (importing numpy, pyarrow and the
+    trainer: about a second of one core), which overlaps with this process's own reading; a
     caller that may end before using the pool calls ``settle`` first."""
     if jobs < 2 or jobs in _POOLS:
+        return
+    if fork and threading.active_count() == 1 and sys.platform == "linux":  # not macOS: its libraries run threads
+        importlib.import_module(WORK_MODULE)  # once, here, rather than in each process
+        pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"), initializer=_forked)
+        _POOLS[jobs] = pool
+        pool.submit(int).result()  # the first call forks them all, before the pool's own thread starts
         return
     pool = _pool(jobs)
 
@@ -214,6 +260,12 @@ def start_pool(jobs: int) -> None:
     thread = threading.Thread(target=start, name="starting the --jobs processes", daemon=True)
     _STARTING.append(thread)
     thread.start()
+
+
+def _forked() -> None:
+    """A process forked from the trainer ends on SIGTERM, as a fork server's does, rather than
+    by the command's handler (``cli.parser``)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 _STARTING: list[threading.Thread] = []

@@ -4,10 +4,10 @@ the whole file as one ``RawTable``, or in tables of a few rows at a time (``--ch
 A file is parsed by pyarrow straight into dictionary-encoded columns (each distinct text
 once, a position per cell in the narrowest integer type: a byte for a column of few values;
 no string, no Python object per cell; ``TextColumnBuilder``): a local file without a quote
-character in pieces of ``PIECE_BYTES`` on a pool of threads, one per core (at most four)
-(``_parsed_pieces``); any other file by the streaming reader, a block at a time. Python's
-``csv`` module is the reference: a file pyarrow refuses is read again by it, so a malformed file
-gets the same error (naming its line) as before; and the rows' line numbers, which only
+character, or a part of one read apart (``part_chunks``), in pieces of ``PIECE_BYTES`` on a
+pool of threads, one per core (at most four) (``_parsed_pieces``); any other file by the
+streaming reader, a block at a time. Python's ``csv`` module is the reference: a file pyarrow
+refuses is read again by it, so a malformed file gets the same error (naming its line) as before; and the rows' line numbers, which only
 error messages need, are counted by it when first asked for. Both parsers give the same
 texts for every file both accept (``tests/trainer/test_readers.py``).
 """
@@ -253,17 +253,18 @@ BLOCK_BYTES = 1 << 20  # pyarrow's streaming reader parses the file in blocks of
 PIECE_BYTES = 1 << 20  # a local file without quotes is parsed in pieces of about this size, on every core
 
 
-def byte_pieces(source: str) -> list[tuple[int, int]] | None:
-    """The whole file as byte ranges [start, end) of about ``PIECE_BYTES``, each ending at a
-    line end (the first holds the header line), for ``_parsed_pieces``; None unless it is a
-    local file, not gzipped (the caller knows it holds no quote: a line end ends a row)."""
+def byte_pieces(source: str, span: tuple[int, int] | None = None) -> list[tuple[int, int]] | None:
+    """The whole file (or its byte range ``span``, whole lines) as byte ranges [start, end) of
+    about ``PIECE_BYTES``, each ending at a line end (the first of a whole file holds the
+    header line), for ``_parsed_pieces``; None unless it is a local file, not gzipped (the
+    caller knows it holds no quote, or lets ``_parsed_pieces`` refuse one)."""
     if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or is_url(source):
         return None
     piece_bytes = PIECE_BYTES
     try:
         with open(source, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            cuts = [0]
+            size = os.fstat(f.fileno()).st_size if span is None else span[1]
+            cuts = [0 if span is None else span[0]]
             while cuts[-1] + piece_bytes < size:
                 f.seek(cuts[-1] + piece_bytes)
                 rest = f.readline()  # to the end of the line holding that byte
@@ -299,7 +300,10 @@ def _parsed_pieces(
     thread adds each piece to its columns), as the names pyarrow read in its header line (the
     first piece's; the others are given them) and a ``text_piece`` per column, encoded in the
     thread too. At most two pieces a thread are in flight, so what is held beside the columns
-    stays a few MiB. ``counted``: told each piece's bytes."""
+    stays a few MiB. ``counted``: told each piece's bytes. A piece that holds a quote
+    character is an ``OSError``: there a line end may not end a row, so the pieces are not
+    cut right (the callers scan a file for quotes first, or read a part of one, whose quotes
+    only its own reading sees)."""
     workers = _parse_workers()
     Piece = tuple[list[str], list[tuple[list[str], np.ndarray]]]
 
@@ -308,6 +312,8 @@ def _parsed_pieces(
         with open(source, "rb") as f:
             f.seek(start)
             data = f.read(end - start)
+        if b'"' in data:
+            raise OSError(f"{source}: a quote character in bytes {start}-{end}")
         read = pa_csv.ReadOptions(block_size=max(len(data), 1), use_threads=False)
         if i:
             read.column_names = list(header)
@@ -339,18 +345,18 @@ def _parsed_pieces(
 def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | None:
     """Up to ``n`` byte ranges [start, end) of whole lines after the header line, to be read
     apart (``part_chunks``), each at least about ``min_bytes`` long; None unless there are
-    two, the file is a local one, not gzipped, and holds no quote character (a quoted field
-    may hold a line end, which then does not end a row). Read, not mapped: a mapped file's
-    pages would count in this process's memory."""
+    two and the file is a local one, not gzipped. Cut as if it held no quote character:
+    a quoted field may hold a line end, which then does not end a row, but each part's
+    reading refuses a quote it meets (``PartUnreadable``), so the file is then read in
+    order; the scan for one is the parts', in their processes, not this one's."""
     if source.startswith(BUILTIN_PREFIX) or source.endswith(".gz") or n < 2 or is_url(source):
         return None
     try:
         with open(source, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             n = min(n, size // max(min_bytes, 1))
-            if n < 2 or _has_quote(f):
+            if n < 2:
                 return None
-            f.seek(0)
             cuts = [len(f.readline())]
             if not cuts[0] or cuts[0] == size:
                 return None
@@ -368,13 +374,6 @@ def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | N
     return parts if len(parts) >= 2 else None
 
 
-def _has_quote(f: IO[bytes]) -> bool:
-    while block := f.read(1 << 20):
-        if b'"' in block:
-            return True
-    return False
-
-
 class PartUnreadable(Exception):
     """pyarrow stopped in a part read apart: the caller reads the file in order instead,
     where ``csv`` names the line of what is wrong."""
@@ -384,43 +383,17 @@ def part_chunks(
     source: str, delimiter: str, header: Sequence[str], part: tuple[int, int], chunk_rows: int
 ) -> Iterator[RawTable]:
     """The rows of the byte range ``part`` (from ``byte_parts``) in tables of ``chunk_rows``,
-    parsed by pyarrow with the file's header line put before them. Raises
-    ``PartUnreadable`` where pyarrow stops."""
+    parsed in pieces as a whole file is (``_parsed_pieces``, after the file's header line,
+    a piece of its own). Raises ``PartUnreadable`` where pyarrow stops, or a quote
+    character is read."""
     with open(source, "rb") as f:
-        header_line = f.readline()
-    opener = partial(_ByteRange, source, part, header_line)
-    for table in _arrow_chunks(source, delimiter, header, chunk_rows, opener, whole_file=False, quoted=False):
+        header_bytes = len(f.readline())
+    pieces = [(0, header_bytes), *(byte_pieces(source, part) or [part])]
+    tables = _arrow_chunks(source, delimiter, header, chunk_rows, whole_file=False, quoted=False, pieces=pieces)
+    for table in tables:
         if table is None:
             raise PartUnreadable(f"{source}: bytes {part[0]}-{part[1]}")
         yield table
-
-
-class _ByteRange(io.RawIOBase):
-    """``prefix``, then bytes [start, end) of the file ``source``."""
-
-    def __init__(self, source: str, part: tuple[int, int], prefix: bytes):
-        self._file = open(source, "rb")  # closed by close()
-        self._file.seek(part[0])
-        self._left = part[1] - part[0]
-        self._prefix = prefix
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        if self._prefix:
-            n = min(len(view), len(self._prefix))
-            view[:n] = self._prefix[:n]
-            self._prefix = self._prefix[n:]
-            return n
-        n = self._file.readinto(view[: min(len(view), self._left)]) if self._left else 0
-        self._left -= n or 0
-        return n or 0
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
 
 
 def _parse_options(delimiter: str, quoted: bool = True) -> pa_csv.ParseOptions:
