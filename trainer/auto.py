@@ -9,7 +9,8 @@ the statistics the first one counted), after a stage 0 where the data have numer
 1. structures: naive Bayes first, then every candidate learner (one per k for those that
    take k; selective learners choose their own), each with Laplace estimates;
 2. estimators: the best ``REFINED`` structures again with each other estimator (HDP,
-   Dirichlet 0.5), since the estimator that pays depends on how deep the tables are; and
+   Dirichlet 0.5), since the estimator that pays depends on how deep the tables are (HDP
+   on up to ``HDP_QUADRATIC_PAST_ROWS`` rows not on AODE's ensembles); and
    the discriminative ALR on the best of naive Bayes and TAN, whose networks it fits as
    they are (where the generative estimates are worst, it gains most: tic-tac-toe).
 
@@ -60,7 +61,7 @@ from bnserve.trainer.evaluation.cross_validation import (
 from bnserve.trainer.evaluation.metrics import log_losses
 from bnserve.trainer.evaluation.parallel import Scored, score_all
 from bnserve.trainer.fit import arc_cmi, fit
-from bnserve.trainer.learners.parameters import ALR, Estimator
+from bnserve.trainer.learners.parameters import ALR, HDP, Estimator
 from bnserve.trainer.learners.registry import (
     AUTO,
     DEFAULT_CANDIDATES,
@@ -77,6 +78,12 @@ from bnserve.trainer.progress import note, stage
 DISCRIMINATIVE = ("nb", "tan")  # alr is tried on these: fast, and their networks take it as they are
 CHOOSES_ITS_OWN_K = ("skdb", "eskdb")  # their k is a maximum they select under
 REFINED = 2
+# up to this many rows hdp smooths none of these learners' ensembles: one network per feature
+# (or pair), so the sampler sweeps a number of tables quadratic in the features, a cost per
+# table, not per row, that was most of a small set's search (promoters: aode's 3,306 tables,
+# 10 of 16 s); eskdb's 5 networks keep it (linear in the features; dermatology's choice)
+HDP_QUADRATIC = ("aode", "a2de")
+HDP_QUADRATIC_PAST_ROWS = 1000
 MAX_BLEND = 3
 BLEND = "blend"  # the algorithm name of a blended model
 AUTO_FOLDS = 5
@@ -237,7 +244,9 @@ def search(
         raise InvalidInput(f"auto: every candidate is past the training limits; the first, {refused[0]}")
     ranked = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))
     refined = [
-        (tried[i][0], {**tried[i][1], "estimator": e}) for e in estimators[1:] for i in _refined(e, ranked, tried)
+        (tried[i][0], {**tried[i][1], "estimator": e})
+        for e in estimators[1:]
+        for i in _refined(e, ranked, tried, data.n_rows)
     ]
     run("estimators", refined, against=ranked[0])  # against the best structure
     blend = _blend(scores, posteriors, data.y, tried)
@@ -271,12 +280,17 @@ def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:
     return posteriors.argmax(axis=1) == y
 
 
-def _refined(estimator: str, ranked: Sequence[int], tried: Sequence[Candidate]) -> list[int]:
-    """The best ``REFINED`` structures of stage 1 that ``estimator`` is tried on: for alr,
-    only those of ``DISCRIMINATIVE``."""
-    if Estimator.parse(estimator).kind == ALR:
-        ranked = [i for i in ranked if tried[i][0] in DISCRIMINATIVE]
-    return list(ranked[:REFINED])
+def _refined(estimator: str, ranked: Sequence[int], tried: Sequence[Candidate], rows: int) -> list[int]:
+    """Which of the best ``REFINED`` structures of stage 1 ``estimator`` is tried on: for alr,
+    the best of ``DISCRIMINATIVE`` instead; for hdp on up to ``HDP_QUADRATIC_PAST_ROWS`` rows,
+    those not of ``HDP_QUADRATIC`` (not replaced: the next structure would add the cost)."""
+    kind = Estimator.parse(estimator).kind
+    if kind == ALR:
+        return [i for i in ranked if tried[i][0] in DISCRIMINATIVE][:REFINED]
+    best = list(ranked[:REFINED])
+    if kind == HDP and rows <= HDP_QUADRATIC_PAST_ROWS:
+        return [i for i in best if tried[i][0] not in HDP_QUADRATIC]
+    return best
 
 
 def _blend(

@@ -67,6 +67,23 @@ def test_alr_is_tried_on_the_better_of_naive_bayes_and_tan_only(chess):
     ]
 
 
+def test_hdp_smooths_no_aode_up_to_its_rows_and_every_best_structure_past_them():
+    """Up to ``HDP_QUADRATIC_PAST_ROWS`` rows hdp is not tried on aode (its sampling costs per
+    table, features x (features + 1) of them), and no other structure takes its place; eskdb's
+    ensemble keeps it; past them hdp is tried on every best structure, as every other estimator."""
+    from bnserve.trainer.auto import HDP_QUADRATIC_PAST_ROWS, _refined
+
+    tried = [("nb", LAPLACE), ("aode", LAPLACE), ("eskdb", LAPLACE), ("tan", LAPLACE)]
+    small, large = HDP_QUADRATIC_PAST_ROWS, HDP_QUADRATIC_PAST_ROWS + 1
+    aode_first, eskdb_first = [1, 0, 2, 3], [2, 1, 0, 3]
+    assert _refined("hdp", aode_first, tried, small) == [0]
+    assert _refined("hdp:10", aode_first, tried, small) == [0]
+    assert _refined("hdp", eskdb_first, tried, small) == [2]
+    assert _refined("hdp", aode_first, tried, large) == [1, 0]
+    assert _refined("dirichlet:0.5", aode_first, tried, small) == [1, 0]
+    assert _refined("alr", aode_first, tried, small) == [0, 3]
+
+
 def test_cli_auto_discretises_by_mdl_keeping_columns_mdl_leaves_whole(tmp_path, capsys):
     """A rank-like column that tells nothing alone: mdl makes it one interval, auto's mdl:16 keeps it."""
     from bnserve.store.db import ModelStore
