@@ -336,42 +336,61 @@ def test_parts_counted_by_processes_give_the_same_model(tmp_path, monkeypatch, a
     assert_same_model(model, fit(algo, load(path), **params))
 
 
-def test_processes_forked_at_the_start_give_the_same_model_and_a_dead_one_a_clear_error(tmp_path, monkeypatch):
+def test_processes_forked_at_the_start_give_the_same_model_and_a_dead_one_a_clear_error(tmp_path):
     """The CLI forks its --jobs processes before any thread starts (``start_pool(fork=True)``):
     the same model as one process, no progress reported by them; and a process that dies
-    mid-pass stops the fit with one line saying so, not a traceback or a hang."""
+    mid-pass stops the fit with one line saying so, not a traceback or a hang. Checked in a
+    fresh interpreter, as the CLI starts: a fork needs a process with no other thread, which
+    this one (after the suites that run servers and readers) need not be, and then the pool
+    rightly takes the fork server."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys; from tests.trainer.test_streaming import check_forked_pool; check_forked_pool(sys.argv[1])"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def check_forked_pool(directory: str) -> None:
+    """The body of the test above, in a process of its own (one thread: the fork is taken)."""
     import os
+    from pathlib import Path
 
     from bnserve.trainer.data import parallel
     from bnserve.trainer.progress import reporting
 
-    monkeypatch.setattr(streaming, "MIN_PART_BYTES", 1024)
+    streaming.MIN_PART_BYTES = 1024
+    tmp_path = Path(directory)
     path = write(tmp_path, _mixed_csv(np.random.default_rng(18), rows=900))
-    parallel.close()
-    try:
-        stages = tmp_path / "stages"  # written by whichever process reports a stage
+    stages = tmp_path / "stages"  # written by whichever process reports a stage
 
-        def reporter(description, total, unit):
-            with open(stages, "a") as out:
-                print(os.getpid(), description, file=out)
-            return parallel.SILENT
+    def reporter(description, total, unit):
+        with open(stages, "a") as out:
+            print(os.getpid(), description, file=out)
+        return parallel.SILENT
 
-        with reporting(reporter):  # as the CLI's: the processes are forked inside it
-            parallel.start_pool(2, fork=True)
-            assert parallel._POOLS[2]._mp_context.get_start_method() == "fork"
-            forked = load_streamed(path, None, Preprocessing(), None, 64, jobs=2)
-        assert len(forked.reader.parts) == 2
-        reported = [line.split(" ", 1) for line in stages.read_text().splitlines()]
-        assert reported and all(pid == str(os.getpid()) for pid, _ in reported), reported
-        assert_same_model(fit("kdb", forked, k=2), fit("kdb", load(path), k=2))
-        parallel.close()
-        monkeypatch.setattr(streaming.Part, "check", lambda part: os._exit(9))  # in the processes forked next
+    with reporting(reporter):  # as the CLI's: the processes are forked inside it
         parallel.start_pool(2, fork=True)
-        with pytest.raises(ClusterUnavailable, match="--jobs 2: a process counting a part .* ended abruptly"):
-            load_streamed(path, None, Preprocessing(), None, 64, jobs=2)
-        assert 2 not in parallel._POOLS  # the next fit starts another pool
-    finally:
-        parallel.close()
+        assert parallel._POOLS[2]._mp_context.get_start_method() == "fork"
+        forked = load_streamed(path, None, Preprocessing(), None, 64, jobs=2)
+    assert len(forked.reader.parts) == 2
+    reported = [line.split(" ", 1) for line in stages.read_text().splitlines()]
+    assert reported and all(pid == str(os.getpid()) for pid, _ in reported), reported
+    assert_same_model(fit("kdb", forked, k=2), fit("kdb", load(path), k=2))
+    parallel.close()
+    streaming.Part.check = lambda part: os._exit(9)  # type: ignore[method-assign]  # in the processes forked next
+    parallel.start_pool(2, fork=True)
+    with pytest.raises(ClusterUnavailable, match="--jobs 2: a process counting a part .* ended abruptly"):
+        load_streamed(path, None, Preprocessing(), None, 64, jobs=2)
+    assert 2 not in parallel._POOLS  # the next fit starts another pool
+    parallel.close()
 
 
 def test_the_later_passes_read_the_chunks_pass_1_kept_not_the_file(tmp_path, monkeypatch):
