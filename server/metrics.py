@@ -2,9 +2,8 @@
 
 ``Metrics(registry)`` declares them all in ``registry``; ``METRICS``, in the global one, is
 what ``/metrics`` serves and what the server records into. A test passes a
-``CollectorRegistry()`` of its own and reads its counts alone. A model's children are
-looked up once, at its first answered request (``ModelMetrics``), never per request after:
-a thousand models that load but are never called make no series (and cost no start time).
+``CollectorRegistry()`` of its own and reads its counts alone. A model version's children
+are looked up once, when it is loaded (``ModelMetrics``), never per request.
 
 The grpc_server_* names and labels follow the go-grpc-prometheus convention that
 dashboards already expect. Per-model labels are bounded by the models in the store.
@@ -214,52 +213,36 @@ class Metrics:
 
 
 class ModelMetrics:
-    """One model's children of the prediction metrics, looked up at its first answered request
-    (not at load: a series each for a thousand models was a fifth of a start's CPU) and kept,
-    so later requests only increment. Versions of one name share their series."""
+    """One model's children of the prediction metrics, made once when a version is loaded so
+    the hot path only increments. Versions of one name share their series."""
 
     def __init__(self, metrics: Metrics, name: str, classes: Sequence[str]):
         self._metrics = metrics
         self._name = name
-        self._classes = tuple(classes)
-        self._children: _Children | None = None
-
-    def _made(self) -> _Children:
-        # two first requests at once may both look up: labels() hands both the same children
-        children = self._children = _Children(self._metrics, self._name, self._classes)
-        return children
+        self._rows = metrics.prediction_rows.labels(name)
+        self._per_class = tuple(metrics.predicted_class_rows.labels(name, c) for c in classes)
+        self._batch = metrics.request_rows.labels(name)
+        self._seconds = metrics.request_seconds.labels(name)
 
     def record(self, winners: np.ndarray, started: float) -> None:
         """Count one answered request: its rows, their most probable classes (codes), its
         batch size, and its time since ``started`` (``time.perf_counter()`` when the handler began)."""
-        children = self._children or self._made()
         rows = len(winners)
-        children.rows.inc(rows)
-        children.batch.observe(rows)
-        children.seconds.observe(time.perf_counter() - started)
-        per_class = children.per_class
+        self._rows.inc(rows)
+        self._batch.observe(rows)
+        self._seconds.observe(time.perf_counter() - started)
         if rows == 1:
-            per_class[int(winners[0])].inc()
+            self._per_class[int(winners[0])].inc()
         elif rows:
-            for c, n in enumerate(np.bincount(winners, minlength=len(per_class)).tolist()):
+            for c, n in enumerate(np.bincount(winners, minlength=len(self._per_class)).tolist()):
                 if n:
-                    per_class[c].inc(n)
+                    self._per_class[c].inc(n)
 
     def record_unseen(self, unseen: Mapping[str, int]) -> None:
         """Count values unseen in training read as missing: feature name -> how many. The
         caller passes this model's features only, so what a client sends cannot add series."""
         for feature, n in unseen.items():
             self._metrics.unknown_values.labels(self._name, feature).inc(n)
-
-
-class _Children:
-    """The labelled children of one model, every class's from 0."""
-
-    def __init__(self, metrics: Metrics, name: str, classes: Sequence[str]):
-        self.rows = metrics.prediction_rows.labels(name)
-        self.per_class = tuple(metrics.predicted_class_rows.labels(name, c) for c in classes)
-        self.batch = metrics.request_rows.labels(name)
-        self.seconds = metrics.request_seconds.labels(name)
 
 
 METRICS = Metrics()  # the global registry's, which /metrics serves

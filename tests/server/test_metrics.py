@@ -85,38 +85,3 @@ def test_the_global_registry_holds_every_metric_the_operations_page_lists():
         "bnserve_store_last_success_timestamp_seconds",
     }
     assert documented <= names
-
-
-def test_a_models_series_appear_with_its_first_answered_request_every_class_from_zero(model_store, rng):
-    """Loading makes no per-model series (a thousand models would start slower for them); the
-    first answered request makes them all, every class's from 0, as a load used to."""
-    model_store.publish("m", random_model(rng, n_features=2, cardinalities=(3, 3)))
-    metrics = Metrics(CollectorRegistry())
-    repository = ModelRepository(model_store, metrics=metrics)
-    repository.refresh()
-    served = repository.get("m")[0]
-    per_model = (
-        "bnserve_prediction_rows",
-        "bnserve_predicted_class_rows",
-        "bnserve_request_rows",
-        "bnserve_request_seconds",
-    )
-
-    def samples() -> list[tuple[str, dict[str, str], float]]:
-        return [
-            (s.name, s.labels, s.value)
-            for m in metrics.registry.collect()
-            if m.name in per_model
-            for s in m.samples
-            if not s.name.endswith("_created")
-        ]
-
-    assert samples() == []
-    served.metrics.record(np.array([0]), time.perf_counter())
-    classes = served.model.class_variable.states
-    per_class = {s[1]["class"]: s[2] for s in samples() if s[0] == "bnserve_predicted_class_rows_total"}
-    assert per_class == {classes[0]: 1.0, classes[1]: 0.0, classes[2]: 0.0}  # three classes
-    assert _value(metrics.registry, "bnserve_prediction_rows_total", model="m") == 1
-    assert _value(metrics.registry, "bnserve_request_rows_count", model="m") == 1
-    assert _value(metrics.registry, "bnserve_request_seconds_count", model="m") == 1
-    repository.close()
