@@ -65,8 +65,7 @@ def alr_network(
 ) -> Network:
     """The network of ``structure`` (made perfect) with discriminative CPTs; ``strength`` is λ.
     ``laplace`` estimates a structure's generative network, the weights' starting point."""
-    if not isinstance(data, EncodedData):
-        raise InvalidInput("estimator alr fits its weights on the rows, not on counts: not with --chunk-rows")
+    data = rows_of(data)
     cls = data.class_variable.name
     names = [v.name for v in data.features if v.name in structure.parents]
     if structure.parents.get(cls) or any(cls not in structure.parents[f] for f in names):
@@ -89,6 +88,13 @@ def alr_network(
     phi = layout.unstack(weights * layout.stack(log_theta))
     cpts = to_cpts(phi, parents, [n for n in generative.topological_order() if n != cls], cls)
     return Network(tuple(Node(node.name, node.parents, cpts[node.name]) for node in generative.nodes))
+
+
+def rows_of(data: TrainingView) -> EncodedData:
+    """``data`` as the rows alr fits its weights on: refused where only counts were kept."""
+    if not isinstance(data, EncodedData):
+        raise InvalidInput("estimator alr fits its weights on the rows, not on counts: not with --chunk-rows")
+    return data
 
 
 def _check_size(structure: Structure, parents: dict[str, tuple[str, ...]], card: dict[str, int]) -> None:

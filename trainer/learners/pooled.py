@@ -20,8 +20,8 @@ import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Network, Node
-from bnserve.trainer.data import EncodedData, TrainingView
-from bnserve.trainer.learners.discriminative import Layout, fit_weights, to_cpts
+from bnserve.trainer.data import TrainingView
+from bnserve.trainer.learners.discriminative import Layout, fit_weights, rows_of, to_cpts
 from bnserve.trainer.learners.structure import Structure
 
 MAX_DESIGN_ENTRIES = 1 << 25  # rows x families of the joint alr fit: its one-hot matrix, about 12 bytes each
@@ -57,9 +57,9 @@ def _fitted(
     prior: float,
 ) -> dict[str, np.ndarray]:
     """Every member's weighted log-tables, fitted together on the rows."""
-    data = members[0][1]
-    if not isinstance(data, EncodedData) or any(d is not data for _, d in members):
-        raise InvalidInput("estimator alr fits its weights on the rows, not on counts: not with --chunk-rows")
+    data = rows_of(members[0][1])
+    if any(d is not data for _, d in members):
+        raise InvalidInput("estimator alr pools networks fitted on one set of rows")
     entries = data.n_rows * len(log_theta)
     if entries > MAX_DESIGN_ENTRIES:
         raise InvalidInput(
