@@ -115,17 +115,27 @@ def _check_size(structure: Structure, parents: dict[str, tuple[str, ...]], card:
 
 class Layout:
     """Where each family's table sits in one (configurations, classes) matrix: every table
-    with the class axis last, stacked, so a row's class scores are one sparse product."""
+    with the class axis last, stacked, so a row's class scores are one sparse product.
+    Families over the same features (AODE's x_i | c, x_j and x_j | c, x_i; every SPODE's class
+    prior) share the design's columns: the design is stored once per feature set (``Design``)."""
 
     def __init__(self, cls: str, axes: dict[str, tuple[str, ...]], data: TrainingView):
         self.cls, self.axes, self.n_rows = cls, axes, data.n_rows
         self.card = card = {v.name: v.cardinality for v in data.variables}
         self.offsets: dict[str, int] = {}
-        offset = 0
+        self.groups: dict[tuple[str, ...], int] = {}  # a feature set (its first family's order): its offset
+        self.keys: dict[str, tuple[str, ...]] = {}  # each family's feature set, as in ``groups``
+        first: dict[frozenset[str], tuple[str, ...]] = {}
+        offset = shared = 0
         for node, family in axes.items():
             self.offsets[node] = offset
-            offset += int(np.prod([card[v] for v in family if v != cls]))
-        self.size = offset
+            features = tuple(v for v in family if v != cls)
+            offset += int(np.prod([card[v] for v in features]))
+            self.keys[node] = key = first.setdefault(frozenset(features), features)
+            if key not in self.groups:
+                self.groups[key] = shared
+                shared += int(np.prod([card[v] for v in key]))
+        self.size, self.shared_size = offset, shared
 
     def stack(self, tables: dict[str, np.ndarray]) -> np.ndarray:
         """The tables (axes as ``axes``) as one (configurations, classes) matrix."""
@@ -141,30 +151,77 @@ class Layout:
             tables[node] = np.moveaxis(block.reshape(shape), -1, k)
         return tables
 
-    def design(self, columns: dict[str, np.ndarray]) -> scipy.sparse.csr_matrix:
+    def design(self, columns: dict[str, np.ndarray]) -> Design:
         """(rows, configurations) one-hot: each row's configuration of every family, left out
         where one of the family's features is missing (available-case, as the counts)."""
         rows, cols = [], []
-        for node, family in self.axes.items():
-            features = [v for v in family if v != self.cls]
-            if features:
-                flat, _ = stats.joint_column([columns[v] for v in features], [self.card[v] for v in features])
+        for key, offset in self.groups.items():
+            if key:
+                flat, _ = stats.joint_column([columns[v] for v in key], [self.card[v] for v in key])
             else:
                 flat = np.zeros(self.n_rows, dtype=np.int64)
             present = np.flatnonzero(flat >= 0)
             rows.append(present)
-            cols.append(self.offsets[node] + flat[present])
+            cols.append(offset + flat[present])
         r, c = np.concatenate(rows), np.concatenate(cols)
-        return scipy.sparse.csr_matrix((np.ones(len(r)), (r, c)), shape=(self.n_rows, self.size))
+        shared = scipy.sparse.csr_matrix((np.ones(len(r)), (r, c)), shape=(self.n_rows, self.shared_size))
+        return Design(shared, self._onto_shared())
+
+    def _onto_shared(self) -> np.ndarray:
+        """Each family configuration's column in the shared design."""
+        onto = np.empty(self.size, dtype=np.int64)
+        for node, family in self.axes.items():
+            features, key = [v for v in family if v != self.cls], self.keys[node]
+            flat = np.zeros(1, dtype=np.int64)
+            if features:  # the family's configurations row-major, as stacked, renumbered in key's order
+                states = np.indices([self.card[v] for v in features]).reshape(len(features), -1)
+                flat = np.ravel_multi_index([states[features.index(v)] for v in key], [self.card[v] for v in key])
+            onto[self.offsets[node] : self.offsets[node] + flat.size] = self.groups[key] + flat
+        return onto
 
     def _class_last(self, node: str, table: np.ndarray) -> np.ndarray:
         moved = np.moveaxis(table, self.axes[node].index(self.cls), -1)
         return moved.reshape(-1, moved.shape[-1])
 
 
+class Design:
+    """The families' one-hot design, D = S F: ``shared`` (rows, shared configurations) times
+    F, the 0/1 map of each family configuration onto its shared column (``onto``). D @ M is
+    S (F M), a sum of the families' rows per shared column first; D.T @ R is (S.T R)[onto].
+    Where no two families share features F is the identity, and these are D's own products."""
+
+    def __init__(self, shared: scipy.sparse.csr_matrix, onto: np.ndarray):
+        self.shared, self.onto = shared, onto
+        self.identity = onto.size == shared.shape[1] and bool((onto == np.arange(onto.size)).all())
+        self.fold = (
+            None
+            if self.identity
+            else scipy.sparse.csr_matrix(
+                (np.ones(onto.size), (onto, np.arange(onto.size))), shape=(shared.shape[1], onto.size)
+            )
+        )
+        self.shape = (shared.shape[0], onto.size)
+
+    def __matmul__(self, matrix: np.ndarray) -> np.ndarray:
+        return self.shared @ (matrix if self.fold is None else self.fold @ matrix)
+
+    @property
+    def T(self) -> _Transposed:
+        return _Transposed(self)
+
+
+class _Transposed:
+    def __init__(self, design: Design):
+        self.design = design
+
+    def __matmul__(self, matrix: np.ndarray) -> np.ndarray:
+        product = self.design.shared.T @ matrix
+        return product if self.design.identity else product[self.design.onto]
+
+
 def objective(
     weights: np.ndarray,
-    design: scipy.sparse.csr_matrix,
+    design: scipy.sparse.csr_matrix | Design,
     log_theta: np.ndarray,
     y: np.ndarray,
     strength: float,
@@ -192,15 +249,16 @@ def objective(
 
 
 def fit_weights(
-    design: scipy.sparse.csr_matrix,
+    design: scipy.sparse.csr_matrix | Design,
     log_theta: np.ndarray,
     y: np.ndarray,
     strength: float,
     row_weights: np.ndarray | None = None,
     prior: float = 1.0,
+    iterations: int = ALR_ITERATIONS,
 ) -> np.ndarray:
     """The weights minimising ``objective`` by L-BFGS from w = ``prior`` (1: the generative
-    model; ``pooled`` starts its members from their geometric mean)."""
+    model; ``pooled`` starts its members from their geometric mean), in at most ``iterations``."""
 
     def flat(w: np.ndarray) -> tuple[float, np.ndarray]:
         value, grad = objective(w.reshape(log_theta.shape), design, log_theta, y, strength, row_weights, prior)
@@ -214,7 +272,7 @@ def fit_weights(
             np.full(log_theta.size, prior),
             jac=True,
             method="L-BFGS-B",
-            options={"maxiter": ALR_ITERATIONS, "ftol": ALR_TOLERANCE},
+            options={"maxiter": iterations, "ftol": ALR_TOLERANCE},
         )
     return found.x.reshape(log_theta.shape)
 

@@ -101,7 +101,7 @@ ROW_FLAGS: tuple[str, ...] = tuple(f.flag for f in FLAGS.values() if f.needs_row
 # ``auto``'s name and defaults, here because the command line and the training spec read them
 # without importing the search (bnserve.trainer.auto uses them)
 AUTO = "auto"
-DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb") if a in LEARNERS)
+DEFAULT_CANDIDATES = tuple(a for a in ("nb", "tan", "kdb", "fkdb", "aode", "skdb", "eskdb", "laode") if a in LEARNERS)
 # cell-fits of search (bnserve.trainer.auto.work: rows x features x folds x the candidate's cost
 # relative to naive Bayes); about 90 s of today's search on one core, the same on every machine
 DEFAULT_WORK_BUDGET = 6_000_000_000
