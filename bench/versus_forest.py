@@ -44,7 +44,7 @@ from bnserve.trainer.evaluation import metrics
 from bnserve.trainer.evaluation.comparison import friedman
 from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many
 from bnserve.trainer.io import read_table
-from bnserve.trainer.learners.registry import DEFAULT_DISCRETIZATIONS, DEFAULT_WORK_BUDGET, LEARNERS
+from bnserve.trainer.learners.registry import DEFAULT_CANDIDATES, DEFAULT_DISCRETIZATIONS, DEFAULT_WORK_BUDGET, LEARNERS
 from bnserve.trainer.plan import AUTO_DISCRETIZATION, with_auto_discretization
 from bnserve.trainer.progress import reporting, terminal_bars
 
@@ -68,6 +68,7 @@ AUTO_PROTOCOL = {
     "discretize": str(AUTO_DISCRETIZATION),
     "discretizations": list(DEFAULT_DISCRETIZATIONS),
     "work_budget": DEFAULT_WORK_BUDGET,
+    "candidates": list(DEFAULT_CANDIDATES),
     "drop": "after 2 folds, z 3",
 }
 
@@ -99,7 +100,7 @@ def default_singles() -> list[Method]:
     singles.append(Method("kdb2-hdp", SINGLE, "kdb", {"k": 2, "estimator": "hdp"}))
     if "eskdb" in LEARNERS:  # the paper's setting (Zhang, Petitjean & Buntine 2020)
         singles.append(Method("eskdb-hdp", SINGLE, "eskdb", {"estimator": "hdp"}))
-    singles += [Method(f"{algo}-alr", SINGLE, algo, {"estimator": "alr"}) for algo in ("nb", "tan")]
+    singles += [Method(f"{algo}-alr", SINGLE, algo, {"estimator": "alr"}) for algo in ("nb", "tan", "laode")]
     return singles
 
 
