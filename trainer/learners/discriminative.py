@@ -26,7 +26,6 @@ from dataclasses import replace
 import numpy as np
 import scipy.optimize
 import scipy.sparse
-from scipy.special import logsumexp
 from threadpoolctl import threadpool_limits
 
 from bnserve.store.errors import InvalidInput
@@ -286,18 +285,26 @@ def to_cpts(
     phi = dict(phi)
     position = {f: i for i, f in enumerate(order)}
     for node in reversed(order):
-        log_z = logsumexp(phi[node], axis=0)
+        log_z = _log_sum_exp(phi[node])
         phi[node] = phi[node] - log_z
         feature_parents = [p for p in parents[node] if p != cls]
         host = max(feature_parents, key=position.__getitem__) if feature_parents else cls
         phi[host] = phi[host] + _onto(log_z, list(parents[node]), [host, *parents[host]])
-    phi[cls] = phi[cls] - logsumexp(phi[cls])
+    phi[cls] = phi[cls] - _log_sum_exp(phi[cls])
 
     def cpt(log_table: np.ndarray) -> np.ndarray:
         table = np.exp(np.maximum(log_table, LOG_FLOOR))
         return (table / table.sum(axis=0, keepdims=True)).astype(CPT_DTYPE, copy=False)
 
     return {name: cpt(table) for name, table in phi.items()}
+
+
+def _log_sum_exp(table: np.ndarray) -> np.ndarray:
+    """log Σ exp over the first axis, shifted by its maximum (every entry finite: a log-CPT
+    times weights). scipy's logsumexp costs 0.3 ms a call in checks: laode's 3,306 tables on
+    promoters spent most of their fit there."""
+    top = table.max(axis=0)
+    return top + np.log(np.exp(table - top).sum(axis=0))
 
 
 def _onto(table: np.ndarray, axes: list[str], target: list[str]) -> np.ndarray:
