@@ -100,7 +100,7 @@ def default_singles() -> list[Method]:
     singles.append(Method("kdb2-hdp", SINGLE, "kdb", {"k": 2, "estimator": "hdp"}))
     if "eskdb" in LEARNERS:  # the paper's setting (Zhang, Petitjean & Buntine 2020)
         singles.append(Method("eskdb-hdp", SINGLE, "eskdb", {"estimator": "hdp"}))
-    singles += [Method(f"{algo}-alr", SINGLE, algo, {"estimator": "alr"}) for algo in ("nb", "tan", "laode")]
+    singles += [Method(f"{algo}-alr", SINGLE, algo, {"estimator": "alr"}) for algo in ("nb", "tan")]
     return singles
 
 

@@ -172,3 +172,20 @@ def test_evaluation_fits_within_the_limits_it_is_given(car):
             car, ("tan",), estimators=("laplace",), folds=2, inner_folds=2, limits=TrainingLimits(max_cpt_cells=16)
         )
     assert set(evaluation.fold_choices) == {"nb estimator=laplace"} and len(notes) == 2  # tan skipped on each fold
+
+
+def test_a_refusal_in_a_worker_process_reaches_the_caller_as_itself(car):
+    """--jobs and the benches fit in worker processes: a fit refused there is pickled back
+    whole (what and why), not turned into a broken process pool."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    limits = TrainingLimits(max_cpt_cells=2)
+    with pytest.raises(TooLarge) as here:
+        fit("kdb", car, k=2, limits=limits)
+    with ProcessPoolExecutor(1) as pool, pytest.raises(TooLarge) as there:
+        pool.submit(fit, "kdb", car, k=2, limits=limits).result()
+    assert (there.value.message, there.value.what, there.value.detail) == (
+        here.value.message,
+        here.value.what,
+        here.value.detail,
+    )

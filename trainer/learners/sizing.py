@@ -87,7 +87,12 @@ class TooLarge(InvalidInput):
 
     def __init__(self, what: str, detail: str) -> None:
         super().__init__(f"{what}: {detail}")
-        self.detail = detail
+        self.what, self.detail = what, detail
+
+    def __reduce__(self) -> tuple[type[TooLarge], tuple[str, str]]:
+        # pickled by its two arguments: a refusal raised in a worker process (--jobs, Dask)
+        # reaches the caller as itself, not as a broken process pool
+        return TooLarge, (self.what, self.detail)
 
 
 @dataclass(frozen=True)
