@@ -79,14 +79,16 @@ def alr_network(
         filled = replace(structure, parents=parents)
         sizing.current().check(sizing.cpt_tables(filled, data, "alr"), "estimator alr")  # the arcs it adds
         generative = laplace(filled)
-    index = {v.name: j for j, v in enumerate(data.features)}
     log_theta = {node.name: np.log(node.cpt) for node in generative.nodes}
     layout = Layout(cls, {node.name: (node.name, *node.parents) for node in generative.nodes}, data)
-    design = layout.design({name: data.X[:, index[name]] for name in names})
-    weights = fit_weights(design, layout.stack(log_theta), data.y, strength, data.weights)
-    phi = layout.unstack(weights * layout.stack(log_theta))
-    cpts = to_cpts(phi, parents, [n for n in generative.topological_order() if n != cls], cls)
-    return Network(tuple(Node(node.name, node.parents, cpts[node.name]) for node in generative.nodes))
+    return with_cpts(generative, layout.fitted(data, log_theta, strength), cls)
+
+
+def with_cpts(network: Network, phi: dict[str, np.ndarray], cls: str) -> Network:
+    """``network``'s DAG with the CPTs ``to_cpts`` makes of ``phi``, its nodes' weighted log-tables."""
+    parents = {node.name: node.parents for node in network.nodes}
+    cpts = to_cpts(phi, parents, [n for n in network.topological_order() if n != cls], cls)
+    return Network(tuple(Node(node.name, node.parents, cpts[node.name]) for node in network.nodes))
 
 
 def rows_of(data: TrainingView) -> EncodedData:
@@ -166,6 +168,21 @@ class Layout:
         shared = scipy.sparse.csr_matrix((np.ones(len(r)), (r, c)), shape=(self.n_rows, self.shared_size))
         return Design(shared, self._onto_shared())
 
+    def fitted(
+        self,
+        data: EncodedData,
+        log_theta: dict[str, np.ndarray],
+        strength: float,
+        prior: float = 1.0,
+        iterations: int = ALR_ITERATIONS,
+    ) -> dict[str, np.ndarray]:
+        """Each family's weighted log-table w log θ, the weights fitted on ``data``'s rows
+        (``fit_weights``, from ``prior``, λ ``strength``)."""
+        design = self.design({v.name: data.X[:, j] for j, v in enumerate(data.features)})
+        stacked = self.stack(log_theta)
+        weights = fit_weights(design, stacked, data.y, strength, data.weights, prior, iterations)
+        return self.unstack(weights * stacked)
+
     def _onto_shared(self) -> np.ndarray:
         """Each family configuration's column in the shared design."""
         onto = np.empty(self.size, dtype=np.int64)
@@ -199,7 +216,6 @@ class Design:
                 (np.ones(onto.size), (onto, np.arange(onto.size))), shape=(shared.shape[1], onto.size)
             )
         )
-        self.shape = (shared.shape[0], onto.size)
 
     def __matmul__(self, matrix: np.ndarray) -> np.ndarray:
         return self.shared @ (matrix if self.fold is None else self.fold @ matrix)

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import Network, Node
+from bnserve.store.model import Network
 from bnserve.trainer.data import TrainingView
-from bnserve.trainer.learners.discriminative import Layout, fit_weights, rows_of, to_cpts
+from bnserve.trainer.learners.discriminative import Layout, rows_of, with_cpts
 from bnserve.trainer.learners.sizing import TooLarge
 from bnserve.trainer.learners.structure import Structure
 
@@ -50,7 +50,8 @@ def pooled_networks(
     else:
         phi = _fitted(members, networks, keys, log_theta, alr_strength, prior)
     return [
-        _as_cpts(net, {node.name: phi[key] for key, node in zip(ks, net.nodes)}, cls) for net, ks in zip(networks, keys)
+        with_cpts(net, {node.name: phi[key] for key, node in zip(ks, net.nodes)}, cls)
+        for net, ks in zip(networks, keys)
     ]
 
 
@@ -75,13 +76,4 @@ def _fitted(
             f"{data.n_rows:,} rows x {len(layout.groups):,} feature sets of their tables is {entries:,} "
             f"entries to fit on, over {MAX_DESIGN_ENTRIES:,}; sample fewer rows, or take another estimator",
         )
-    design = layout.design({v.name: data.X[:, j] for j, v in enumerate(data.features)})
-    stacked = layout.stack(log_theta)
-    weights = fit_weights(design, stacked, data.y, strength, data.weights, prior, POOLED_ITERATIONS)
-    return layout.unstack(weights * stacked)
-
-
-def _as_cpts(network: Network, phi: dict[str, np.ndarray], cls: str) -> Network:
-    parents = {node.name: node.parents for node in network.nodes}
-    cpts = to_cpts(phi, parents, [n for n in network.topological_order() if n != cls], cls)
-    return Network(tuple(Node(node.name, node.parents, cpts[node.name]) for node in network.nodes))
+    return layout.fitted(data, log_theta, strength, prior, POOLED_ITERATIONS)
