@@ -38,14 +38,7 @@ def blob_to_array(dtype: str, shape: Sequence[int], data: bytes) -> np.ndarray:
 
 def structure_dict(model: Model) -> dict[str, Any]:
     """Everything but the CPT values, as plain JSON-able data."""
-    return {
-        "algorithm": model.algorithm,
-        "combination": model.combination,
-        "params": model.params,
-        "metadata": model.metadata,
-        "variables": [v.to_dict() for v in model.variables],
-        "networks": _networks(model),
-    }
+    return {**_without_variables(model), "variables": [v.to_dict() for v in model.variables]}
 
 
 def canonical_json(value: Any) -> str:
@@ -61,21 +54,20 @@ def variable_json(variable: Variable) -> str:
 def structure_json(model: Model, variable_json: Callable[[Variable], str] = variable_json) -> str:
     """``canonical_json(structure_dict(model))``, each variable's part from ``variable_json``:
     a bulk load encodes once a variable its versions share (it was most of the text)."""
-    rest = {
-        "algorithm": model.algorithm,
-        "combination": model.combination,
-        "params": model.params,
-        "metadata": model.metadata,
-        "networks": _networks(model),
-        "variables": [],
-    }
-    text = canonical_json(rest)
+    text = canonical_json({**_without_variables(model), "variables": []})
     assert text.endswith(',"variables":[]}'), "variables sorts last, so its list closes the text"
     return f"{text[:-3]}[{','.join(variable_json(v) for v in model.variables)}]}}"
 
 
-def _networks(model: Model) -> list[list[dict[str, Any]]]:
-    return [[{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks]
+def _without_variables(model: Model) -> dict[str, Any]:
+    """``structure_dict`` but its variables."""
+    return {
+        "algorithm": model.algorithm,
+        "combination": model.combination,
+        "params": model.params,
+        "metadata": model.metadata,
+        "networks": [[{"name": n.name, "parents": list(n.parents)} for n in net.nodes] for net in model.networks],
+    }
 
 
 def canonical_checksum(model: Model) -> str:
