@@ -10,9 +10,10 @@ What is held is three chunks, whatever the file's size: one being read (on a thr
 ``ReadAhead``), the one before it being coded and scored (on another), and the one before
 that being written (ARFF, which is not read in chunks, is read whole). An output file is
 checked before anything is read (``Output.of``: not the input, not a special file, not a
-file one may not write; a symbolic link is written through), written beside its final name as ``.NAME.part-PID`` and renamed into place at the
-end, with the mode of the file it replaces: on an error, Ctrl-C or SIGTERM the partial file
-is removed and nothing half-written is under that name.
+file one may not write; a symbolic link is written through), written beside its final name
+as ``.NAME.part-PID`` and renamed into place at the end, with the mode of the file it
+replaces: on an error, Ctrl-C or SIGTERM the partial file is removed and nothing
+half-written is under that name.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@ once, a position per cell in the narrowest integer type: a byte for a column of 
 no string, no Python object per cell; ``TextColumnBuilder``): a local file without a quote
 character, or a part of one read apart (``part_chunks``), in pieces of ``PIECE_BYTES`` on a
 pool of threads, one per core (at most four) (``_parsed_pieces``); any other file by the
-streaming reader, a block at a time. Python's ``csv`` module is the reference: a file pyarrow
-refuses is read again by it, so a malformed file gets the same error (naming its line) as before; and the rows' line numbers, which only
-error messages need, are counted by it when first asked for. Both parsers give the same
+streaming reader, a block at a time. Python's ``csv`` module is the reference: a file
+pyarrow refuses is read again by it, so a malformed file gets the same error (naming its
+line) as before; and the rows' line numbers, which only error messages need, are counted by
+it when first asked for. Both parsers give the same
 texts for every file both accept (``tests/trainer/test_readers.py``).
 """
 

@@ -288,7 +288,7 @@ class ColumnGroups:
         self.codes = [
             self.columns[g[0]]
             if len(g) == 1
-            else _narrow(shifted_codes([cols[i] for i in g], [self.ext[i] - 1 for i in g]), size)
+            else shifted_codes([cols[i] for i in g], [self.ext[i] - 1 for i in g], _narrowest(size))
             for g, size in zip(self.groups, self.sizes)
         ]
 
