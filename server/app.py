@@ -302,9 +302,27 @@ class App:
         log.info("stopped")
 
     def _close_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        """Stop the loop once the tasks grpc left on it are cancelled and ended: a call that
+        arrived as the drain ended may still have one, and closing the loop over it would
+        destroy it pending (asyncio logs that, and grpc a GeneratorExit traceback)."""
+        try:
+            self._run(_end_leftover_tasks())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop_thread.join()
         self._loop.close()
+
+
+LEFTOVER_TASK_SECONDS = 1.0
+
+
+async def _end_leftover_tasks() -> None:
+    """Cancel every other task on this loop and give them ``LEFTOVER_TASK_SECONDS`` to end."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=LEFTOVER_TASK_SECONDS)
 
 
 def reflection_pool(services: tuple[ServiceDescriptor, ...]) -> descriptor_pool.DescriptorPool:
