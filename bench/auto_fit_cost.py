@@ -27,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path.cwd()))
 
 from bench import versus_forest
-from bnserve.trainer.auto import AUTO_FOLDS, DISCRIMINATIVE, fit_auto
+from bnserve.trainer.auto import DISCRIMINATIVE, auto_folds, fit_auto
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import describe
 from bnserve.trainer.fit import fit
@@ -53,7 +53,8 @@ def measure(name: str, forest: bool) -> dict[str, object]:
     # where the search went: each scored candidate's fits over its folds (wall seconds, as the
     # folds time them), dearest first
     spent = {
-        describe(c["algorithm"], c["params"]): round(c["fit_seconds"] * AUTO_FOLDS, 3) for c in selection["candidates"]
+        describe(c["algorithm"], c["params"]): round(c["fit_seconds"] * auto_folds(data.ours.n_rows), 3)
+        for c in selection["candidates"]
     }
     result["candidates_wall_seconds"] = dict(sorted(spent.items(), key=lambda item: -item[1]))
     if forest:

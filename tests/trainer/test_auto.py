@@ -215,6 +215,30 @@ def test_work_grows_with_the_cells_and_the_candidates_cost(chess):
     assert work(("eskdb", {}), chess, 5) > work(("aode", {}), chess, 5) > work(("tan", {}), chess, 5)
 
 
+def test_the_search_scores_on_five_folds_and_on_three_from_large_rows(chess):
+    """Each row is scored once either way; from LARGE_ROWS rows a candidate costs 2 fits of its
+    rows, not 4, and the work budget admits the same candidates. A ``folds`` given is kept."""
+    from bnserve.trainer.auto import AUTO_FOLDS, LARGE_FOLDS, LARGE_ROWS, auto_folds
+
+    assert (auto_folds(LARGE_ROWS - 1), auto_folds(LARGE_ROWS)) == (AUTO_FOLDS, LARGE_FOLDS) == (5, 3)
+    large = chess.subset(np.arange(LARGE_ROWS) % chess.n_rows)
+
+    def folds_of(data, **kw) -> int:
+        found = choose(data, ["nb"], [1], estimators=["laplace"], **kw)
+        return len(found.scores[0].fold_accuracies)
+
+    assert (folds_of(chess), folds_of(large), folds_of(large, folds=5)) == (5, 3, 5)
+    # The budget charges the 3 folds as 5: what it leaves out is what a 5-fold search would.
+    # nb and tan cost 1 + 5 units of rows x features x 5 folds; charged 3 folds, 3/5 of that, kdb would fit too.
+    unit = LARGE_ROWS * len(chess.features) * AUTO_FOLDS
+    budget = 7 * unit
+    skipped = [
+        choose(large, ["nb", "tan", "kdb"], [1], estimators=["laplace"], budget=budget, **kw).skipped
+        for kw in ({}, {"folds": 5})
+    ]
+    assert skipped[0] == skipped[1] == ("kdb k=1 estimator=laplace",)
+
+
 def test_fit_auto_publishes_the_winner_with_the_candidates_scores(chess):
     model = fit_auto(chess, ["nb", "kdb"], [2], estimators=["laplace", "m:1"], rule=MOST_ACCURATE)
     assert model.algorithm == "kdb" and model.params["k"] == 2
