@@ -14,6 +14,7 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 NAME_RULE = "1-128 characters from [A-Za-z0-9._-], starting with a letter or digit"
 DEFAULT_ALIAS = "production"  # what a request naming neither a version nor an alias gets, when it is set
 DESCRIPTION_LENGTH = 1000  # characters
+MAX_NAME_LENGTH = 256  # characters of a variable's, a state's or an algorithm's name in a model
 TAG_VALUE_LENGTH = 256  # characters; a tag's key follows NAME_RULE
 MAX_TAGS = 32  # per version
 # What a terminal acts on instead of showing: C0 controls, DEL, C1 controls (U+009B is a

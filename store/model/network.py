@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from bnserve.store.errors import InvalidModel
+from bnserve.store.model.names import MAX_NAME_LENGTH
 from bnserve.store.model.serialization import canonical_checksum
 from bnserve.store.model.variable import CLASS, FEATURE, KINDS, MISSING_LABEL, NOMINAL, ROLES, Variable
 
@@ -27,7 +28,6 @@ MEAN_POSTERIOR = "mean_posterior"  # bagged ensembles: P(c | x) is the mean of t
 PRODUCT_JOINT = "product_joint"  # log-linear pooling: P(c | x) is proportional to the product of the members' joints
 COMBINATIONS = (SINGLE, MEAN_JOINT, MEAN_POSTERIOR, PRODUCT_JOINT)
 
-MAX_NAME_LENGTH = 256
 NORMALISATION_TOLERANCE = 1e-9
 VECTOR_CHECK_CELLS = 1 << 20  # CPT entries of a model up to which validate checks them together (8 MiB)
 CPT_DTYPE = np.dtype("<f8")

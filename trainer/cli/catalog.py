@@ -6,16 +6,18 @@ import argparse
 import json
 import shutil
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from bnserve.store.model import Model
 from bnserve.store.model.names import check_model_name, shown
-from bnserve.store.model.serialization import structure_dict
 from bnserve.trainer.cli.flags import (
     _check_flag,
     _open_store,
     _parse_ref,
     _store_flag,
 )
+
+if TYPE_CHECKING:
+    from bnserve.store.model import Model
 
 
 def add_list(sub: argparse._SubParsersAction) -> None:
@@ -114,6 +116,8 @@ def _show(args: argparse.Namespace) -> int:
     created = datetime.fromtimestamp(mv.created_at_ms / 1000, tz=UTC).isoformat(timespec="seconds")
     aliases = sorted(mv.aliases)
     if args.json:
+        from bnserve.store.model.serialization import structure_dict  # numpy: not on the parser's path
+
         doc = {
             "name": mv.name,
             "version": mv.version,

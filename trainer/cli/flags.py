@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from bnserve.argtypes import delimiter, limit
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model.markers import DEFAULT_MISSING_MARKERS as DEFAULT_NA_VALUES  # light: not preprocessing
 from bnserve.store.model.names import parse_ref
 from bnserve.store.timeouts import add_timeout_flags, timeouts_of
 from bnserve.trainer.data.budget import (
@@ -16,7 +17,6 @@ from bnserve.trainer.data.budget import (
     IN_MEMORY_PER_FILE_BYTE,
     parse_size,
 )
-from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
 from bnserve.trainer.io import FORMATS
 from bnserve.trainer.io.limits import COLUMNS_FLAG, DECOMPRESSED_FLAG, DEFAULT_MAX_COLUMNS
 from bnserve.trainer.learners.registry import AUTO, LEARNERS

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import MAX_NAME_LENGTH
+from bnserve.store.model.names import MAX_NAME_LENGTH
 
 DEFAULT_MAX_COLUMNS = 10_000
 COLUMNS_FLAG = "--max-columns"

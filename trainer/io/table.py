@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import MAX_NAME_LENGTH
+from bnserve.store.model.names import MAX_NAME_LENGTH
 
 
 @dataclass(frozen=True)
