@@ -36,7 +36,14 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.report import machine, write_section
-from bnserve.trainer.auto import MOST_ACCURATE, SIMPLEST_WITHIN_NOISE, cross_validate_auto
+from bnserve.trainer.auto import (
+    AUTO_FOLDS,
+    LARGE_FOLDS,
+    LARGE_ROWS,
+    MOST_ACCURATE,
+    SIMPLEST_WITHIN_NOISE,
+    cross_validate_auto,
+)
 from bnserve.trainer.data import EncodedData, Preprocessing, load
 from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.data.folds import stratified_folds
@@ -490,7 +497,8 @@ def render(
         f"{AUTO_DISCRETIZATION}`: a column MDL leaves whole keeps up to {AUTO_DISCRETIZATION.bins} "
         "equal-frequency intervals, then chooses among "
         f"{', '.join(DEFAULT_DISCRETIZATIONS)} by its inner CV) and is scored by nested CV "
-        "(`cross_validate_auto`: `fit_auto` chooses by its own 5-fold CV on each outer training fold), "
+        f"(`cross_validate_auto`: `fit_auto` chooses by its own {AUTO_FOLDS}-fold CV, {LARGE_FOLDS}-fold from "
+        f"{LARGE_ROWS:,} rows, on each outer training fold), "
         "`auto-se` the same with the rule `simplest-within-noise` (the rule before: within one standard error "
         "of the best, the candidate tried first wins). The peers are at their honest best: RandomForest "
         "(300 trees, random_state 0) and HistGradientBoosting (random_state 0, the nominal columns as "
