@@ -77,6 +77,7 @@ AUTO_PROTOCOL = {
     "work_budget": DEFAULT_WORK_BUDGET,
     "candidates": list(DEFAULT_CANDIDATES),
     "drop": "after 2 folds, z 3",
+    "inner_folds": f"{AUTO_FOLDS}, {LARGE_FOLDS} from {LARGE_ROWS:,} rows",
 }
 
 
