@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+from functools import cache
 from typing import Any
 
 
+@cache
 def code_version() -> str:
-    """The installed bnserve version, or "unknown" when running from a source tree."""
+    """The installed bnserve version, or "unknown" when running from a source tree. Read once
+    per process: every fit records it, and reading the packages' metadata costs milliseconds
+    (auto's search fits hundreds of models on a small file)."""
     try:
         return importlib.metadata.version("bnserve")
     except importlib.metadata.PackageNotFoundError:

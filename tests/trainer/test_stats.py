@@ -254,3 +254,30 @@ def test_a_pair_matrix_is_computed_once_per_statistic_until_counts_are_added() -
     assert len(calls) == 6 and second[0, 1] == 60
     stats.add(PairStatistics.of(X, y, [3, 3, 3, 3], 2))
     assert stats.pair_matrix(statistic)[0, 1] == 120 and len(calls) == 12
+
+
+@settings(max_examples=60, deadline=None)
+@given(coded_table(max_features=5), st.data())
+def test_a_family_read_from_the_pair_statistics_is_its_count_from_the_rows(table, data) -> None:
+    """``PairStatistics.family`` (what ``EncodedData.family_counts`` reads once the statistics
+    are counted) equals the available-case count of the rows, in the family's own axis order,
+    for the class with one or two features; any other family it declines (None)."""
+    X, y, cards, n_classes = table
+    counted = stats.PairStatistics.of(X, y, cards, n_classes)
+    n = len(cards)
+    size = data.draw(st.integers(1, min(3, n)))
+    family = data.draw(
+        st.permutations([-1, *data.draw(st.lists(st.integers(0, n - 1), min_size=size, max_size=size, unique=True))])
+    )
+    columns = [y if j < 0 else X[:, j] for j in family]
+    states = [n_classes if j < 0 else cards[j] for j in family]
+    read = counted.family(family)
+    if len(family) > 3:
+        assert read is None
+        return
+    expected = stats.joint_counts(columns, states)
+    assert read is not None and read.dtype == expected.dtype
+    np.testing.assert_array_equal(read, expected)
+    read[...] = -1  # a copy: the statistics keep their counts
+    np.testing.assert_array_equal(counted.family(family), expected)
+    assert counted.family([0]) is None and counted.family([0, 0, -1]) is None

@@ -90,7 +90,11 @@ class EncodedData(TrainingView):
         return PairStatistics.of(self.X, self.y, self.cards, self.n_classes, self.weights)
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        """Available-case N(family) per family of column indices (-1: the class), axes in order."""
+        """Available-case N(family) per family of column indices (-1: the class), axes in order.
+        Once ``statistics`` are counted (unweighted), a family of the class and at most two
+        features is read from them, not counted again: the same integers, without a pass over
+        the rows (an AODE's families are every pair of features with the class)."""
+        counted = self.__dict__.get("statistics") if self.weights is None else None
 
         def column(j: int) -> np.ndarray:
             return self.y if j < 0 else self.X[:, j]
@@ -98,7 +102,13 @@ class EncodedData(TrainingView):
         def card(j: int) -> int:
             return self.n_classes if j < 0 else self.cards[j]
 
-        return [joint_counts([column(j) for j in f], [card(j) for j in f], weights=self.weights) for f in families]
+        def counts(family: Sequence[int]) -> np.ndarray:
+            table = counted.family(family) if counted is not None else None
+            if table is None:
+                table = joint_counts([column(j) for j in family], [card(j) for j in family], weights=self.weights)
+            return table
+
+        return [counts(f) for f in families]
 
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         yield self.X, self.y, self.weights

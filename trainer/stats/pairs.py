@@ -113,6 +113,21 @@ class PairStatistics:
             else:
                 self.pairs[key] = table.copy()
 
+    def family(self, family: Sequence[int]) -> np.ndarray | None:
+        """The available-case N over ``family`` (feature indices, -1: the class), axes in its
+        order, a copy, when it is the class and one or two features; else None."""
+        features = [j for j in family if j >= 0]
+        if -1 not in family or not 1 <= len(features) <= 2 or len(set(family)) != len(family):
+            return None
+        if len(features) == 1:
+            table, axes = self.class_feature[features[0]], [features[0], -1]
+        else:
+            pair = (min(features), max(features))
+            if pair not in self.pairs:
+                return None
+            table, axes = self.pairs[pair][1:, 1:, 1:], [*pair, -1]
+        return np.transpose(table, [axes.index(j) for j in family]).copy()
+
     def class_mi(self) -> np.ndarray:
         """I(Xi;C) for every feature, in nats."""
         return np.array([mutual_information_from_counts(t) for t in self.class_feature], dtype=np.float64)
