@@ -14,7 +14,8 @@ processes (item 5), the KServe peer (item 7), batch scoring with `trainer predic
 1M rows), the asyncio server against the thread-pool server it replaced (item 9), a
 thousand models in one server (item 10), each command line's start-up (item 11). Prints the table, and writes the JSON and the Markdown report with the machine, the date, the command, the
 workload, and for each missed goal what bounds it. Every ratio compares figures taken
-in this run, interleaved, since the machine's other load moves absolute times.
+in this run, interleaved, since the machine's other load moves absolute times. First it
+writes bnserve's bytecode (``report.compile_bytecode``), as an install has it.
 ``--quick`` runs small sizes in under a minute, as a smoke check; its figures are not
 the report's (it writes under /tmp unless --json/--md are given).
 """
@@ -36,7 +37,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench import workload
-from bench.report import Row, Section, fmt, machine, render_markdown, render_table
+from bench.report import Row, Section, compile_bytecode, fmt, machine, render_markdown, render_table
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MODULES = ("bench.training", "bench.prediction", "bench.memory")
@@ -187,6 +188,7 @@ def main() -> int:
     if args.json or args.md:
         command = "python " + " ".join(shlex.quote(a) for a in ["bench/run.py", *sys.argv[1:]])
     t0 = time.perf_counter()
+    compile_bytecode()  # every command starts as an installed one does
     start = machine()
     sections: list[Section] = []
     with tempfile.TemporaryDirectory(prefix="bnserve-bench-") as tmp:
