@@ -51,6 +51,8 @@ class LogGather:
         offsets: list[int] = []
         starts: list[int] = []
         size = 0
+        # per node: its log CPT's entries in (other members..., trailing...) order, flattened once
+        # by the concatenation below (no copy per node), and its columns and strides
         for nodes in segments:
             starts.append(len(offsets))
             for n in nodes:
@@ -62,23 +64,25 @@ class LogGather:
                 if len(present) < len(trailing):
                     block = block.reshape(other_cards + [cards[t] if t in family else 1 for t in trailing])
                     block = np.broadcast_to(block, other_cards + trailing_cards)
+                stride, node_strides = block_size, [0] * len(others)
+                for i in range(len(others) - 1, -1, -1):  # block_size x the cards after position i
+                    node_strides[i] = stride
+                    stride *= other_cards[i]
                 cols.append([feature_index[v] for v in others])
-                strides.append([block_size * math.prod(other_cards[i + 1 :]) for i in range(len(others))])
+                strides.append(node_strides)
                 offsets.append(size)
-                blocks.append(block.reshape(-1))
+                blocks.append(block)
                 size += block.size
         width = max(map(len, cols), default=0)
         with np.errstate(divide="ignore"):
-            table = (np.log(np.concatenate(blocks)) if blocks else np.zeros(0)).astype(dtype, copy=False)
+            table = (np.log(np.concatenate(blocks, axis=None)) if blocks else np.zeros(0)).astype(dtype, copy=False)
         # a small trailing block (the class on the fast path) is stored block-major, (block, entries /
         # block): each block position is one contiguous table that a whole batch gathers from
         self.class_major = block_size <= CLASS_MAJOR_MAX_BLOCK
         self.table = np.ascontiguousarray(table.reshape(-1, block_size).T) if self.class_major else table
-        self.cols = np.zeros((len(cols), width), dtype=np.intp)  # padded with column 0 ...
-        self.strides = np.zeros((len(cols), width), dtype=np.intp)  # ... and stride 0
-        for i, (row_cols, row_strides) in enumerate(zip(cols, strides)):
-            self.cols[i, : len(row_cols)] = row_cols
-            self.strides[i, : len(row_strides)] = row_strides
+        # padded with column 0 and stride 0
+        self.cols = np.array([c + [0] * (width - len(c)) for c in cols], dtype=np.intp).reshape(len(cols), width)
+        self.strides = np.array([s + [0] * (width - len(s)) for s in strides], dtype=np.intp).reshape(len(cols), width)
         self.offsets = np.array(offsets, dtype=np.intp)
         self.starts = np.array(starts, dtype=np.intp)
         self._block = np.arange(block_size, dtype=np.intp)
