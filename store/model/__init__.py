@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from bnserve import lazy
 
 if TYPE_CHECKING:
+    from bnserve.store.model.markers import DEFAULT_UNKNOWN, READ_AS_MISSING, REFUSE, UNKNOWN_POLICIES
     from bnserve.store.model.names import MAX_NAME_LENGTH
     from bnserve.store.model.network import (
         COMBINATIONS,
@@ -27,15 +28,7 @@ if TYPE_CHECKING:
         Network,
         Node,
     )
-    from bnserve.store.model.unseen import (
-        DEFAULT_UNKNOWN,
-        READ_AS_MISSING,
-        REFUSE,
-        UNKNOWN_POLICIES,
-        settle_unknown,
-        unknown_policy,
-        unseen_code,
-    )
+    from bnserve.store.model.unseen import settle_unknown, unknown_policy, unseen_code
     from bnserve.store.model.variable import (
         CLASS,
         FEATURE,
@@ -93,15 +86,17 @@ _NETWORK = (
     "Network",
     "Node",
 )
+_MARKERS = ("DEFAULT_UNKNOWN", "READ_AS_MISSING", "REFUSE", "UNKNOWN_POLICIES")
 _UNSEEN = (
-    "DEFAULT_UNKNOWN",
-    "READ_AS_MISSING",
-    "REFUSE",
-    "UNKNOWN_POLICIES",
     "settle_unknown",
     "unknown_policy",
     "unseen_code",
 )
 
-_WHERE = {**dict.fromkeys(_NAMES, "names"), **dict.fromkeys(_NETWORK, "network"), **dict.fromkeys(_UNSEEN, "unseen")}
+_WHERE = {
+    **dict.fromkeys(_NAMES, "names"),
+    **dict.fromkeys(_MARKERS, "markers"),
+    **dict.fromkeys(_NETWORK, "network"),
+    **dict.fromkeys(_UNSEEN, "unseen"),
+}
 __getattr__, __dir__ = lazy.exports(__name__, {name: _WHERE.get(name, "variable") for name in __all__})

@@ -10,6 +10,10 @@ The default is what R (``NA``, and ``NaN`` for a numeric NaN), pandas (``NaN``, 
 ``N/A``, ``NULL``, ``<NA>``, ``#N/A``, …) and Weka (``?``) write or read as missing. Not
 ``None`` nor ``missing`` or ``-``: those are labels in real data (an alley type, a credit
 history) more often than markers, and pandas writes a None as the empty text anyway.
+
+Here too, by name, the policies for a value unseen in training (read as missing, or
+refused: ``UNKNOWN_POLICIES``, the rule itself in ``unseen``), so that a command line's
+flags name them without importing numpy.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from bnserve.store.errors import InvalidInput
 PREPROCESSING = "preprocessing"  # the metadata key of how the training data was read
 NA_VALUES = "na_values"  # its key of the missing markers
 DEFAULT_MISSING_MARKERS = ("?", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "#N/A", "<NA>")
+READ_AS_MISSING = "missing"  # an unseen value is read as missing (the default)
+REFUSE = "error"  # an unseen value is refused
+UNKNOWN_POLICIES = (READ_AS_MISSING, REFUSE)
+DEFAULT_UNKNOWN = READ_AS_MISSING
 LEGACY_MISSING_MARKERS = ("?",)  # the default before the markers were recorded: a model without the record
 # spellings of missing that are not in the default, or that a model may not have been read with:
 # an unknown value among them suggests --na-values (pandas' list, and Weka's)

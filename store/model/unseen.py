@@ -15,12 +15,18 @@ from __future__ import annotations
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model.markers import DEFAULT_UNKNOWN, READ_AS_MISSING, REFUSE, UNKNOWN_POLICIES
 from bnserve.store.model.variable import MISSING, NUMERIC, UNKNOWN, Variable
 
-READ_AS_MISSING = "missing"
-REFUSE = "error"
-UNKNOWN_POLICIES = (READ_AS_MISSING, REFUSE)
-DEFAULT_UNKNOWN = READ_AS_MISSING
+__all__ = [
+    "DEFAULT_UNKNOWN",
+    "READ_AS_MISSING",
+    "REFUSE",
+    "UNKNOWN_POLICIES",
+    "settle_unknown",
+    "unknown_policy",
+    "unseen_code",
+]
 
 
 def unknown_policy(value: str, what: str) -> str:

@@ -5,12 +5,12 @@ that ``compile_model`` reads."""
 from __future__ import annotations
 
 from dataclasses import replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import Model
-from bnserve.store.predictor.compiled import TABLE_PRECISION, compile_model
+
+if TYPE_CHECKING:
+    from bnserve.store.model import Model
 
 FLOAT32_ERROR_BOUND = 1e-5  # |P32 - P64| at most this: the precision suffices (well below any decision margin)
 PRECISION_CHECK_ROWS = 10_000
@@ -20,6 +20,10 @@ def float32_error(model: Model, rows: int = PRECISION_CHECK_ROWS, seed: int = 0)
     """The largest |P32(c|x) - P64(c|x)| over ``rows`` random instances: every feature's state
     drawn uniformly (so unlikely combinations, where log-joints are largest, are tried too),
     one in ten values missing. Needs no data, so it checks any model, however it was made."""
+    import numpy as np  # here, not at the top: the command line's flags read this module's constants
+
+    from bnserve.store.predictor.compiled import compile_model
+
     rng = np.random.default_rng(seed)
     cards = np.array([v.cardinality for v in model.features], dtype=np.int64)
     codes = (rng.random((rows, len(cards))) * cards).astype(np.int64)
@@ -44,6 +48,8 @@ def with_table_precision(model: Model, precision: str) -> Model:
         raise InvalidInput(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "float64":
         return model
+    from bnserve.store.predictor.compiled import TABLE_PRECISION
+
     error = float32_error(model)
     suffices = error <= FLOAT32_ERROR_BOUND
     dtype = "float32" if precision == "float32" or suffices else "float64"

@@ -8,7 +8,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bnserve.trainer.data import encode_with, load
-from bnserve.trainer.data.preprocessing import STATE, Preprocessing
+from bnserve.trainer.data.missing import STATE
+from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.io import read_table
 from bnserve.trainer.stats import joint_code, joint_counts, shifted_codes
 from tests.data_helpers import write

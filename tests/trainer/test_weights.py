@@ -15,7 +15,7 @@ from bnserve.store.model import Model
 from bnserve.trainer.data import Preprocessing, load, prepare
 from bnserve.trainer.data.columns import columns_of
 from bnserve.trainer.data.encoded import prepare_weighted
-from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, STATE
+from bnserve.trainer.data.missing import AVAILABLE_CASE, STATE
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
 from bnserve.trainer.io import RawTable

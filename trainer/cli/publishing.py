@@ -8,8 +8,8 @@ import contextlib
 import importlib
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from bnserve.store.model import Model
 from bnserve.store.model.names import check_alias, check_description, check_model_name, check_tags
 from bnserve.trainer.cli.flags import (
     UsageError,
@@ -18,6 +18,9 @@ from bnserve.trainer.cli.flags import (
     _open_store,
 )
 from bnserve.trainer.cli.learning import _describe
+
+if TYPE_CHECKING:
+    from bnserve.store.model import Model
 
 
 def _check_publish_flags(args: argparse.Namespace) -> None:

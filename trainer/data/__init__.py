@@ -4,7 +4,7 @@ values), the rows coded against the model's variables (``encoded``), or only the
 when a file is too large for memory (``streaming``), and what a learner reads of either
 (``view``); stratified folds (``folds``).
 
-The names load on first use (``bnserve.lazy``): ``budget`` or ``preprocessing``'s constants
+The names load on first use (``bnserve.lazy``): ``budget`` or the policies of ``missing``
 are read by a command line's parser without importing the readers (pyarrow) or the statistics."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
         load_with,
         prepare,
     )
-    from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, STATE, Preprocessing
+    from bnserve.trainer.data.missing import AVAILABLE_CASE, IMPUTE, MISSING_POLICIES, STATE
+    from bnserve.trainer.data.preprocessing import Preprocessing
     from bnserve.trainer.data.view import TrainingView
 
 __all__ = [
@@ -41,12 +42,10 @@ __all__ = [
     "load_with",
     "prepare",
 ]
-_PREPROCESSING = ("AVAILABLE_CASE", "IMPUTE", "MISSING_POLICIES", "STATE", "Preprocessing")
+_MISSING = ("AVAILABLE_CASE", "IMPUTE", "MISSING_POLICIES", "STATE")
+_ELSEWHERE = {"Preprocessing": "preprocessing", "TrainingView": "view"}
 
 __getattr__, __dir__ = lazy.exports(
     __name__,
-    {
-        name: "preprocessing" if name in _PREPROCESSING else "view" if name == "TrainingView" else "encoded"
-        for name in __all__
-    },
+    {name: "missing" if name in _MISSING else _ELSEWHERE.get(name, "encoded") for name in __all__},
 )

@@ -26,7 +26,8 @@ from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.model.markers import COMMON_MARKERS
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
-from bnserve.trainer.data.preprocessing import AVAILABLE_CASE, IMPUTE, STATE, Preprocessing
+from bnserve.trainer.data.missing import AVAILABLE_CASE, IMPUTE, STATE
+from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.data.unseen import UnseenValues
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import checked_weights, typing_rules, weight_column, weighted_rows

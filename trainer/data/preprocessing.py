@@ -10,15 +10,12 @@ from typing import TYPE_CHECKING
 
 from bnserve.store.model.markers import DEFAULT_MISSING_MARKERS, NA_VALUES
 from bnserve.trainer.data.discretize import Method
+from bnserve.trainer.data.missing import AVAILABLE_CASE
 from bnserve.trainer.io import DEFAULT_READ_LIMITS, ReadLimits
 
 if TYPE_CHECKING:
     from bnserve.trainer.io import RawTable
 
-AVAILABLE_CASE = "available-case"
-IMPUTE = "impute"
-STATE = "state"
-MISSING_POLICIES = (AVAILABLE_CASE, IMPUTE, STATE)
 DEFAULT_NA_VALUES = DEFAULT_MISSING_MARKERS  # beside the empty text, always missing: R's, pandas' and Weka's
 
 

@@ -51,6 +51,7 @@ from bnserve.trainer.data.columns import (
 from bnserve.trainer.data.discretize import merge_value_tables
 from bnserve.trainer.data.fingerprint import RowDigests, combine, fingerprint, weight_rows, weighted
 from bnserve.trainer.data.kept import Chunk, HeldPart, held_part, keeping, kept, new_folder, remove
+from bnserve.trainer.data.missing import IMPUTE, STATE
 from bnserve.trainer.data.parallel import (
     Held,
     balance,
@@ -61,7 +62,7 @@ from bnserve.trainer.data.parallel import (
     settle,
     start_pool,
 )
-from bnserve.trainer.data.preprocessing import IMPUTE, STATE, Preprocessing
+from bnserve.trainer.data.preprocessing import Preprocessing
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import positive_rows, typing_rules, weight_column, weight_index
 from bnserve.trainer.io import (

@@ -1,19 +1,20 @@
 """Model files other tools read and write: BIF and XMLBIF both ways, Graphviz DOT out.
 
 One module per format (``bif``, ``xmlbif``, ``dot``); ``interchange`` holds the import
-rules and export helpers BIF and XMLBIF share. This module only picks the module.
+rules and export helpers BIF and XMLBIF share. This module only picks the module, imported
+when a file is read or written: ``trainer``'s flags read the names here without numpy.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bnserve.store.model import SINGLE, Model
-from bnserve.trainer.formats.bif import read_bif, write_bif
-from bnserve.trainer.formats.dot import write_dot
-from bnserve.trainer.formats.interchange import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS, single_network
-from bnserve.trainer.formats.xmlbif import read_xmlbif, write_xmlbif
+from bnserve.trainer.learners.sizing import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS
+
+if TYPE_CHECKING:
+    from bnserve.store.model import Model
 
 __all__ = [
     "CPT_CELLS_FLAG",
@@ -40,12 +41,21 @@ def read_model(
 ) -> Model:
     """Import a BIF or XMLBIF file as a one-network model (see ``interchange.to_model``); a CPT
     of more than ``max_cpt_cells`` probabilities (None: any) is refused before it is built."""
+    from bnserve.trainer.formats.bif import read_bif
+    from bnserve.trainer.formats.xmlbif import read_xmlbif
+
     reader = {"bif": read_bif, "xmlbif": read_xmlbif}[fmt]
     return reader(path, class_name, max_cpt_cells)
 
 
 def write_model(model: Model, fmt: str, name: str, network: int | None = None) -> str:
     """The model as text in ``fmt``; ``network`` picks one member of an ensemble."""
+    from bnserve.store.model import SINGLE
+    from bnserve.trainer.formats.bif import write_bif
+    from bnserve.trainer.formats.dot import write_dot
+    from bnserve.trainer.formats.interchange import single_network
+    from bnserve.trainer.formats.xmlbif import write_xmlbif
+
     if fmt == "dot":
         if network is not None:
             _, net = single_network(model, network, fmt)
