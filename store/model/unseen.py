@@ -15,18 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model.markers import DEFAULT_UNKNOWN, READ_AS_MISSING, REFUSE, UNKNOWN_POLICIES
+from bnserve.store.model.markers import DEFAULT_UNKNOWN, READ_AS_MISSING, UNKNOWN_POLICIES
 from bnserve.store.model.variable import MISSING, NUMERIC, UNKNOWN, Variable
-
-__all__ = [
-    "DEFAULT_UNKNOWN",
-    "READ_AS_MISSING",
-    "REFUSE",
-    "UNKNOWN_POLICIES",
-    "settle_unknown",
-    "unknown_policy",
-    "unseen_code",
-]
 
 
 def unknown_policy(value: str, what: str) -> str:
