@@ -503,7 +503,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.command in ("predict", "health"):
         command = build_parser().subcommands[args.command]
-        return (_predict if args.command == "predict" else _health)(args, command)
+        try:
+            return (_predict if args.command == "predict" else _health)(args, command)
+        except BrokenPipeError:  # `server predict … | head`: the reader left; not an error (as trainer's)
+            sys.stdout = open(os.devnull, "w")  # what Python's flush at exit writes to
+            return 0
     worker = args.worker_of is not None
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper(), logging.INFO),

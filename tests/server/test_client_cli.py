@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 
 import numpy as np
 import pytest
 
 from bnserve.server.api import predictor_pb2 as pb
-from tests.e2e.serving import run_cli
+from tests.e2e.serving import BIN, run_cli
 from tests.facade.test_client_hostile import MIB, _predict, hostile
 from tests.in_process_server import running_app
 from tests.model_factory import random_model
@@ -65,6 +66,21 @@ def test_insecure_token_sends_it_in_plaintext_beyond_loopback(tmp_path, token_fi
         assert refused.returncode == 2 and "--insecure-token" in refused.stderr
         no_token = run_cli("server", "predict", "--target", target, "--model", "m", "--insecure-token")
         assert no_token.returncode == 1 and "UNAUTHENTICATED" in no_token.stderr
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly(tmp_path):
+    """`server predict … | head -c 100`: the reply is larger than the pipe holds and the reader
+    closes it after 100 bytes, so printing it breaks the pipe; the command ends with status 0
+    and no traceback, as trainer's commands do."""
+    model = random_model(np.random.default_rng(5), n_features=2)
+    with running_app(tmp_path, {"m": model}) as app:
+        instances = " ".join(["--instance '{}'"] * 2000)  # each row prints ~120 bytes: ~240 KB in all
+        command = f"{BIN / 'server'} predict --target 127.0.0.1:{app.port} --model m {instances}"
+        piped = subprocess.run(
+            ["bash", "-c", f"set -o pipefail; {command} 2>{tmp_path / 'err'} | head -c 100 >/dev/null"], timeout=300
+        )
+    assert piped.returncode == 0
+    assert (tmp_path / "err").read_text() == ""
 
 
 def test_a_good_reply_prints_as_before():
