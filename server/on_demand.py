@@ -24,10 +24,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
-from bnserve.server.metrics import METRICS, Metrics
 from bnserve.store.errors import BnServeError
+
+if TYPE_CHECKING:  # the metrics import numpy and prometheus_client: not for `server --help`
+    from bnserve.server.metrics import Metrics
 
 DEFAULT_VERSION_CACHE_BYTES = 64 * 1024 * 1024  # --version-cache-bytes
 DEFAULT_STORE_THREADS = 2  # --store-threads
@@ -63,10 +65,12 @@ class OnDemand(Generic[T]):
         budget: int,
         threads: int,
         max_waiters: int,
-        metrics: Metrics = METRICS,
+        metrics: Metrics | None = None,
     ):
+        from bnserve.server.metrics import METRICS
+
         self._load = load
-        self._metrics = metrics
+        self._metrics = METRICS if metrics is None else metrics
         self.budget = budget
         self.max_waiters = max_waiters
         self.max_pending = threads * LOADS_PER_STORE_THREAD
