@@ -61,7 +61,7 @@ from bnserve.trainer.evaluation.cross_validation import (
     fold_splits,
 )
 from bnserve.trainer.evaluation.metrics import log_losses
-from bnserve.trainer.evaluation.parallel import Scored, score_all
+from bnserve.trainer.evaluation.parallel import Scored, estimator_modules, score_all
 from bnserve.trainer.fit import arc_cmi, fit
 from bnserve.trainer.learners.parameters import ALR, HDP, Estimator
 from bnserve.trainer.learners.registry import (
@@ -230,10 +230,11 @@ def search(
     posteriors: list[np.ndarray] = []  # each scored candidate's out-of-fold posteriors
     charged = spent  # what stage 0 spent: the first candidate starts whatever it cost
 
-    def run(what: str, grid: Sequence[Candidate], against: int | None = None) -> None:
+    def run(what: str, grid: Sequence[Candidate], against: int | None = None, aside: Sequence[str] = ()) -> None:
         """Score ``grid`` within the budget. A candidate clearly behind a reference after the
         first folds is dropped: ``against`` (an index into tried), or else the first of the
-        grid, scored before the others."""
+        grid, scored before the others. ``aside``: modules a later stage needs, imported while
+        this one's workers run (``score_all``)."""
         nonlocal spent
         planned = []
         for candidate in grid:  # charged before any starts: the budget needs no clock
@@ -251,7 +252,7 @@ def search(
 
             def scored(batch: Sequence[Candidate], reference: np.ndarray | None) -> list[Scored]:
                 cost = lambda c: work(c, data, len(splits))  # noqa: E731
-                return score_all(batch, data, splits, limits, jobs, cost, done, reference)
+                return score_all(batch, data, splits, limits, jobs, cost, done, reference, aside)
 
             if against is not None:
                 results = scored(planned, _hits(posteriors[against], data.y))
@@ -270,7 +271,8 @@ def search(
                 tried.append(candidate)
                 posteriors.append(result.posteriors)
 
-    run("structures", candidate_grid(candidates, ks, estimators[0]))  # against naive Bayes, scored first
+    # against naive Bayes, scored first; stage 2's estimators imported meanwhile
+    run("structures", candidate_grid(candidates, ks, estimators[0]), aside=estimator_modules(estimators[1:]))
     if not tried:
         raise InvalidInput(f"auto: every candidate is past the training limits; the first, {refused[0]}")
     ranked = sorted(range(len(tried)), key=lambda i: _rank_key(scores[i], i))

@@ -4,6 +4,8 @@ the work budget bounds the search, the same on any machine."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.trainer.auto import MOST_ACCURATE, SIMPLEST_WITHIN_NOISE, candidate_grid, choose, fit_auto
 from bnserve.trainer.data import load
 from bnserve.trainer.evaluation.cross_validation import cross_validate_many
+from bnserve.trainer.learners.sizing import DEFAULT_LIMITS
 from tests.data_helpers import write_led7
 
 LAPLACE = {"estimator": "laplace"}
@@ -388,8 +391,54 @@ def test_candidates_in_two_processes_score_as_in_one(chess):
     one = search(chess, ["nb", "tan", "kdb"], [1, 2, 3], **grid, jobs=1)
     two = search(chess, ["nb", "tan", "kdb"], [1, 2, 3], **grid, jobs=2)
     assert one.refused and two.refused == one.refused  # kdb k=3 is past the limits in both
+    assert one.dropped and two.dropped == one.dropped  # tan with dirichlet, behind after two folds in both
     assert (two.tried, two.blend, two.skipped) == (one.tried, one.blend, one.skipped)
     assert [_without_times(e) for e in two.scores] == [_without_times(e) for e in one.scores]
+
+
+_FOLDS_SEEN: list = []  # the directory ``_fold_seen`` leaves its files in and what it wraps, set before the fork
+
+
+def _fold_seen(candidate, f):
+    """``parallel._fold_in_worker``, leaving a file named by the candidate, the fold and the process."""
+    import os
+
+    directory, scored = _FOLDS_SEEN
+    (directory / f"{candidate[0]}-{f}-{os.getpid()}").touch()
+    return scored(candidate, f)
+
+
+def test_the_dearest_candidates_folds_spread_over_every_process(chess, tmp_path, monkeypatch):
+    """Two processes score one fold at a time, the dearest candidate's first: a stage whose
+    work is mostly one candidate still takes both (candidate by candidate, it took one)."""
+    import os
+
+    from bnserve.trainer.evaluation import cross_validation as cv
+    from bnserve.trainer.evaluation import parallel
+
+    monkeypatch.setattr(sys.modules[__name__], "_FOLDS_SEEN", [tmp_path, parallel._fold_in_worker])
+    monkeypatch.setattr(parallel, "_fold_in_worker", _fold_seen)  # the forked workers run it as patched here
+    splits = cv.fold_splits(chess, 4, 0)
+    dear, cheap = ("kdb", {"k": 2}), ("nb", {})
+    cost = {"kdb": 10, "nb": 1}
+    results = parallel.score_all([cheap, dear], chess, splits, DEFAULT_LIMITS, 2, cost=lambda c: cost[c[0]])
+    pids = {name.split("-")[2] for name in os.listdir(tmp_path) if name.startswith("kdb-")}
+    assert len(os.listdir(tmp_path)) == 8 and len(pids) == 2
+    alone = [parallel.score(c, chess, splits, DEFAULT_LIMITS) for c in (cheap, dear)]
+    assert [_without_times(r.evaluation) for r in results] == [_without_times(r.evaluation) for r in alone]
+    assert all(np.array_equal(r.posteriors, a.posteriors) for r, a in zip(results, alone))
+
+
+def test_folds_scored_anywhere_are_added_in_order(chess):
+    from bnserve.trainer.evaluation.cross_validation import OnSplits, fold_splits
+
+    folds = OnSplits("nb", {}, chess, fold_splits(chess, 3, 0))
+    second = folds.score(1)
+    with pytest.raises(ValueError, match="in order"):
+        folds.add(1, second)
+    folds.add(0, folds.score(0))
+    folds.add(1, second)
+    assert folds.added == 2
 
 
 def test_the_search_reads_no_auc_nor_sum_mi(chess, monkeypatch):
@@ -416,8 +465,8 @@ def test_a_candidate_clearly_behind_after_two_folds_is_dropped_there(chess, monk
     assert cv.evaluate_on_splits("kdb", {"k": 1}, chess, splits, probabilities=kdb) is not None
     ahead = kdb.argmax(axis=1) == chess.y
     fitted = []
-    real_fold = cv._Run.fold
-    monkeypatch.setattr(cv._Run, "fold", lambda run, train, test: fitted.append(1) or real_fold(run, train, test))
+    real_score = cv._Run.score
+    monkeypatch.setattr(cv._Run, "score", lambda run, train, test: fitted.append(1) or real_score(run, train, test))
     assert cv.evaluate_on_splits("nb", {}, chess, splits, against=ahead) is None
     assert len(fitted) == cv.DROP_AFTER_FOLDS
     assert cv.evaluate_on_splits("kdb", {"k": 2}, chess, splits, against=ahead) is not None  # not behind: kept

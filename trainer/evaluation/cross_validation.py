@@ -85,6 +85,21 @@ Fitter = Callable[[EncodedData], Model]  # training rows -> model; for procedure
 Recoder = Callable[[Sequence[Variable]], EncodedData]  # the test rows coded against other variables
 
 
+@dataclass(frozen=True)
+class FoldScore:
+    """One fold learnt and scored: its test rows' posteriors and labels, and what the model
+    says of itself (``_Run.add`` makes the figures of it)."""
+
+    proba: np.ndarray
+    y: np.ndarray
+    fit_seconds: float
+    predict_seconds: float
+    sum_mi: float
+    choice: str | None  # what a selecting fitter chose; None for a learner
+    used_params: Mapping[str, Any]
+    combination: str
+
+
 class _Run:
     """Accumulates one algorithm's folds on one data set. ``fitter``, when given, learns
     the model instead of ``fit(algo, …, **params)``; ``params`` then only label the run.
@@ -114,6 +129,12 @@ class _Run:
         self.confusion = np.zeros((data.n_classes, data.n_classes), dtype=np.int64)
 
     def fold(self, train: EncodedData, test: EncodedData) -> np.ndarray:
+        """Learn on ``train``, score ``test``, add the fold; its posteriors."""
+        return self.add(self.score(train, test))
+
+    def score(self, train: EncodedData, test: EncodedData) -> FoldScore:
+        """Learn on ``train`` and score ``test``, adding nothing: what ``add`` takes, in this
+        process or from a worker's."""
         t0 = time.perf_counter()
         model = self.fitter(train) if self.fitter else fit(self.algo, train, limits=self.limits, **self.params)
         if model.variables != test.variables:  # a fitter that cut the numbers its own way (auto's stage 0)
@@ -122,20 +143,28 @@ class _Run:
         proba = compile_model(model).predict_proba(test.X)
         t2 = time.perf_counter()
         if self.fitter:
-            self.used_params = self.params
-            self.choices.append(model.metadata.get("selection", {}).get("chosen", f"{model.algorithm}"))
+            used_params = self.params
+            choice: str | None = model.metadata.get("selection", {}).get("chosen", f"{model.algorithm}")
         else:
             given_estimator = {"estimator": model.metadata["estimator"]} if "estimator" in self.params else {}
-            self.used_params = {**model.params, **given_estimator}
-        self.fit_seconds.append(t1 - t0)
-        self.predict_seconds.append(t2 - t1)
-        predicted = np.argmax(proba, axis=1)
-        self.accuracies.append(float(np.mean(predicted == test.y)))
-        np.add.at(self.confusion, (test.y, predicted), 1)
-        self.losses.append(metrics.log_losses(proba, test.y))
-        self.sum_mis.append(metrics.sum_mi(model, train) if self.structure_scores else float("nan"))
-        self.combinations = tuple(dict.fromkeys((*self.combinations, model.combination)))
-        return proba
+            used_params, choice = {**model.params, **given_estimator}, None
+        sum_mi = metrics.sum_mi(model, train) if self.structure_scores else float("nan")
+        return FoldScore(proba, test.y, t1 - t0, t2 - t1, sum_mi, choice, used_params, model.combination)
+
+    def add(self, score: FoldScore) -> np.ndarray:
+        """Add a scored fold (folds in order: the figures are the same wherever they were scored)."""
+        self.used_params = score.used_params
+        if score.choice is not None:
+            self.choices.append(score.choice)
+        self.fit_seconds.append(score.fit_seconds)
+        self.predict_seconds.append(score.predict_seconds)
+        predicted = np.argmax(score.proba, axis=1)
+        self.accuracies.append(float(np.mean(predicted == score.y)))
+        np.add.at(self.confusion, (score.y, predicted), 1)
+        self.losses.append(metrics.log_losses(score.proba, score.y))
+        self.sum_mis.append(score.sum_mi)
+        self.combinations = tuple(dict.fromkeys((*self.combinations, score.combination)))
+        return score.proba
 
     def result(self, dataset: str) -> Evaluation:
         return Evaluation(
@@ -281,20 +310,66 @@ def evaluate_on_splits(
     out-of-fold hits on the same splits), None when after ``DROP_AFTER_FOLDS`` folds the
     candidate is ``clearly_behind`` it: the rest of its folds would not make it the choice.
     Each fold's fit is within ``limits`` (past them: ``sizing.TooLarge``, before allocating)."""
-    run = _Run(algo, params, data, limits=limits, structure_scores=False)
-    pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
-    scored = np.zeros(data.n_rows, dtype=bool)
+    folds = OnSplits(algo, params, data, splits, limits, probabilities)
     with stage(describe(algo, params), len(splits), "fold") as bar:
-        for f, (test_rows, train, test) in enumerate(splits):
-            pooled[test_rows] = run.fold(train, test)
-            scored |= test_rows
+        for f in range(len(splits)):
+            folds.add(f, folds.score(f))
             bar.update()
-            if against is not None and f + 1 == DROP_AFTER_FOLDS < len(splits):
-                hits = pooled[scored].argmax(axis=1) == data.y[scored]
-                if clearly_behind(hits, against[scored]):
-                    return None
-    run.aucs.append(float("nan"))
-    return run.result(dataset or data.source)
+            if folds.behind(against):
+                return None
+    return folds.result(dataset)
+
+
+class OnSplits:
+    """One candidate's folds on prepared ``fold_splits``, scored here (``score``) or anywhere
+    else, added in fold order (``add``): the figures are ``evaluate_on_splits``' whichever
+    process scored each fold. ``probabilities`` (rows, classes), when given, receives each
+    row's test-fold posterior."""
+
+    def __init__(
+        self,
+        algo: str,
+        params: Mapping[str, Any],
+        data: EncodedData,
+        splits: Sequence[Split],
+        limits: TrainingLimits = DEFAULT_LIMITS,
+        probabilities: np.ndarray | None = None,
+    ):
+        self.run = _Run(algo, params, data, limits=limits, structure_scores=False)
+        self.data, self.splits = data, splits
+        self.pooled = np.empty((data.n_rows, data.n_classes)) if probabilities is None else probabilities
+        self.scored = np.zeros(data.n_rows, dtype=bool)
+        self.added = 0  # folds added, which are the first ones
+
+    def score(self, f: int) -> FoldScore:
+        """Fold ``f`` learnt and scored in this process (past ``limits``: ``sizing.TooLarge``)."""
+        _, train, test = self.splits[f]
+        return self.run.score(train, test)
+
+    def add(self, f: int, score: FoldScore) -> None:
+        if f != self.added:
+            raise ValueError(f"fold {f} added after {self.added} of them: folds are added in order")
+        test_rows = self.splits[f][0]
+        self.pooled[test_rows] = self.run.add(score)
+        self.scored |= test_rows
+        self.added += 1
+
+    def deciding(self, against: np.ndarray | None) -> int:
+        """How many first folds decide whether the candidate is dropped (all of them without
+        ``against``, or when there are no more)."""
+        return DROP_AFTER_FOLDS if against is not None and DROP_AFTER_FOLDS < len(self.splits) else len(self.splits)
+
+    def behind(self, against: np.ndarray | None) -> bool:
+        """Whether, its deciding folds just added, the candidate is ``clearly_behind`` the
+        reference's hits ``against`` on the same rows (never without ``against``)."""
+        if against is None or self.added != self.deciding(against) or self.added == len(self.splits):
+            return False
+        hits = self.pooled[self.scored].argmax(axis=1) == self.data.y[self.scored]
+        return clearly_behind(hits, against[self.scored])
+
+    def result(self, dataset: str = "") -> Evaluation:
+        self.run.aucs.append(float("nan"))
+        return self.run.result(dataset or self.data.source)
 
 
 def cross_validate(
