@@ -44,6 +44,7 @@ class Scored:
 
 ESTIMATOR_MODULES = {HDP: "bnserve.trainer.learners.hdp", ALR: "bnserve.trainer.learners.discriminative"}
 Candidate = tuple[str, Mapping[str, Any]]
+IN_FLIGHT = 2  # folds handed to each worker process at once
 C = TypeVar("C", bound=Candidate)
 _work: tuple[EncodedData, Sequence[Split], TrainingLimits] | None = None  # a worker's data, folds and limits
 
@@ -106,7 +107,9 @@ def score_all(
         running: dict[Future, tuple[int, int]] = {}
         importing: threading.Thread | None = None
         while ready or running:
-            while ready and len(running) < jobs:  # no more in flight than processes: the heap says what starts
+            # two folds in flight a process: one runs while the next waits in the pool's queue, so a
+            # worker does not idle while this process hands it work; the heap orders what starts
+            while ready and len(running) < IN_FLIGHT * jobs:
                 _, f, i = heapq.heappop(ready)
                 if i not in results:
                     running[pool.submit(_fold_in_worker, candidates[i], f)] = (i, f)
