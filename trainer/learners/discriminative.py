@@ -20,6 +20,7 @@ The weights start from the Laplace network of that structure.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -33,6 +34,7 @@ from bnserve.store.model import CPT_DTYPE, Network, Node
 from bnserve.trainer import stats
 from bnserve.trainer.data import EncodedData, TrainingView
 from bnserve.trainer.learners import sizing
+from bnserve.trainer.learners.axes import axis_last, last_axis_to
 from bnserve.trainer.learners.structure import Structure
 
 ALR_ITERATIONS = 300  # L-BFGS iterations at most
@@ -102,7 +104,7 @@ def _check_size(structure: Structure, parents: dict[str, tuple[str, ...]], card:
     """Refuse arcs added by ``perfect`` that would make a table much larger than the largest given."""
 
     def cells(node: str, ps: tuple[str, ...]) -> int:
-        return card[node] * int(np.prod([card[p] for p in ps]))
+        return card[node] * math.prod(card[p] for p in ps)
 
     limit = max(MAX_FILL_GROWTH * max(cells(n, ps) for n, ps in structure.parents.items()), MIN_FILL_LIMIT)
     for node, ps in parents.items():
@@ -131,11 +133,11 @@ class Layout:
         for node, family in axes.items():
             self.offsets[node] = offset
             features = tuple(v for v in family if v != cls)
-            offset += int(np.prod([card[v] for v in features]))
+            offset += math.prod(card[v] for v in features)
             self.keys[node] = key = first.setdefault(frozenset(features), features)
             if key not in self.groups:
                 self.groups[key] = shared
-                shared += int(np.prod([card[v] for v in key]))
+                shared += math.prod(card[v] for v in key)
         self.size, self.shared_size = offset, shared
 
     def stack(self, tables: dict[str, np.ndarray]) -> np.ndarray:
@@ -148,8 +150,8 @@ class Layout:
         for node, family in self.axes.items():
             k = family.index(self.cls)
             shape = [self.card[v] for v in family if v != self.cls] + [self.card[self.cls]]
-            block = matrix[self.offsets[node] : self.offsets[node] + int(np.prod(shape[:-1]))]
-            tables[node] = np.moveaxis(block.reshape(shape), -1, k)
+            block = matrix[self.offsets[node] : self.offsets[node] + math.prod(shape[:-1])]
+            tables[node] = last_axis_to(block.reshape(shape), k)
         return tables
 
     def design(self, columns: dict[str, np.ndarray]) -> Design:
@@ -186,17 +188,22 @@ class Layout:
     def _onto_shared(self) -> np.ndarray:
         """Each family configuration's column in the shared design."""
         onto = np.empty(self.size, dtype=np.int64)
+        renumbered: dict[tuple[tuple[int, ...], tuple[int, ...]], np.ndarray] = {}  # by shape and order
         for node, family in self.axes.items():
             features, key = [v for v in family if v != self.cls], self.keys[node]
-            flat = np.zeros(1, dtype=np.int64)
-            if features:  # the family's configurations row-major, as stacked, renumbered in key's order
-                states = np.indices([self.card[v] for v in features]).reshape(len(features), -1)
-                flat = np.ravel_multi_index([states[features.index(v)] for v in key], [self.card[v] for v in key])
+            cards, order = tuple(self.card[v] for v in features), tuple(features.index(v) for v in key)
+            flat = renumbered.get((cards, order))
+            if flat is None:  # the family's configurations row-major, as stacked, renumbered in key's order
+                flat = np.zeros(1, dtype=np.int64)
+                if features:
+                    states = np.indices(cards).reshape(len(features), -1)
+                    flat = np.ravel_multi_index([states[i] for i in order], [cards[i] for i in order])
+                renumbered[cards, order] = flat
             onto[self.offsets[node] : self.offsets[node] + flat.size] = self.groups[key] + flat
         return onto
 
     def _class_last(self, node: str, table: np.ndarray) -> np.ndarray:
-        moved = np.moveaxis(table, self.axes[node].index(self.cls), -1)
+        moved = axis_last(table, self.axes[node].index(self.cls))
         return moved.reshape(-1, moved.shape[-1])
 
 

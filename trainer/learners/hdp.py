@@ -42,6 +42,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import digamma, gammaln
 
+from bnserve.trainer.learners.axes import axis_last, last_axis_to
+
 ROOT_CONCENTRATION = 2.0  # the root's, fixed; also every depth's starting value
 CONCENTRATION_SHAPE, CONCENTRATION_RATE = 2.0, 1.0  # Gamma prior on each depth's concentration
 MAX_CONCENTRATION = 4000.0
@@ -105,7 +107,7 @@ def hdp_probabilities(counts: np.ndarray, tables: Sequence[np.ndarray], concentr
 
 def _flat(array: np.ndarray, states: int) -> np.ndarray:
     """(node, pa1..pal) -> (configurations in C order, node)."""
-    return np.moveaxis(array, 0, -1).reshape(-1, states)
+    return axis_last(array, 0).reshape(-1, states)
 
 
 @dataclass(frozen=True)
@@ -374,7 +376,7 @@ class _Forest:
         tree = self.trees[f]
         start = self.start[tree.depth][f]
         leaves = levels[tree.depth][start : start + len(tree.n[tree.depth]), : tree.states]
-        cpt = np.moveaxis(leaves.reshape(*tree.cards, tree.states), -1, 0)
+        cpt = last_axis_to(leaves.reshape(*tree.cards, tree.states), 0)
         return np.ascontiguousarray(cpt / cpt.sum(axis=0, keepdims=True))
 
 
