@@ -396,34 +396,37 @@ def test_candidates_in_two_processes_score_as_in_one(chess):
     assert [_without_times(e) for e in two.scores] == [_without_times(e) for e in one.scores]
 
 
-_FOLDS_SEEN: list = []  # the directory ``_fold_seen`` leaves its files in and what it wraps, set before the fork
+_TASKS_SEEN: list = []  # the directory ``_task_seen`` leaves its files in and what it wraps, set before the fork
 
 
-def _fold_seen(candidate, f):
-    """``parallel._fold_in_worker``, leaving a file named by the candidate, the fold and the process."""
+def _task_seen(candidate, task):
+    """``parallel._folds_in_worker``, leaving a file per task named by the candidate, its
+    folds and the process."""
     import os
 
-    directory, scored = _FOLDS_SEEN
-    (directory / f"{candidate[0]}-{f}-{os.getpid()}").touch()
-    return scored(candidate, f)
+    directory, scored = _TASKS_SEEN
+    (directory / f"{candidate[0]}-{'.'.join(map(str, task))}-{os.getpid()}").touch()
+    return scored(candidate, task)
 
 
 def test_the_dearest_candidates_folds_spread_over_every_process(chess, tmp_path, monkeypatch):
-    """Two processes score one fold at a time, the dearest candidate's first: a stage whose
-    work is mostly one candidate still takes both (candidate by candidate, it took one)."""
+    """Two processes score a dear candidate one fold at a time, the dearest candidate's first:
+    a stage whose work is mostly one candidate still takes both (candidate by candidate, it
+    took one). A cheap candidate's folds go as one task, whose round trip costs more than them."""
     import os
 
     from bnserve.trainer.evaluation import cross_validation as cv
     from bnserve.trainer.evaluation import parallel
 
-    monkeypatch.setattr(sys.modules[__name__], "_FOLDS_SEEN", [tmp_path, parallel._fold_in_worker])
-    monkeypatch.setattr(parallel, "_fold_in_worker", _fold_seen)  # the forked workers run it as patched here
+    monkeypatch.setattr(sys.modules[__name__], "_TASKS_SEEN", [tmp_path, parallel._folds_in_worker])
+    monkeypatch.setattr(parallel, "_folds_in_worker", _task_seen)  # the forked workers run it as patched here
     splits = cv.fold_splits(chess, 4, 0)
     dear, cheap = ("kdb", {"k": 2}), ("nb", {})
-    cost = {"kdb": 10, "nb": 1}
+    cost = {"kdb": parallel.FOLD_TASK_WORK, "nb": parallel.FOLD_TASK_WORK - 1}
     results = parallel.score_all([cheap, dear], chess, splits, DEFAULT_LIMITS, 2, cost=lambda c: cost[c[0]])
-    pids = {name.split("-")[2] for name in os.listdir(tmp_path) if name.startswith("kdb-")}
-    assert len(os.listdir(tmp_path)) == 8 and len(pids) == 2
+    tasks = [name.rsplit("-", 1) for name in os.listdir(tmp_path)]
+    assert sorted(task for task, _ in tasks) == ["kdb-0", "kdb-1", "kdb-2", "kdb-3", "nb-0.1.2.3"]
+    assert len({pid for task, pid in tasks if task.startswith("kdb")}) == 2
     alone = [parallel.score(c, chess, splits, DEFAULT_LIMITS) for c in (cheap, dear)]
     assert [_without_times(r.evaluation) for r in results] == [_without_times(r.evaluation) for r in alone]
     assert all(np.array_equal(r.posteriors, a.posteriors) for r, a in zip(results, alone))

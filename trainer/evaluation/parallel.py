@@ -44,7 +44,11 @@ class Scored:
 
 ESTIMATOR_MODULES = {HDP: "bnserve.trainer.learners.hdp", ALR: "bnserve.trainer.learners.discriminative"}
 Candidate = tuple[str, Mapping[str, Any]]
-IN_FLIGHT = 2  # folds handed to each worker process at once
+IN_FLIGHT = 2  # tasks handed to each worker process at once
+# a candidate charged less (auto.work: cell-fits over all its folds) is one task a phase (its
+# deciding folds, then the rest), not one a fold: on a small set each task's round trip cost
+# more than the fit (hayes-roth-test's whole search was ~0.1 s slower a fold at a time)
+FOLD_TASK_WORK = 100_000
 C = TypeVar("C", bound=Candidate)
 _work: tuple[EncodedData, Sequence[Split], TrainingLimits] | None = None  # a worker's data, folds and limits
 
@@ -78,8 +82,9 @@ def score_all(
     aside: Sequence[str] = (),
 ) -> list[Scored]:
     """``score`` of each candidate (each ``against`` the same reference), in their order; over
-    ``jobs`` processes a fold at a time when there are several candidates, the costliest (by
-    ``cost``) candidates' folds first so the last to end are cheap ones. ``done`` is called
+    ``jobs`` processes a fold at a time when there are several candidates (a cheap one's folds
+    together, ``FOLD_TASK_WORK``), the costliest (by ``cost``) candidates' first so the last to
+    end are cheap ones. ``done`` is called
     with each candidate as it ends. ``aside``: modules a later call will need, imported on a
     thread of this process while the workers run (scipy's optimiser and special functions,
     0.25 s that the next stage's fork otherwise waits for)."""
@@ -95,42 +100,44 @@ def score_all(
     order = sorted(range(len(candidates)), key=lambda i: -cost(candidates[i]) if cost else 0)
     rank = {i: r for r, i in enumerate(order)}
     folds = {i: OnSplits(candidates[i][0], candidates[i][1], data, splits, limits) for i in order}
+    cheap = {i for i in order if cost is not None and cost(candidates[i]) < FOLD_TASK_WORK}
     results: dict[int, Scored] = {}
     arrived: dict[int, dict[int, FoldScore | str]] = {i: {} for i in order}
-    ready = [(rank[i], f, i) for i in order for f in range(folds[i].deciding(against))]  # a heap: dearest first
+    # a heap, dearest first: (rank, first fold, candidate, its folds in the task)
+    ready = [(rank[i], t[0], i, t) for i in order for t in _tasks(range(folds[i].deciding(against)), i in cheap)]
     heapq.heapify(ready)
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     with ProcessPoolExecutor(
         min(jobs, len(candidates)), mp_context=context, initializer=_start, initargs=(data, splits, limits)
     ) as pool:
-        running: dict[Future, tuple[int, int]] = {}
+        running: dict[Future, tuple[int, tuple[int, ...]]] = {}
         importing: threading.Thread | None = None
         while ready or running:
             # two folds in flight a process: one runs while the next waits in the pool's queue, so a
             # worker does not idle while this process hands it work; the heap orders what starts
             while ready and len(running) < IN_FLIGHT * jobs:
-                _, f, i = heapq.heappop(ready)
+                _, _, i, task = heapq.heappop(ready)
                 if i not in results:
-                    running[pool.submit(_fold_in_worker, candidates[i], f)] = (i, f)
+                    running[pool.submit(_folds_in_worker, candidates[i], task)] = (i, task)
             if importing is None and aside:  # the workers are forked at the first submit: no thread is copied
                 importing = threading.Thread(target=_import_quietly, args=(aside,), name="bnserve-imports")
                 importing.start()
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
-                i, f = running.pop(future)
-                if i in results:  # refused or dropped while this fold ran
+                i, task = running.pop(future)
+                if i in results:  # refused or dropped while this task ran
                     continue
                 deciding = folds[i].added < folds[i].deciding(against)
-                arrived[i][f] = future.result()
+                arrived[i].update(zip(task, future.result()))
                 outcome = _take(folds[i], arrived[i], against)
                 if outcome is not None:
                     results[i] = outcome
                     if done:
                         done(candidates[i])
                 elif deciding and folds[i].added == folds[i].deciding(against):  # kept: its other folds
-                    for g in range(folds[i].added, len(splits)):
-                        heapq.heappush(ready, (rank[i], g, i))
+                    for t in _tasks(range(folds[i].added, len(splits)), i in cheap):
+                        heapq.heappush(ready, (rank[i], t[0], i, t))
         if importing is not None:
             importing.join()
     return [results[i] for i in range(len(candidates))]
@@ -197,11 +204,22 @@ def _start(data: EncodedData, splits: Sequence[Split], limits: TrainingLimits) -
     _work = (data, splits, limits)
 
 
-def _fold_in_worker(candidate: Candidate, f: int) -> FoldScore | str:
-    """Fold ``f`` of ``candidate`` learnt and scored; past the limits, why (``TooLarge.detail``)."""
+def _tasks(folds: range, cheap: bool) -> list[tuple[int, ...]]:
+    """``folds`` as the tasks of one candidate: a fold each, or all in one for a ``cheap`` one."""
+    return ([tuple(folds)] if folds else []) if cheap else [(f,) for f in folds]
+
+
+def _folds_in_worker(candidate: Candidate, task: tuple[int, ...]) -> list[FoldScore | str]:
+    """The folds of ``task`` learnt and scored in order, up to the first past the limits, for
+    which why (``TooLarge.detail``)."""
     assert _work is not None
     data, splits, limits = _work
-    try:
-        return OnSplits(candidate[0], candidate[1], data, splits, limits).score(f)
-    except TooLarge as exc:
-        return exc.detail
+    folds = OnSplits(candidate[0], candidate[1], data, splits, limits)
+    scored: list[FoldScore | str] = []
+    for f in task:
+        try:
+            scored.append(folds.score(f))
+        except TooLarge as exc:
+            scored.append(exc.detail)
+            break
+    return scored
