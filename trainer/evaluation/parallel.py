@@ -1,7 +1,8 @@
 """Several candidates scored on the same prepared folds, in ``jobs`` processes at once.
 
-The unit of work is one fold of one candidate, so a stage whose dearest candidate is most of
-its work (laode with alr: 1.0 of promoters' 2.6 CPU s) still spreads over every process. A
+The unit of work is one fold of one candidate (a cheap candidate's folds go together), so a
+stage whose dearest candidate is most of its work (laode with alr: 1.0 of promoters' 2.6 CPU
+s) still spreads over every process. A
 candidate's folds are added in fold order whichever process scored them (``OnSplits``), the
 folds that decide a drop first, the rest only once it is kept: each candidate's figures depend
 only on the data, the folds and the candidate, so the results, returned in the order given,
@@ -84,10 +85,9 @@ def score_all(
     """``score`` of each candidate (each ``against`` the same reference), in their order; over
     ``jobs`` processes a fold at a time when there are several candidates (a cheap one's folds
     together, ``FOLD_TASK_WORK``), the costliest (by ``cost``) candidates' first so the last to
-    end are cheap ones. ``done`` is called
-    with each candidate as it ends. ``aside``: modules a later call will need, imported on a
-    thread of this process while the workers run (scipy's optimiser and special functions,
-    0.25 s that the next stage's fork otherwise waits for)."""
+    end are cheap ones. ``done`` is called with each candidate as it ends. ``aside``: modules a
+    later call will need, imported on a thread of this process while the workers run (scipy's
+    optimiser and special functions, 0.25 s that the next stage's fork otherwise waits for)."""
     if jobs <= 1 or len(candidates) < 2:
         in_order = []
         for candidate in candidates:
@@ -114,7 +114,7 @@ def score_all(
         running: dict[Future, tuple[int, tuple[int, ...]]] = {}
         importing: threading.Thread | None = None
         while ready or running:
-            # two folds in flight a process: one runs while the next waits in the pool's queue, so a
+            # two tasks in flight a process: one runs while the next waits in the pool's queue, so a
             # worker does not idle while this process hands it work; the heap orders what starts
             while ready and len(running) < IN_FLIGHT * jobs:
                 _, _, i, task = heapq.heappop(ready)
