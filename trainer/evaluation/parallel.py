@@ -161,12 +161,10 @@ def _take(folds: OnSplits, arrived: dict[int, FoldScore | str], against: np.ndar
 def _import_before_fork(candidates: Sequence[Candidate]) -> None:
     """The candidates' learner modules, and the estimators' that import scipy, imported here
     once rather than in every worker (forked workers inherit them)."""
-    for algo, params in candidates:
+    for algo, _ in candidates:
         LEARNERS[algo]  # the lookup imports the module that defines it
-        estimator = params.get("estimator")
-        module = ESTIMATOR_MODULES.get(Estimator.parse(estimator).kind if estimator else "")
-        if module:
-            importlib.import_module(module)
+    for module in estimator_modules([params["estimator"] for _, params in candidates if params.get("estimator")]):
+        importlib.import_module(module)
 
 
 def estimator_modules(estimators: Sequence[str]) -> list[str]:
