@@ -300,15 +300,49 @@ def test_kept_pools_and_clients_are_closed(cluster, tmp_path):
     pattern = str(tmp_path / "*.csv")
     load_streamed(pattern, None, Preprocessing(), None, 100, jobs=2)
     load_streamed(pattern, None, Preprocessing(), None, 100, dask=cluster.scheduler_address)
-    pools, clients = list(parallel._POOLS.values()), list(parallel._CLIENTS.values())
-    processes = [p for pool in pools for p in pool._processes.values()]
-    assert pools and clients and processes
+    client = parallel._CLIENTS[cluster.scheduler_address]
+    processes = list(parallel._POOLS[2]._processes.values())
+    assert processes and client.status == "running"
     parallel.close()
     assert not parallel._POOLS and not parallel._CLIENTS
     for process in processes:
         process.join(10)
         assert not process.is_alive()
-    assert all(client.status == "closed" for client in clients)
+    assert client.status == "closed"
+
+
+class _ClientDaskFailsToClose:
+    """What a kept client whose scheduler went away can do when closed: Dask's reconnection,
+    racing the close, raised ``ValueError: IOStream is not idle`` out of ``Client.close`` over TLS
+    (seen once in CI; the race cannot be forced)."""
+
+    status = "connecting"
+
+    def close(self) -> None:
+        raise ValueError("IOStream is not idle; cannot convert to SSL")
+
+
+def test_closing_ends_every_kept_client_even_one_dask_fails_to_close(cluster, tmp_path):
+    """``parallel.close`` is clean-up: a client that fails to close is dropped, the others are
+    closed all the same, and nothing is raised."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(9)))
+    load_streamed(path, None, Preprocessing(), None, 100, dask=cluster.scheduler_address)
+    client = parallel._CLIENTS[cluster.scheduler_address]
+    parallel._CLIENTS["tls://127.0.0.1:9"] = _ClientDaskFailsToClose()
+    parallel.close()
+    assert not parallel._CLIENTS and client.status == "closed"
+
+
+def test_a_kept_client_closed_since_is_replaced(cluster, tmp_path):
+    """A client closed after a fit (by its caller, or its scheduler gone past Dask's
+    reconnection) is not used for the next fit: a new one is made, and the fit is the same."""
+    path = write(tmp_path, _mixed_csv(np.random.default_rng(10)))
+    first = fit("tan", load_streamed(path, None, Preprocessing(), None, 100, dask=cluster.scheduler_address))
+    closed = parallel._CLIENTS[cluster.scheduler_address]
+    closed.close()
+    again = fit("tan", load_streamed(path, None, Preprocessing(), None, 100, dask=cluster.scheduler_address))
+    assert parallel._CLIENTS[cluster.scheduler_address] is not closed
+    assert_same_model(again, first)
 
 
 def test_bad_data_read_on_a_worker_is_named(cluster, tmp_path):

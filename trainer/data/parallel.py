@@ -289,9 +289,15 @@ def close() -> None:
     while _POOLS:
         _POOLS.popitem()[1].shutdown(cancel_futures=True)
     while _CLIENTS:
-        address, client = _CLIENTS.popitem()
-        with contextlib.suppress(BnServeError):
-            _bounded(address, "closing the client", client.close)
+        _let_go(*_CLIENTS.popitem())
+
+
+def _let_go(address: str, client: Any) -> None:
+    """Close a client that is no longer kept, whatever its state. Closing one whose scheduler
+    went away can fail inside Dask (its reconnection racing the close: a ValueError over TLS
+    has been seen), or stall; it is dropped all the same, and nothing waits on it."""
+    with contextlib.suppress(Exception):
+        _bounded(address, "closing the client", client.close)
 
 
 def _shown(dask: str, message: str | None = None) -> str:
@@ -358,7 +364,11 @@ def _security(dask: str) -> Any:
 
 
 def _client(dask: str) -> Any:
-    """A client of the scheduler at ``dask``, kept for the next pass."""
+    """A client of the scheduler at ``dask``, kept for the next pass while it runs: one closed
+    since (by its caller, or its scheduler gone past Dask's reconnection) is replaced."""
+    kept = _CLIENTS.get(dask)
+    if kept is not None and kept.status != "running":
+        _let_go(dask, _CLIENTS.pop(dask))
     if dask not in _CLIENTS:
         try:
             from distributed import Client
