@@ -508,3 +508,47 @@ def test_candidates_on_a_fold_read_the_pairwise_counts_the_first_counted(chess, 
     for algo, params in [("tan", {}), ("kdb", {"k": 1}), ("kdb", {"k": 2})]:
         evaluate_on_splits(algo, params, data, splits)
     assert len(counted) == 3
+
+
+def test_a_structure_is_learnt_once_on_its_rows_whatever_the_estimator(chess, monkeypatch):
+    """auto fits its best structures again with other estimators on the same folds: the
+    learner runs once on those rows (its structure does not depend on the estimator), and the
+    model is the one a fresh fit learns."""
+    from dataclasses import replace
+
+    from bnserve.trainer.evaluation.cross_validation import fold_splits
+    from bnserve.trainer.fit import fit
+    from bnserve.trainer.learners.base import Learner
+    from tests.trainer.test_streaming import assert_same_model
+
+    runs: list[str] = []
+    learner_run = Learner.run
+    monkeypatch.setattr(Learner, "run", lambda self, *a: runs.append(self.name) or learner_run(self, *a))
+    train = fold_splits(chess, 3, 0)[0][1]
+    fit("eskdb", train, "laplace", members=2)
+    again = fit("eskdb", train, "dirichlet:0.5", members=2)
+    fit("eskdb", train, "laplace", members=3)  # other parameters: another structure
+    assert runs == ["eskdb", "eskdb"]
+    assert_same_model(again, fit("eskdb", replace(train), "dirichlet:0.5", members=2))  # fresh rows: learnt afresh
+    assert runs == ["eskdb", "eskdb", "eskdb"]
+
+
+def test_the_next_stage_reads_the_structures_the_workers_learnt(chess, monkeypatch):
+    """The structures each fold's fit kept in a worker come back with its score and are kept
+    on the fold here, so the next stage's workers, forked from here, do not learn them again."""
+    from bnserve.trainer.evaluation import parallel
+    from bnserve.trainer.evaluation.cross_validation import fold_splits
+    from bnserve.trainer.learners.base import Learner
+
+    splits = fold_splits(chess, 3, 0)
+    first = [("kdb", {"k": 2, "estimator": "laplace"}), ("tan", {"estimator": "laplace"})]
+    parallel.score_all(first, chess, splits, DEFAULT_LIMITS, 2)
+    assert all(len(train.learnt) == 2 for _, train, _ in splits)
+
+    def refused(self, *args):
+        raise AssertionError(f"{self.name} learnt again")
+
+    monkeypatch.setattr(Learner, "run", refused)  # in the workers forked next
+    second = [("kdb", {"k": 2, "estimator": "dirichlet:0.5"}), ("tan", {"estimator": "hdp"})]
+    results = parallel.score_all(second, chess, splits, DEFAULT_LIMITS, 2)
+    assert all(r.evaluation is not None for r in results)

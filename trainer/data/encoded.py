@@ -14,9 +14,10 @@ server takes them. Rows whose class is missing are dropped and counted. Errors a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -89,6 +90,12 @@ class EncodedData(TrainingView):
     def statistics(self) -> PairStatistics:
         """The pairwise counts the nb/tan/kdb/fkdb learners use, counted once."""
         return PairStatistics.of(self.X, self.y, self.cards, self.n_classes, self.weights)
+
+    @cached_property
+    def learnt(self) -> dict[Hashable, Any]:
+        """What learners learnt on these rows, by learner and parameters (``fit.learn``): a
+        search fits several estimators on the same structures of the same folds."""
+        return {}
 
     def family_counts(self, families: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """Available-case N(family) per family of column indices (-1: the class), axes in order.

@@ -9,8 +9,8 @@ data (discretisation, imputation) is fitted on each training fold. Predictions c
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -98,6 +98,7 @@ class FoldScore:
     choice: str | None  # what a selecting fitter chose; None for a learner
     used_params: Mapping[str, Any]
     combination: str
+    learnt: Mapping[Hashable, Any] = field(default_factory=dict)  # what the fit kept on the fold (``fit.learn``)
 
 
 class _Run:
@@ -135,6 +136,7 @@ class _Run:
     def score(self, train: EncodedData, test: EncodedData) -> FoldScore:
         """Learn on ``train`` and score ``test``, adding nothing: what ``add`` takes, in this
         process or from a worker's."""
+        known = set(train.learnt)
         t0 = time.perf_counter()
         model = self.fitter(train) if self.fitter else fit(self.algo, train, limits=self.limits, **self.params)
         if model.variables != test.variables:  # a fitter that cut the numbers its own way (auto's stage 0)
@@ -149,7 +151,8 @@ class _Run:
             given_estimator = {"estimator": model.metadata["estimator"]} if "estimator" in self.params else {}
             used_params, choice = {**model.params, **given_estimator}, None
         sum_mi = metrics.sum_mi(model, train) if self.structure_scores else float("nan")
-        return FoldScore(proba, test.y, t1 - t0, t2 - t1, sum_mi, choice, used_params, model.combination)
+        learnt = {key: kept for key, kept in train.learnt.items() if key not in known}
+        return FoldScore(proba, test.y, t1 - t0, t2 - t1, sum_mi, choice, used_params, model.combination, learnt)
 
     def add(self, score: FoldScore) -> np.ndarray:
         """Add a scored fold (folds in order: the figures are the same wherever they were scored)."""
@@ -349,7 +352,8 @@ class OnSplits:
     def add(self, f: int, score: FoldScore) -> None:
         if f != self.added:
             raise ValueError(f"fold {f} added after {self.added} of them: folds are added in order")
-        test_rows = self.splits[f][0]
+        test_rows, train, _ = self.splits[f]
+        train.learnt.update(score.learnt)  # from a worker: for the next stage's, forked from here
         self.pooled[test_rows] = self.run.add(score)
         self.scored |= test_rows
         self.added += 1
