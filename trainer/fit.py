@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +29,7 @@ def fit(
     estimator: Estimator | str | None = None,
     *,
     limits: TrainingLimits = DEFAULT_LIMITS,
+    record: bool = True,
     **params: Any,
 ) -> Model:
     """Learn ``algo`` on ``data``. ``params`` are the learner's declared parameters; a
@@ -40,13 +41,18 @@ def fit(
     the search, the CPTs before they are estimated); past a limit the fit is refused with
     ``sizing.TooLarge`` (an InvalidInput) naming the columns, their states and the flag. Weighted data
     (``TrainingView.weighted``) are refused by a learner that cannot take weights, naming it
-    and why; the metadata records the weight column and the total weight."""
+    and why; the metadata records the weight column and the total weight.
+
+    ``record`` False: a model to score and throw away (a cross-validation fold), without what
+    only a kept model's metadata needs: the data's fingerprint (a hash of every row) and each
+    arc's conditional mutual information (laode on dermatology's 34 features: 1,122 arcs, a tenth of
+    its fit)."""
     estimator = Estimator.parse(estimator) if isinstance(estimator, str) else estimator or LAPLACE_ESTIMATOR
     learner = LEARNERS.get(algo)
     if learner is None:
         raise InvalidInput(f"unknown algorithm {algo!r}; expected one of {', '.join(LEARNERS)}")
     given = {name: value for name, value in params.items() if value is not None}
-    with _fingerprint_aside(data) as fingerprint:
+    with _fingerprint_aside(data) if record else nullcontext(lambda: "") as fingerprint:
         data = column_major(data)
         with within(limits):
             limits.check(learner.search_tables(data), algo)
@@ -66,7 +72,7 @@ def fit(
             **({"chunk_rows": data.chunk_rows} if data.chunk_rows else {}),
             **(_weights(data) if data.weighted else {}),
         },
-        "data_fingerprint": fingerprint(),
+        **({"data_fingerprint": fingerprint()} if record else {}),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "code_version": code_version(),
         "estimator": str(estimator),
@@ -75,7 +81,8 @@ def fit(
     if data.preprocessing is not None:
         numeric = [v.name for v in data.features if v.kind == NUMERIC]
         metadata[PREPROCESSING] = data.preprocessing.describe(numeric)
-    metadata["arc_cmi"] = arc_cmi(networks, data)
+    if record:
+        metadata["arc_cmi"] = arc_cmi(networks, data)
     if len(learned.members) == 1:
         structure = learned.members[0].structure
         metadata["order"] = list(structure.order)

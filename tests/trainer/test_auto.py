@@ -446,7 +446,9 @@ def test_folds_scored_anywhere_are_added_in_order(chess):
 
 def test_the_search_reads_no_auc_nor_sum_mi(chess, monkeypatch):
     """A choice reads accuracy and log-loss: AUC (scipy's import) and Sum_MI (a pass of MI
-    per fold) are left out of the inner folds."""
+    per fold) are left out of the inner folds, and so are the fold models' fingerprint and arc
+    CMI, which only a published model's metadata holds."""
+    from bnserve.trainer import fit as fit_module
     from bnserve.trainer.evaluation import metrics
 
     def unused(*args, **kwargs):
@@ -454,8 +456,21 @@ def test_the_search_reads_no_auc_nor_sum_mi(chess, monkeypatch):
 
     monkeypatch.setattr(metrics, "auc", unused)
     monkeypatch.setattr(metrics, "sum_mi", unused)
+    monkeypatch.setattr(fit_module, "arc_cmi", unused)
+    monkeypatch.setattr(fit_module, "_fingerprint_aside", unused)
     choice = choose(chess, ["nb", "tan"], [1], estimators=["laplace"])
     assert all(np.isnan(e.auc) and np.isnan(e.sum_mi) for e in choice.scores)
+
+
+def test_a_model_not_recorded_is_the_same_model_without_its_fingerprint_and_arc_cmi(chess):
+    from dataclasses import replace
+
+    from bnserve.trainer.fit import fit
+
+    kept, scored = fit("tan", chess), fit("tan", replace(chess), record=False)
+    assert kept.metadata["arc_cmi"] and kept.metadata["data_fingerprint"]
+    assert "arc_cmi" not in scored.metadata and "data_fingerprint" not in scored.metadata
+    assert [n.cpt.tobytes() for n in kept.networks[0].nodes] == [n.cpt.tobytes() for n in scored.networks[0].nodes]
 
 
 def test_a_candidate_clearly_behind_after_two_folds_is_dropped_there(chess, monkeypatch):

@@ -138,7 +138,11 @@ class _Run:
         process or from a worker's."""
         known = set(train.learnt)
         t0 = time.perf_counter()
-        model = self.fitter(train) if self.fitter else fit(self.algo, train, limits=self.limits, **self.params)
+        model = (
+            self.fitter(train)
+            if self.fitter
+            else fit(self.algo, train, limits=self.limits, record=False, **self.params)
+        )
         if model.variables != test.variables:  # a fitter that cut the numbers its own way (auto's stage 0)
             test = self.recode(model.variables) if self.recode else encode_like(_columns(test), model.variables)
         t1 = time.perf_counter()
