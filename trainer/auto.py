@@ -312,7 +312,8 @@ def _binning(
     first = work((BASELINE, {"estimator": estimator}), data, charged_folds)
     if len(menu) < 2 or not choosable(data) or (budget is not None and charge + first > budget):
         return None, fold_splits(data, folds, seed), 0
-    binning, splits = choose_binning(data, menu, folds, seed, estimator, limits, jobs)
+    cost = lambda candidate: work(candidate, data, folds)  # noqa: E731
+    binning, splits = choose_binning(data, menu, folds, seed, estimator, limits, jobs, cost)
     return binning, splits, charge
 
 

@@ -31,7 +31,7 @@ from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.encoded import prepare
 from bnserve.trainer.evaluation.cross_validation import Split, fold_splits
 from bnserve.trainer.evaluation.metrics import log_losses
-from bnserve.trainer.evaluation.parallel import score_all
+from bnserve.trainer.evaluation.parallel import Candidate, score_each
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import stage
 
@@ -105,24 +105,24 @@ def choose_binning(
     estimator: str = "laplace",
     limits: TrainingLimits = DEFAULT_LIMITS,
     jobs: int = 1,
+    cost: Callable[[Candidate], float] | None = None,
 ) -> tuple[Binning, list[Split]]:
     """The method of ``menu`` the proxies score best on ``folds`` stratified folds (``seed``),
-    and those folds prepared with it, for the search to go on with."""
+    and those folds prepared with it, for the search to go on with. The proxies of every method
+    share ``jobs`` processes (``score_each``; ``cost``: a proxy's work, as ``score_all`` takes it)."""
     scores: list[MethodScore] = []
-    prepared: list[list[Split]] = []
     first: np.ndarray | None = None  # the first method's hits, every proxy's rows end to end
     proxies = [(proxy, {"estimator": estimator}) for proxy in PROXIES]
     with stage("auto: discretisations", len(menu), "method") as bar:
-        for text in menu:
-            table = recut(data, Method.parse(text))
-            splits = fold_splits(table, folds, seed)
-            results = score_all(proxies, table, splits, limits, jobs)
+        tables = [recut(data, Method.parse(text)) for text in menu]
+        prepared = [fold_splits(table, folds, seed) for table in tables]
+        scored = score_each([(t, s, proxies) for t, s in zip(tables, prepared)], limits, jobs, cost)
+        for text, results in zip(menu, scored):
             pooled = [r.posteriors if r.posteriors is not None else np.zeros((data.n_rows, 0)) for r in results]
             hits = np.concatenate([_hits(p, data.y) for p in pooled])
             loss = np.mean([log_losses(p, data.y).mean() if p.size else np.inf for p in pooled])
             first = hits if first is None else first
             scores.append(MethodScore(text, float(hits.mean()), float(loss), lead_z(hits, first)))
-            prepared.append(splits)
             bar.note(text)
             bar.update()
     ahead = [i for i, score in enumerate(scores) if i == 0 or score.lead_z > MARGIN_Z]

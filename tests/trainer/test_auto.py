@@ -399,14 +399,14 @@ def test_candidates_in_two_processes_score_as_in_one(chess):
 _TASKS_SEEN: list = []  # the directory ``_task_seen`` leaves its files in and what it wraps, set before the fork
 
 
-def _task_seen(candidate, task):
+def _task_seen(candidate, work, task):
     """``parallel._folds_in_worker``, leaving a file per task named by the candidate, its
     folds and the process."""
     import os
 
     directory, scored = _TASKS_SEEN
     (directory / f"{candidate[0]}-{'.'.join(map(str, task))}-{os.getpid()}").touch()
-    return scored(candidate, task)
+    return scored(candidate, work, task)
 
 
 def test_the_dearest_candidates_folds_spread_over_every_process(chess, tmp_path, monkeypatch):
@@ -567,3 +567,20 @@ def test_the_next_stage_reads_the_structures_the_workers_learnt(chess, monkeypat
     second = [("kdb", {"k": 2, "estimator": "dirichlet:0.5"}), ("tan", {"estimator": "hdp"})]
     results = parallel.score_all(second, chess, splits, DEFAULT_LIMITS, 2)
     assert all(r.evaluation is not None for r in results)
+
+
+def test_groups_on_their_own_folds_share_the_processes_with_the_results_of_one(chess):
+    """``score_each``: each group's candidates are scored on its own data and folds (auto's
+    discretisations, a data set each), in one pool; each result is ``score``'s of its group."""
+    from bnserve.trainer.evaluation import parallel
+    from bnserve.trainer.evaluation.cross_validation import fold_splits
+
+    some, other = fold_splits(chess, 3, 0), fold_splits(chess, 4, 1)
+    groups = [(chess, some, [("nb", {}), ("tan", {})]), (chess, other, [("nb", {})])]
+    results = parallel.score_each(groups, DEFAULT_LIMITS, 2)
+    assert [len(r) for r in results] == [2, 1]
+    for (data, splits, candidates), scored in zip(groups, results):
+        for candidate, result in zip(candidates, scored):
+            alone = parallel.score(candidate, data, splits, DEFAULT_LIMITS)
+            assert _without_times(result.evaluation) == _without_times(alone.evaluation)
+            assert np.array_equal(result.posteriors, alone.posteriors)

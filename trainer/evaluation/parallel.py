@@ -51,7 +51,8 @@ IN_FLIGHT = 2  # tasks handed to each worker process at once
 # more than the fit (hayes-roth-test's whole search was ~0.1 s slower a fold at a time)
 FOLD_TASK_WORK = 100_000
 C = TypeVar("C", bound=Candidate)
-_work: tuple[EncodedData, Sequence[Split], TrainingLimits] | None = None  # a worker's data, folds and limits
+Work = tuple[EncodedData, Sequence[Split]]  # a data set and its prepared folds
+_work: tuple[Sequence[Work], TrainingLimits] | None = None  # a worker's data sets and folds, and limits
 
 
 def score(
@@ -88,18 +89,51 @@ def score_all(
     end are cheap ones. ``done`` is called with each candidate as it ends. ``aside``: modules a
     later call will need, imported on a thread of this process while the workers run (scipy's
     optimiser and special functions, 0.25 s that the next stage's fork otherwise waits for)."""
+    if jobs > 1 and len(candidates) > 1:
+        _count_before_fork(candidates, splits, limits)
+    tagged = [(candidate, 0) for candidate in candidates]
+    return _scored([(data, splits)], tagged, limits, jobs, cost, done, against, aside)
+
+
+def score_each(
+    groups: Sequence[tuple[EncodedData, Sequence[Split], Sequence[C]]],
+    limits: TrainingLimits,
+    jobs: int = 1,
+    cost: Callable[[C], float] | None = None,
+) -> list[list[Scored]]:
+    """Each group's candidates scored on its own data and folds (``score``), all in one pool of
+    ``jobs`` processes: auto's discretisations are a data set each, and a pool for each in turn
+    left a process idle at each one's end (dermatology's choice took as long on two processes
+    as on one). Nothing is counted before the fork: each fold's pairwise statistics are counted
+    where it is fitted, in parallel, since two of the three discretisations are not kept."""
+    tagged = [(candidate, g) for g, (_, _, candidates) in enumerate(groups) for candidate in candidates]
+    flat = iter(_scored([(data, splits) for data, splits, _ in groups], tagged, limits, jobs, cost))
+    return [[next(flat) for _ in candidates] for _, _, candidates in groups]
+
+
+def _scored(
+    works: Sequence[Work],
+    tagged: Sequence[tuple[C, int]],
+    limits: TrainingLimits,
+    jobs: int = 1,
+    cost: Callable[[C], float] | None = None,
+    done: Callable[[C], None] | None = None,
+    against: np.ndarray | None = None,
+    aside: Sequence[str] = (),
+) -> list[Scored]:
+    """``score`` of each candidate on the data and folds of its ``works`` index, in order (see ``score_all``)."""
+    candidates = [candidate for candidate, _ in tagged]
     if jobs <= 1 or len(candidates) < 2:
         in_order = []
-        for candidate in candidates:
-            in_order.append(score(candidate, data, splits, limits, against))
+        for candidate, w in tagged:
+            in_order.append(score(candidate, *works[w], limits, against))
             if done:
                 done(candidate)
         return in_order
     _import_before_fork(candidates)
-    _count_before_fork(candidates, splits, limits)
     order = sorted(range(len(candidates)), key=lambda i: -cost(candidates[i]) if cost else 0)
     rank = {i: r for r, i in enumerate(order)}
-    folds = {i: OnSplits(candidates[i][0], candidates[i][1], data, splits, limits) for i in order}
+    folds = {i: OnSplits(candidates[i][0], candidates[i][1], *works[tagged[i][1]], limits) for i in order}
     cheap = {i for i in order if cost is not None and cost(candidates[i]) < FOLD_TASK_WORK}
     results: dict[int, Scored] = {}
     arrived: dict[int, dict[int, FoldScore | str]] = {i: {} for i in order}
@@ -109,7 +143,7 @@ def score_all(
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     with ProcessPoolExecutor(
-        min(jobs, len(candidates)), mp_context=context, initializer=_start, initargs=(data, splits, limits)
+        min(jobs, len(candidates)), mp_context=context, initializer=_start, initargs=(works, limits)
     ) as pool:
         running: dict[Future, tuple[int, tuple[int, ...]]] = {}
         importing: threading.Thread | None = None
@@ -119,7 +153,7 @@ def score_all(
             while ready and len(running) < IN_FLIGHT * jobs:
                 _, _, i, task = heapq.heappop(ready)
                 if i not in results:
-                    running[pool.submit(_folds_in_worker, candidates[i], task)] = (i, task)
+                    running[pool.submit(_folds_in_worker, candidates[i], tagged[i][1], task)] = (i, task)
             if importing is None and aside:  # the workers are forked at the first submit: no thread is copied
                 importing = threading.Thread(target=_import_quietly, args=(aside,), name="bnserve-imports")
                 importing.start()
@@ -136,7 +170,7 @@ def score_all(
                     if done:
                         done(candidates[i])
                 elif deciding and folds[i].added == folds[i].deciding(against):  # kept: its other folds
-                    for t in _tasks(range(folds[i].added, len(splits)), i in cheap):
+                    for t in _tasks(range(folds[i].added, len(folds[i].splits)), i in cheap):
                         heapq.heappush(ready, (rank[i], t[0], i, t))
         if importing is not None:
             importing.join()
@@ -197,9 +231,9 @@ def _count_before_fork(candidates: Sequence[Candidate], splits: Sequence[Split],
         train.statistics  # noqa: B018 -- counted now, kept on the fold
 
 
-def _start(data: EncodedData, splits: Sequence[Split], limits: TrainingLimits) -> None:
+def _start(works: Sequence[Work], limits: TrainingLimits) -> None:
     global _work
-    _work = (data, splits, limits)
+    _work = (works, limits)
 
 
 def _tasks(folds: range, cheap: bool) -> list[tuple[int, ...]]:
@@ -207,12 +241,12 @@ def _tasks(folds: range, cheap: bool) -> list[tuple[int, ...]]:
     return ([tuple(folds)] if folds else []) if cheap else [(f,) for f in folds]
 
 
-def _folds_in_worker(candidate: Candidate, task: tuple[int, ...]) -> list[FoldScore | str]:
-    """The folds of ``task`` learnt and scored in order, up to the first past the limits, for
-    which why (``TooLarge.detail``)."""
+def _folds_in_worker(candidate: Candidate, work: int, task: tuple[int, ...]) -> list[FoldScore | str]:
+    """The folds of ``task`` on the data and folds of ``work`` learnt and scored in order, up to
+    the first past the limits, for which why (``TooLarge.detail``)."""
     assert _work is not None
-    data, splits, limits = _work
-    folds = OnSplits(candidate[0], candidate[1], data, splits, limits)
+    works, limits = _work
+    folds = OnSplits(candidate[0], candidate[1], *works[work], limits)
     scored: list[FoldScore | str] = []
     for f in task:
         try:
