@@ -113,7 +113,8 @@ def learn(
     members = learned.members
     if all(m.data is data for m in members) and sum(len(m.structure.parents) for m in members) <= KEPT_NODES:
         structures = tuple(m.structure for m in members)
-        data.learnt[key] = (structures, learned.combination, learned.metadata, dict(values))
+        kept = (structures, learned.combination, copy.deepcopy(learned.metadata), dict(values))
+        data.learnt[key] = kept  # the metadata a copy: this fit's model may be changed by its caller
     return learned, values
 
 

@@ -218,9 +218,9 @@ def _import_quietly(modules: Sequence[str]) -> None:
 def _count_before_fork(candidates: Sequence[Candidate], splits: Sequence[Split], limits: TrainingLimits) -> None:
     """Each training fold's pairwise statistics counted here once, when a candidate reads them,
     not by each worker on each fold it takes; forked workers inherit them, and so do the next
-    stage's (the workers' CPU on promoters: 3.6 → 3.2 s; auto on dermatology, whose chosen
-    cut's folds stage 1 inherits: 2.9 → 2.6 s of wall time). Past the limits they are not
-    counted here: the candidate's own fit refuses them, saying why."""
+    stage's (the workers' CPU on promoters: 3.6 → 3.2 s). Not for the discretisation choice
+    (``score_each``), which throws two of its three methods' folds away. Past the limits they
+    are not counted here: the candidate's own fit refuses them, saying why."""
     if not any(LEARNERS[algo].reads_pairs for algo, _ in candidates):
         return
     for _, train, _ in splits:
