@@ -217,10 +217,19 @@ def pairwise_class_counts(
     def pairs(
         table: np.ndarray, columns: list[int], among: list[tuple[int, int]]
     ) -> Iterator[tuple[int, int, np.ndarray]]:
-        """Sum ``table`` (axes: ``columns``, then the class) down to each pair of axes (p, q) in ``among``."""
-        every = range(len(columns))
+        """Sum ``table`` (axes: ``columns``, then the class) down to each pair of axes (p, q) in
+        ``among``: first to p's axis, its partners' and the class (once per p), then each pair
+        from that, so the whole table is read once per p, not once per pair (exact: integer sums)."""
+        partners: dict[int, list[int]] = {}
         for p, q in among:
-            yield columns[p], columns[q], table.sum(axis=tuple(a for a in every if a not in (p, q)))
+            partners.setdefault(p, []).append(q)
+        partial: dict[int, np.ndarray] = {}
+        for p, q in among:
+            kept = sorted({p, *partners[p]})  # the axes ``partial[p]`` keeps, in the table's order
+            if p not in partial:
+                partial[p] = table.sum(axis=tuple(a for a in range(len(columns)) if a not in kept))
+            here = partial[p]
+            yield columns[p], columns[q], here.sum(axis=tuple(i for i, a in enumerate(kept) if a not in (p, q)))
 
     def inside(g: list[int], offset: int = 0) -> list[tuple[int, int]]:
         return [(offset + p, offset + q) for q in range(len(g)) for p in range(q)]
