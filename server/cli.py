@@ -10,9 +10,10 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from bnserve import argtypes
+from bnserve.process_exit import exit_with
 from bnserve.server.config import DEFAULTS, ENV_PREFIX, ConfigError, ServeConfig, flag_of
 from bnserve.server.limits import PARSE_FACTOR
 from bnserve.store.errors import BnServeError
@@ -543,5 +544,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def run() -> NoReturn:
+    """The ``server`` console script: ``main``, then the process ends without the garbage
+    collector's last passes (``bnserve.process_exit``)."""
+    exit_with(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

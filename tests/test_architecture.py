@@ -26,7 +26,9 @@ GENERATED = ("bnserve.server.api",)
 BASE = {
     "bnserve.argtypes",
     "bnserve.lazy",
-}  # below the three packages: the argument types both command lines share, lazy package names
+    "bnserve.process_exit",
+}  # below the three packages: the argument types both command lines share, lazy package names,
+# how the command lines end their process
 
 # Rooms of each package, bottom first: a module may import from its own room and the ones before it.
 LAYERS = {

@@ -9,6 +9,6 @@ Exit codes: 0 ok, 1 data or store error, 2 usage error. Our own errors print one
 stderr, never a traceback. Bad input is rejected before anything is written.
 """
 
-from bnserve.trainer.cli.parser import build_parser, main
+from bnserve.trainer.cli.parser import build_parser, main, run
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "run"]

@@ -1,7 +1,5 @@
 """``python -m bnserve.trainer.cli``: the ``trainer`` command."""
 
-import sys
+from bnserve.trainer.cli.parser import run
 
-from bnserve.trainer.cli.parser import main
-
-sys.exit(main())
+run()

@@ -8,7 +8,9 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import NoReturn
 
+from bnserve.process_exit import exit_with
 from bnserve.store.errors import BnServeError
 from bnserve.store.model.names import shown
 from bnserve.store.version import VersionAction
@@ -63,6 +65,12 @@ class Terminated(BaseException):
 
 def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
+
+
+def run() -> NoReturn:
+    """The ``trainer`` console script: ``main``, then the process ends without the garbage
+    collector's last passes (``bnserve.process_exit``)."""
+    exit_with(main)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
