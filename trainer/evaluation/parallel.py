@@ -13,6 +13,7 @@ once per fold.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import importlib
 import multiprocessing
@@ -232,7 +233,11 @@ def _count_before_fork(candidates: Sequence[Candidate], splits: Sequence[Split],
 
 
 def _start(works: Sequence[Work], limits: TrainingLimits) -> None:
+    """A forked worker's start. What it inherits (every module, the folds) is frozen out of
+    the garbage collector's passes: a full pass would sweep it all again in each worker, for
+    nothing, since the worker only adds to it (dermatology's search: about 5 % of its CPU)."""
     global _work
+    gc.freeze()
     _work = (works, limits)
 
 
