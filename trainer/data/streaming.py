@@ -319,11 +319,18 @@ class _Reader:
         for chunk in self.chunks(part) if held is None else held.chunks:
             y = chunk.y.coded(self.variables[-1].codes_of).astype(np.int64)
             keep = y >= 0
-            X = np.empty((int(np.count_nonzero(keep)), len(self.columns)), dtype=dtype, order="F")
+            every = bool(keep.all())  # as a file usually is: each column coded straight into X
+            X = np.empty((y.size if every else int(np.count_nonzero(keep)), len(self.columns)), dtype=dtype, order="F")
             for out, (column, v) in enumerate(zip(chunk.features, self.variables[:-1])):
-                X[:, out] = column.coded(v.codes_of)[keep]  # the file pass 1 typed: every value is a state
+                if every:  # the file pass 1 typed: every value is a state
+                    column.coded(v.codes_of, X[:, out])
+                else:
+                    X[:, out] = column.coded(v.codes_of)[keep]
             weights = chunk.weights
-            yield X, y[keep], weights[keep] if weights is not None else None
+            if every:
+                yield X, y, weights
+            else:
+                yield X, y[keep], weights[keep] if weights is not None else None
 
 
 def _read_in_order() -> np.ndarray:
