@@ -281,3 +281,20 @@ def test_a_family_read_from_the_pair_statistics_is_its_count_from_the_rows(table
     read[...] = -1  # a copy: the statistics keep their counts
     np.testing.assert_array_equal(counted.family(family), expected)
     assert counted.family([0]) is None and counted.family([0, 0, -1]) is None
+
+
+@given(
+    st.integers(1, 2 * stats.COMPARED_VALUES),
+    st.lists(st.integers(-1, 2 * stats.COMPARED_VALUES - 1), max_size=300),
+    st.sampled_from([np.int8, np.uint8, np.int16, np.int64]),
+)
+def test_value_counts_are_bincounts_of_the_codes_present(size, values, dtype):
+    """Both ways of counting (by comparisons up to COMPARED_VALUES values, by bincount past it)
+    count each value 0..size-1 of the codes, and never a missing (negative) code."""
+    codes = np.array(
+        [v for v in values if v < size and (v >= 0 or np.issubdtype(dtype, np.signedinteger))], dtype=dtype
+    )
+    expected = np.array([int(np.count_nonzero(codes.astype(np.int64) == k)) for k in range(size)], dtype=np.int64)
+    counted = stats.value_counts(codes, size)
+    assert counted.dtype == np.int64
+    np.testing.assert_array_equal(counted, expected)

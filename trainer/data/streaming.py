@@ -80,7 +80,7 @@ from bnserve.trainer.io.delimited import PartUnreadable, byte_parts, part_chunks
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, is_url
 from bnserve.trainer.io.table import narrowest, trimmed_header
 from bnserve.trainer.progress import stage
-from bnserve.trainer.stats import PairStatistics, joint_counts
+from bnserve.trainer.stats import COMPARED_VALUES, PairStatistics, joint_counts, value_counts
 
 T = TypeVar("T")
 
@@ -97,13 +97,26 @@ class _Tally:
     def of(cls, weighted: bool) -> _Tally:
         return cls(counts=np.zeros((0, 0), dtype=np.float64 if weighted else np.int64))
 
-    def add(self, column: TextColumn, y: np.ndarray, n_classes: int, weights: np.ndarray | None) -> None:
-        for label in column.labels.tolist():  # labels not seen before, in order of first sight
+    def add(
+        self, column: TextColumn, y: np.ndarray, n_classes: int, weights: np.ndarray | None, keep: np.ndarray | None
+    ) -> None:
+        """Count the rows ``keep`` (a mask; None: all) of ``column``, of class ``y`` (those rows'),
+        weighing ``weights`` (those rows'). Counted by the column's own positions, a byte a row,
+        then moved to this tally's labels; a text no row counted here is not a label yet."""
+        index = column.index if keep is None else column.index[keep]
+        cells = column.labels.size * n_classes
+        if weights is None and cells <= COMPARED_VALUES:  # by comparisons, not bincount
+            counted = value_counts(index.astype(np.uint8) * n_classes + y.astype(np.uint8), cells)
+        else:
+            counted = np.bincount(index.astype(np.int64) * n_classes + y, weights, minlength=cells)
+        per_label = counted.reshape(column.labels.size, n_classes)
+        used = per_label.any(axis=1)  # a kept row weighs more than 0: rows of weight 0 were dropped
+        labels = column.labels[used].tolist()
+        for label in labels:  # labels not seen before, in order of first sight
             self.labels.setdefault(label, len(self.labels))
-        codes = column.coded(lambda labels: [self.labels[t] for t in labels]).astype(np.int64)
         self.grow(n_classes)
-        counted = np.bincount(codes * n_classes + y, weights, minlength=self.counts.size)
-        self.counts += counted.reshape(self.counts.shape)
+        rows = np.array([self.labels[t] for t in labels], dtype=np.int64)
+        self.counts[rows] += per_label[used]  # each label once: no two rows of the sum meet
 
     def merge(self, other: _Tally, classes: np.ndarray, n_classes: int) -> None:
         """Add ``other``'s counts, its class ``c`` being this tally's ``classes[c]``."""
@@ -145,9 +158,11 @@ class _Pass1:
         self.dropped += int(np.count_nonzero(~keep))
         if not self.tallies:
             self.tallies = [_Tally.of(self.weighted) for _ in columns]
-        kept = weights[keep] if weights is not None else None
+        every = bool(keep.all())  # as a file usually is: no row to leave out of the counts
+        mask = None if every else keep
+        kept = weights if every or weights is None else weights[keep]
         for tally, j in zip(self.tallies, columns):
-            tally.add(table.columns[j].rows(keep), y[keep], len(self.classes), kept)
+            tally.add(table.columns[j], y if every else y[keep], len(self.classes), kept, mask)
 
     def merge(self, other: _Pass1) -> None:
         """Add the counts of the rows after these (the same as counting them all in order)."""

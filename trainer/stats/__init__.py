@@ -5,6 +5,7 @@ scores (``scores``). Columns are integer codes, -1 = missing; counts are availab
 information is in nats."""
 
 from bnserve.trainer.stats.counts import (
+    COMPARED_VALUES,
     TRANSPOSE_ROWS,
     feature_columns,
     joint_code,
@@ -12,6 +13,7 @@ from bnserve.trainer.stats.counts import (
     joint_counts,
     occurring_instantiations,
     shifted_codes,
+    value_counts,
 )
 from bnserve.trainer.stats.dependencies import functional_dependency_matrix
 from bnserve.trainer.stats.independence import (
@@ -50,6 +52,7 @@ from bnserve.trainer.stats.scores import bic_penalty, cooper_herskovits_from_cou
 
 __all__ = [
     "ALPHA",
+    "COMPARED_VALUES",
     "GAIN_FLOOR",
     "MIN_EXPECTED_PER_CELL",
     "PAIR_TABLE_CELLS",
@@ -85,5 +88,6 @@ __all__ = [
     "pairwise_class_counts",
     "row_entropies",
     "shifted_codes",
+    "value_counts",
     "xlogx",
 ]
