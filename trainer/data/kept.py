@@ -205,6 +205,6 @@ def _read(source: Any) -> Chunk:
 def _array(source: Any, dtype: np.dtype, count: int) -> np.ndarray:
     """The next ``count`` values of ``dtype`` in ``source``, read into a new array."""
     out = np.empty(count, dtype=dtype)
-    if source.readinto(memoryview(out).cast("B")) != out.nbytes:
+    if source.readinto(out.data.cast("B")) != out.nbytes:
         raise ValueError("a kept chunk ends early")
     return out
