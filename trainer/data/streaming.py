@@ -83,6 +83,13 @@ from bnserve.trainer.progress import stage
 from bnserve.trainer.stats import COMPARED_VALUES, PairStatistics, joint_counts, value_counts
 
 T = TypeVar("T")
+Rows = np.ndarray | slice  # a chunk's rows to count: a mask, or all of them
+
+
+def _kept_rows(keep: np.ndarray) -> Rows:
+    """The rows of the mask ``keep`` as an index: all of them (a slice: views, no copies) when
+    every row is kept, as in most files, where only a row without a class is left out."""
+    return slice(None) if keep.all() else keep
 
 
 @dataclass
@@ -97,13 +104,11 @@ class _Tally:
     def of(cls, weighted: bool) -> _Tally:
         return cls(counts=np.zeros((0, 0), dtype=np.float64 if weighted else np.int64))
 
-    def add(
-        self, column: TextColumn, y: np.ndarray, n_classes: int, weights: np.ndarray | None, keep: np.ndarray | None
-    ) -> None:
-        """Count the rows ``keep`` (a mask; None: all) of ``column``, of class ``y`` (those rows'),
-        weighing ``weights`` (those rows'). Counted by the column's own positions, a byte a row,
-        then moved to this tally's labels; a text no row counted here is not a label yet."""
-        index = column.index if keep is None else column.index[keep]
+    def add(self, column: TextColumn, y: np.ndarray, n_classes: int, weights: np.ndarray | None, rows: Rows) -> None:
+        """Count the ``rows`` of ``column``, of class ``y`` (those rows'), weighing ``weights``
+        (those rows'). Counted by the column's own positions, a byte a row, then moved to this
+        tally's labels; a text no row counted here is not a label yet."""
+        index = column.index[rows]
         cells = column.labels.size * n_classes
         if weights is None and cells <= COMPARED_VALUES:  # by comparisons, not bincount
             counted = value_counts(index.astype(np.uint8) * n_classes + y.astype(np.uint8), cells)
@@ -158,11 +163,10 @@ class _Pass1:
         self.dropped += int(np.count_nonzero(~keep))
         if not self.tallies:
             self.tallies = [_Tally.of(self.weighted) for _ in columns]
-        every = bool(keep.all())  # as a file usually is: no row to leave out of the counts
-        mask = None if every else keep
-        kept = weights if every or weights is None else weights[keep]
+        rows = _kept_rows(keep)
+        kept = weights[rows] if weights is not None else None
         for tally, j in zip(self.tallies, columns):
-            tally.add(table.columns[j], y if every else y[keep], len(self.classes), kept, mask)
+            tally.add(table.columns[j], y[rows], len(self.classes), kept, rows)
 
     def merge(self, other: _Pass1) -> None:
         """Add the counts of the rows after these (the same as counting them all in order)."""
@@ -333,19 +337,16 @@ class _Reader:
         dtype = narrowest(max((v.cardinality for v in self.variables[:-1]), default=0))
         for chunk in self.chunks(part) if held is None else held.chunks:
             y = chunk.y.coded(self.variables[-1].codes_of).astype(np.int64)
-            keep = y >= 0
-            every = bool(keep.all())  # as a file usually is: each column coded straight into X
-            X = np.empty((y.size if every else int(np.count_nonzero(keep)), len(self.columns)), dtype=dtype, order="F")
+            rows = _kept_rows(y >= 0)
+            y = y[rows]
+            X = np.empty((y.size, len(self.columns)), dtype=dtype, order="F")
             for out, (column, v) in enumerate(zip(chunk.features, self.variables[:-1])):
-                if every:  # the file pass 1 typed: every value is a state
+                if isinstance(rows, slice):  # each column coded straight into X
                     column.coded(v.codes_of, X[:, out])
-                else:
-                    X[:, out] = column.coded(v.codes_of)[keep]
+                else:  # the file pass 1 typed: every value is a state
+                    X[:, out] = column.coded(v.codes_of)[rows]
             weights = chunk.weights
-            if every:
-                yield X, y, weights
-            else:
-                yield X, y[keep], weights[keep] if weights is not None else None
+            yield X, y, weights[rows] if weights is not None else None
 
 
 def _read_in_order() -> np.ndarray:

@@ -420,7 +420,7 @@ def log_stirling(n: np.ndarray, t: np.ndarray) -> np.ndarray:
     function (x)_n = sum_t S(n, t) x^t in between (log error below 0.09, smooth in t)."""
     n, t = np.asarray(n, dtype=np.int64), np.asarray(t, dtype=np.int64)
     small = n <= EXACT_STIRLING_MAX_N
-    exact = _exact_log_stirling(int(max(n[small].max(initial=0), t[small].max(initial=0))))
+    exact = _exact_log_stirling(min(int(max(n.max(initial=0), t.max(initial=0))), EXACT_STIRLING_MAX_N))
     if small.all():
         return exact[n, t]
     out = np.empty(np.broadcast(n, t).shape)

@@ -219,17 +219,17 @@ def pairwise_class_counts(
     ) -> Iterator[tuple[int, int, np.ndarray]]:
         """Sum ``table`` (axes: ``columns``, then the class) down to each pair of axes (p, q) in
         ``among``: first to p's axis, its partners' and the class (once per p), then each pair
-        from that, so the whole table is read once per p, not once per pair (exact: integer sums)."""
-        partners: dict[int, list[int]] = {}
+        from that, so the whole table is read once per p, not once per pair (counts are integers:
+        the same; sums of weights may round in another order)."""
+        kept: dict[int, list[int]] = {}  # the axes each p's partial sum keeps: p, its partners
         for p, q in among:
-            partners.setdefault(p, []).append(q)
-        partial: dict[int, np.ndarray] = {}
+            kept[p] = sorted({p, q, *kept.get(p, ())})
+        partial = {
+            p: table.sum(axis=tuple(a for a in range(len(columns)) if a not in axes)) for p, axes in kept.items()
+        }
         for p, q in among:
-            kept = sorted({p, *partners[p]})  # the axes ``partial[p]`` keeps, in the table's order
-            if p not in partial:
-                partial[p] = table.sum(axis=tuple(a for a in range(len(columns)) if a not in kept))
-            here = partial[p]
-            yield columns[p], columns[q], here.sum(axis=tuple(i for i, a in enumerate(kept) if a not in (p, q)))
+            axes = tuple(i for i, a in enumerate(kept[p]) if a not in (p, q))
+            yield columns[p], columns[q], partial[p].sum(axis=axes)
 
     def inside(g: list[int], offset: int = 0) -> list[tuple[int, int]]:
         return [(offset + p, offset + q) for q in range(len(g)) for p in range(q)]
