@@ -138,6 +138,28 @@ def test_an_array_of_text_and_numbers_is_typed_as_the_file_would_be():
     assert clf.score(X, y) > 0.8
 
 
+def test_a_categorical_is_nominal_with_its_categories_as_states_in_their_order():
+    """Whatever the categories' type: pandas 3 gives text categories to Arrow as large_string,
+    and number categories as numbers, which read as plain values were typed numeric or lost
+    their order and unused categories."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(
+        {
+            "grade": pd.Categorical(rng.choice(["lo", "hi"], 200), categories=["lo", "hi", "mid"]),
+            "dose": pd.Categorical(rng.choice([2.5, 0.5, 1.5, 7.25], 200), categories=[2.5, 0.5, 1.5, 7.25]),
+            "level": pd.Categorical(rng.choice([30, 10, 20], 200), categories=[30, 10, 20]),
+        }
+    )
+    y = np.where((X["grade"] == "hi") ^ (X["dose"].astype(float) > 1), "a", "b")
+    clf = BayesNetClassifier("nb").fit(X, y)
+    assert {v.name: (v.kind, v.states) for v in clf.model_.features} == {
+        "grade": ("nominal", ("lo", "hi", "mid")),
+        "dose": ("nominal", ("2.5", "0.5", "1.5", "7.25")),
+        "level": ("nominal", ("30", "10", "20")),
+    }
+    np.testing.assert_array_equal(clf.predict_proba(X), clf.predict_proba(X.astype(str)))
+
+
 def test_scikit_learn_workflows(tmp_path):
     X, y = hepatitis()
     assert clone(BayesNetClassifier("kdb", k=1)).get_params()["k"] == 1

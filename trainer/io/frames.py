@@ -52,19 +52,27 @@ def column_array(values: Any) -> pa.Array:
         array = pa.array(values, from_pandas=True)
     except (pa.ArrowException, TypeError, ValueError):  # mixed objects: 1, "a", 2.5
         array = None
-    if array is not None and (
-        pa.types.is_integer(array.type)
-        or pa.types.is_floating(array.type)
-        or pa.types.is_boolean(array.type)
-        or pa.types.is_temporal(array.type)
-        or pa.types.is_string(array.type)
-        or pa.types.is_large_string(array.type)
-        or (pa.types.is_dictionary(array.type) and pa.types.is_string(array.type.value_type))
-        or pa.types.is_null(array.type)
-    ):
+    if array is not None and (_kept(array.type) or pa.types.is_null(array.type)):
         return array.cast(pa.string()) if pa.types.is_null(array.type) else array
     cells = np.asarray(values, dtype=object).tolist()
     return pa.array([None if _is_missing(v) else str(v) for v in cells], type=pa.string())
+
+
+def _kept(t: pa.DataType) -> bool:
+    """An Arrow type ``arrow_table`` reads as it is. A dictionary (a pandas categorical) is kept
+    whatever its categories' type, so it stays nominal with its categories as states: pandas 3
+    gives string categories as ``large_string`` and numbers as numbers, which as plain text
+    would lose the categories' order and unused ones, and numbers would be typed numeric."""
+    if pa.types.is_dictionary(t):
+        return _kept(t.value_type)
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or pa.types.is_temporal(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+    )
 
 
 def _is_missing(value: Any) -> bool:
