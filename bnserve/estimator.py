@@ -24,6 +24,7 @@ from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.predictor import CompiledModel, compile_model
 from bnserve.trainer.data.encoded import encode_columns
 from bnserve.trainer.io.frames import column_array, frame_table
+from bnserve.trainer.io.table import read_text
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
 from bnserve.trainer.learners.sizing import DEFAULT_MAX_CPT_CELLS
 from bnserve.trainer.plan import AUTO, DEFAULT_WORK_BUDGET, TrainingSpec, spec_of, train
@@ -134,7 +135,9 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             extra[weight_name] = column_array(np.asarray([repr(w) for w in weights.tolist()], dtype=object))
         table = frame_table(X if hasattr(X, "columns") else checked, names, "X", extra)
         try:
-            model = train(replace(self._spec(names, class_name), weight=weight_name), table)
+            spec = self._spec(names, class_name)
+            _check_labels_read_as_given(texts, spec)
+            model = train(replace(spec, weight=weight_name), table)
         except InvalidInput as exc:
             raise ValueError(exc.message) from None
         self.classes_ = classes
@@ -278,6 +281,21 @@ def _with_class_labels(model: Model, classes: np.ndarray) -> Model:
     if not all(isinstance(v, bool | int | float | str) for v in values):
         return model
     return replace(model, metadata={**model.metadata, CLASS_LABELS: values})
+
+
+def _check_labels_read_as_given(texts: Sequence[str], spec: TrainingSpec) -> None:
+    """Refuse a label of y that the reading rules change (a missing marker, the empty text,
+    spaces around it): the class column is read as a file's is, so its rows would be dropped
+    or merged with another label's, and ``classes_`` would name a class the model lacks."""
+    for text in texts:
+        read = read_text(text, spec.na_values, spec.trim)
+        if read != text or read == "":
+            became = "a missing class (its rows would be dropped)" if read == "" else f"{read!r}"
+            raise ValueError(
+                f"y has the label {text!r}, which reads as {became}: y's labels are read as the "
+                "texts of a file are (missing markers and the empty text are missing, spaces around "
+                "a text trimmed); give it another label"
+            )
 
 
 def _column_names(X: Any, n: int) -> list[str]:

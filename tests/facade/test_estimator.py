@@ -97,6 +97,19 @@ def test_labels_come_back_as_given_and_proba_columns_follow_classes():
     assert set(clf.predict(X).tolist()) <= {3, 7}
 
 
+@pytest.mark.parametrize(
+    ("label", "reads_as"), [("NA", "a missing class"), ("", "a missing class"), (" LIVE", "'LIVE'")]
+)
+def test_a_label_of_y_the_reading_would_change_is_refused_naming_it(label, reads_as):
+    """y's labels are read as a file's texts are: a missing marker's rows were dropped, and a
+    label with spaces merged with another, so classes_ named a class the model lacked and
+    predict failed with 'tuple.index(x): x not in tuple'."""
+    X, y = hepatitis()
+    y = y.where(y == "LIVE", label)
+    with pytest.raises(ValueError, match=f"y has the label {label!r}, which reads as {reads_as}"):
+        BayesNetClassifier("nb").fit(X, y)
+
+
 def test_missing_values_and_unseen_labels_are_summed_out_or_refused():
     X, y = hepatitis()
     clf = BayesNetClassifier("tan").fit(X, y)

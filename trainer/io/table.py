@@ -24,6 +24,13 @@ class Declared:
     labels: tuple[str, ...] | None = None
 
 
+def read_text(text: str, na_values: frozenset[str] | tuple[str, ...], trim: bool) -> str:
+    """A text as the reading rules take it: whitespace around it dropped (``trim``), and a
+    missing marker (one of ``na_values``) made missing ("")."""
+    text = text.strip() if trim else text
+    return "" if text in na_values else text
+
+
 def narrowest(n: int) -> np.dtype:
     """The narrowest signed integer type for positions or codes below ``n`` (and the
     negative MISSING and UNKNOWN): int8 up to 127 of them, int16 up to 32,767, else int32.
@@ -138,8 +145,7 @@ class RawTable:
             return self
 
         def clean(text: str) -> str:
-            text = text.strip() if trim else text
-            return "" if text in na_values else text
+            return read_text(text, na_values, trim)
 
         columns = tuple(column.mapped(clean) for column in self.columns)
         header = trimmed_header(self.source, self.header, trim)
