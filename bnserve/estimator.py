@@ -10,7 +10,8 @@ last bit. Needs scikit-learn (``pip install 'bnserve[sklearn]'``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -133,13 +134,11 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             weights = _check_sample_weight(sample_weight, checked, ensure_non_negative=True)
             weight_name = _free_name("sample_weight", [*names, class_name])
             extra[weight_name] = column_array(np.asarray([repr(w) for w in weights.tolist()], dtype=object))
-        table = frame_table(X if hasattr(X, "columns") else checked, names, "X", extra)
-        try:
+        with _value_errors():
+            table = frame_table(X if hasattr(X, "columns") else checked, names, "X", extra)
             spec = self._spec(names, class_name)
             _check_labels_read_as_given(texts, spec)
             model = train(replace(spec, weight=weight_name), table)
-        except InvalidInput as exc:
-            raise ValueError(exc.message) from None
         self.classes_ = classes
         self._adopt(_with_class_labels(model, classes))
         return self
@@ -215,15 +214,13 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         # read as the model's training data was: its missing markers and whitespace rule (a model
         # trained with --na-values '' keeps 'NA' as a label), as trainer predict and the server do
         reading = as_trained(self.model_, None, keep_whitespace=False, delimiter=None)
-        table = reading.cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
-        missing = [v.name for v in features if v.name not in table.header]
-        if missing:
-            raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
-        columns = [table.columns[table.header.index(v.name)] for v in features]
-        try:
+        with _value_errors():
+            table = reading.cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
+            missing = [v.name for v in features if v.name not in table.header]
+            if missing:
+                raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
+            columns = [table.columns[table.header.index(v.name)] for v in features]
             return encode_columns(features, columns, table.n_rows, source="X", unknown=self.handle_unknown)
-        except InvalidInput as exc:
-            raise ValueError(exc.message) from None
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -281,6 +278,17 @@ def _with_class_labels(model: Model, classes: np.ndarray) -> Model:
     if not all(isinstance(v, bool | int | float | str) for v in values):
         return model
     return replace(model, metadata={**model.metadata, CLASS_LABELS: values})
+
+
+@contextmanager
+def _value_errors() -> Iterator[None]:
+    """The trainer's refusal of bad data (``InvalidInput``: a column type it does not read, a
+    column name it refuses, a value a model cannot code) raised as scikit-learn's ValueError,
+    in fit and predict alike."""
+    try:
+        yield
+    except InvalidInput as exc:
+        raise ValueError(exc.message) from None
 
 
 def _check_labels_read_as_given(texts: Sequence[str], spec: TrainingSpec) -> None:

@@ -137,6 +137,20 @@ def test_columns_are_checked_as_scikit_learn_checks_them():
     np.testing.assert_array_equal(by_position, clf.predict_proba(X))
 
 
+def test_data_the_trainer_refuses_is_a_value_error_in_fit_and_predict():
+    """The trainer's InvalidInput from reading a frame (a column type it does not read, a
+    column name it refuses) came out of fit and predict as is, not as scikit-learn's ValueError."""
+    X, y = hepatitis()
+    durations = X.assign(AGE=pd.to_timedelta(X["AGE"], unit="D"))
+    with pytest.raises(ValueError, match=r"column 'AGE': Arrow type duration\[.*\] is not read"):
+        BayesNetClassifier("nb").fit(durations, y)
+    with pytest.raises(ValueError, match="column 1 needs a name of 1 to 256 characters"):
+        BayesNetClassifier("nb").fit(X.rename(columns={X.columns[0]: "x" * 300}), y)
+    clf = BayesNetClassifier("nb").fit(X, y)
+    with pytest.raises(ValueError, match=r"column 'AGE': Arrow type duration\[.*\] is not read"):
+        clf.predict(durations)
+
+
 def test_an_array_of_text_and_numbers_is_typed_as_the_file_would_be():
     rng = np.random.default_rng(0)
     colour = rng.choice(["red", "green", "blue"], 300)
