@@ -507,6 +507,10 @@ def test_malformed_parquet(tmp_path):
     fails(parquet(tmp_path, pa.table({"ok": [1], "when": pa.array([1], pa.time32("s"))})), "column 'when'", "time32")
     decimal = pa.table({"ok": [1], "n": pa.array([1], pa.decimal128(5, 2))})
     fails(parquet(tmp_path, decimal), "column 'n'", "decimal128(5, 2)")
+    # nested and binary columns: refused by name too, not Arrow's traceback from dictionary_encode
+    fails(parquet(tmp_path, pa.table({"ok": [1], "tags": pa.array([[1, 2]])})), "column 'tags'", "list<")
+    fails(parquet(tmp_path, pa.table({"ok": [1], "point": pa.array([{"x": 1}])})), "column 'point'", "struct<")
+    fails(parquet(tmp_path, pa.table({"ok": [1], "blob": pa.array([b"ab"])})), "column 'blob'", "binary")
     fails(parquet(tmp_path, pa.table([pa.array([1]), pa.array([2])], names=["a", "a"])), "duplicate column name 'a'")
     fails(parquet(tmp_path, pa.table({"": [1]})), "column 1 needs a name")
     empty = tmp_path / "empty.parquet"

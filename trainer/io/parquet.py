@@ -10,6 +10,7 @@ Unix epoch. Any other type is refused by name rather than guessed at.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -95,6 +96,9 @@ def _parquet_file(source: str, limits: ReadLimits) -> pq.ParquetFile:
 def _column(source: str, name: str, column: pa.ChunkedArray) -> tuple[TextColumn, Declared]:
     """One column, dictionary-encoded (as stored, or here), its distinct values made texts
     ("" = missing), and its declared type."""
+    values = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if pa.types.is_nested(values) or pa.types.is_binary(values) or pa.types.is_large_binary(values):
+        _refuse(source, name, column.type)  # before dictionary_encoded: Arrow has no kernel for lists, structs, maps
     dictionary, index = dictionary_encoded(column)
     texts, kind = _texts(source, name, dictionary)
     if pa.types.is_dictionary(column.type):
@@ -136,9 +140,13 @@ def _texts(source: str, name: str, column: pa.Array) -> tuple[np.ndarray, Declar
         texts = seconds_texts(ticks, _TICKS_PER_SECOND[unit])
         kind = Declared(NUMERIC)
     else:
-        raise InvalidInput(
-            f"{source}: column {name!r}: Arrow type {t} is not read "
-            "(integers, floats, strings, dictionaries, bool, dates and timestamps are)"
-        )
+        _refuse(source, name, t)
     texts[missing] = ""
     return texts, kind
+
+
+def _refuse(source: str, name: str, t: pa.DataType) -> NoReturn:
+    raise InvalidInput(
+        f"{source}: column {name!r}: Arrow type {t} is not read "
+        "(integers, floats, strings, dictionaries, bool, dates and timestamps are)"
+    )
