@@ -139,6 +139,13 @@ def test_gzip_and_tsv_stream(tmp_path):
         ("a,c\nx,1\ny,2\n", Preprocessing(numeric=("a",)), "column 'a' is numeric, but has the value"),
         ("a,c\nx,1\ny,2\n", Preprocessing(missing=IMPUTE), "needs the rows in memory"),
         ("a,c\nx,1\ny,2\n", Preprocessing(ignore=("zz",)), "--ignore: no column 'zz'"),
+        # not "which is always nominal", the --numeric message: the class cannot be ignored
+        ("a,c\nx,1\ny,2\n", Preprocessing(ignore=("c",)), r"--ignore: 'c' is the class column, it cannot be left out"),
+        (
+            "a,c\nx,1\ny,2\n",
+            Preprocessing(numeric=("c",)),
+            "--numeric: 'c' is the class column, which is always nominal",
+        ),
     ],
 )
 def test_bad_input_is_refused_as_in_memory(tmp_path, text, prep, message):

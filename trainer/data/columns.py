@@ -188,7 +188,8 @@ def check_columns(
         if unknown:
             raise InvalidInput(f"{src}: {flag}: no column {unknown[0]!r}; columns are {', '.join(header)}")
         if class_column in names and flag != "--nominal":
-            raise InvalidInput(f"{src}: {flag}: {class_column!r} is the class column, which is always nominal")
+            why = "it cannot be left out (--class names another)" if flag == "--ignore" else "which is always nominal"
+            raise InvalidInput(f"{src}: {flag}: {class_column!r} is the class column, {why}")
     both = set(preprocessing.nominal) & set(preprocessing.numeric)
     if both:
         raise InvalidInput(f"{src}: column {sorted(both)[0]!r} is forced both --nominal and --numeric")
