@@ -67,6 +67,29 @@ def test_equal_frequency_and_equal_width():
     )  # rank 4: the nearer end of the run
 
 
+@pytest.mark.parametrize("method", ["mdl", "mdl:16", "equal-frequency:5", "pkid", "wpkid", "equal-width:4"])
+def test_a_numeric_column_with_infinities_gets_finite_cut_points(tmp_path, method):
+    """A third of the rows -inf, a few inf: a cut between -inf and the smallest number was
+    -inf, which the model refuses ('needs finite, strictly increasing cut points'), and
+    equal-width over an infinite range cut nothing. inf and -inf fall in the end intervals."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=400)
+    y = np.where(x > 0, "p", "q")
+    texts = [repr(float(v)) for v in x]
+    texts[::3] = ["-inf"] * len(texts[::3])
+    texts[1::50] = ["inf"] * len(texts[1::50])
+    path = write(tmp_path, "x,class\n" + "".join(f"{t},{c}\n" for t, c in zip(texts, y)))
+    data = load(path, preprocessing=Preprocessing(numeric=("x",), discretize=Method.parse(method)))
+    cuts = data.features[0].cuts
+    assert cuts and all(np.isfinite(cuts)) and list(cuts) == sorted(set(cuts))
+    finite = np.array([t not in ("inf", "-inf") for t in texts])
+    if not method.startswith("equal-width"):  # the 133 rows of -inf make an interval of their own
+        assert cuts[0] < float(np.min(x[finite]))
+    codes = data.X[:, 0]
+    assert set(codes[np.array(texts) == "-inf"].tolist()) == {0}
+    assert set(codes[np.array(texts) == "inf"].tolist()) == {len(cuts)}
+
+
 def test_proportional_k_interval_counts_grow_with_the_rows():
     """pkid: sqrt(n) intervals of sqrt(n) rows (100 rows: 10 of 10; 400: 20 of 20); wpkid: t(t + 30)
     = n, at least 30 rows an interval (100 rows: 3; 400: 10 of 40); missing values do not count."""

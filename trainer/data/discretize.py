@@ -184,8 +184,12 @@ def proportional_bins(n: float, name: str = PKID) -> int:
 
 
 def equal_width_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:
-    """bins intervals of equal width between the smallest and largest value."""
-    low, high = float(np.min(x)), float(np.max(x))
+    """bins intervals of equal width between the smallest and largest finite value (``inf``
+    and ``-inf`` fall in the last and the first: with them the width was infinite, no cut)."""
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return ()
+    low, high = float(np.min(finite)), float(np.max(finite))
     if not high > low:
         return ()
     cuts = [low + (high - low) * i / bins for i in range(1, bins)]
@@ -195,8 +199,15 @@ def equal_width_cuts(x: np.ndarray, bins: int) -> tuple[float, ...]:
 def _midpoint(a: float, b: float) -> float:
     """The midpoint (a + b) / 2, as Weka computes it, written with the fewest digits that stay
     within a millionth of the gap of it (12.185, not 12.184999999999999), so interval labels
-    read cleanly; always a <= cut < b (a falls in the lower interval, b in the upper)."""
+    read cleanly; always a <= cut < b (a falls in the lower interval, b in the upper).
+    Between ``-inf`` and b there is no midpoint: the cut is the one below b from a millionth
+    of b's size (at least 1e-6) below it, finite as a model's cut points must be (between a
+    and ``inf``: a)."""
     a, b = float(a), float(b)
+    if a == -math.inf:
+        if b == math.inf:
+            return 0.0
+        a = b - 1e-6 * max(abs(b), 1.0)
     mid = (a + b) / 2.0
     for digits in range(1, 18):
         cut = float(f"{mid:.{digits}g}")
