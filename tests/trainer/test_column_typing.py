@@ -119,3 +119,21 @@ def test_the_server_takes_10_0_for_10_and_refuses_10_5(tmp_path):
             with pytest.raises(grpc.RpcError) as refused:
                 predict("10.5", unknown="error")
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'10.5'" in refused.value.details()
+
+
+def test_a_column_of_numbers_with_infinities_is_numeric_in_memory_and_in_chunks(tmp_path):
+    """``inf`` is a number (docs/training.md), so a column of floats with a few ``inf``/``-inf``
+    is numeric; it was typed nominal, one state per distinct float, and warned about as an
+    identifier. A column of infinities alone stays nominal."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=400)
+    y = np.where(x + rng.normal(scale=0.5, size=400) > 0, "p", "q")
+    texts = [repr(float(v)) for v in x]
+    texts[::40] = ["inf" if c == "p" else "-inf" for c in y[::40]]
+    signs = ["inf" if c == "p" else "-inf" for c in y]
+    path = write(tmp_path, "x,signs,class\n" + "".join(f"{t},{s},{c}\n" for t, s, c in zip(texts, signs, y)))
+    data = load(path)
+    assert [v.kind for v in data.features] == ["numeric", "nominal"]
+    assert data.features[0].cuts and all(np.isfinite(data.features[0].cuts))
+    assert data.features[0].states[-1].endswith("-inf)")
+    assert_same_model(fit("nb", load_streamed(path, None, Preprocessing(), None, 37)), fit("nb", data))

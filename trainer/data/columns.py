@@ -234,7 +234,9 @@ def is_numeric_column(
     rows: np.ndarray | None = None,
 ) -> bool:
     """The typing rule: forced, else declared, else all numbers and not codes (whole numbers,
-    at least ``CODE_SHARE`` of them from 0 to ``MAX_CODE``). ``numbers``: the column's
+    at least ``CODE_SHARE`` of them from 0 to ``MAX_CODE``). ``inf`` and ``-inf`` are numbers
+    (they fall in the first or last interval), but a column of nothing else is nominal: no cut
+    point lies between them. ``numbers``: the column's
     distinct values as floats, NaN missing, None if one is not a number; ``rows``: how many
     rows hold each (None: one each)."""
     if name in preprocessing.nominal:
@@ -247,7 +249,7 @@ def is_numeric_column(
         return False
     present = ~np.isnan(numbers)
     values = numbers[present]
-    if values.size == 0 or not np.all(np.isfinite(values)):
+    if not np.isfinite(values).any():  # nothing but missing values, inf and -inf
         return False
     if np.any(values != np.round(values)):
         return True
