@@ -124,13 +124,48 @@ def test_evaluate_cross_validation_and_hold_out(capsys, tmp_path):
     assert (code, err) == (0, "")
     assert "tested on" in out and "(1066 rows)" in out
     assert accuracy_of(out, "fkdb k=2") >= 0.93
-    # hdchk=t first occurs on line 2772 of chess; a model trained on the first 1000 rows refuses it
+    # hdchk=t first occurs on line 2772 of chess; with --unknown error a model trained on the first 1000 rows refuses it
     (tmp_path / "small.csv").write_text("\n".join([header] + rows[:1000]) + "\n")
     code, out, err = run(
-        capsys, "evaluate", "--algo", "nb", "--data", str(tmp_path / "small.csv"), "--test", "builtin:chess"
+        capsys,
+        "evaluate",
+        "--algo",
+        "nb",
+        "--data",
+        str(tmp_path / "small.csv"),
+        "--test",
+        "builtin:chess",
+        "--unknown",
+        "error",
     )
     assert code == 1 and out == ""
     assert err == "trainer: error: builtin:chess: line 2772: column 'hdchk': unknown value 't'; known: f\n"
+
+
+def test_evaluate_test_file_reads_unseen_values_as_missing_as_predict_does(capsys, tmp_path):
+    """The one policy for values unseen in training (--unknown, default missing) holds for
+    evaluate --test too: scored as if the value were empty, and counted on stderr."""
+    header, rows = chess_lines()[0], chess_lines()[1:]
+    (tmp_path / "small.csv").write_text("\n".join([header] + rows[:1000]) + "\n")  # hdchk is always f there
+    seen = [set(values) for values in zip(*(r.split(",") for r in rows[:1000]))]
+    cells = [r.split(",") for r in rows]
+    blanked = [",".join(v if v in seen[j] else "" for j, v in enumerate(r)) for r in cells]
+    n_unseen = sum(v not in seen[j] for r in cells for j, v in enumerate(r))
+    (tmp_path / "unseen.csv").write_text("\n".join([header] + rows) + "\n")
+    (tmp_path / "empty.csv").write_text("\n".join([header] + blanked) + "\n")
+    common = ["evaluate", "--algo", "nb", "--data", str(tmp_path / "small.csv"), "--quiet", "--json"]
+
+    def figures(test: str) -> dict:
+        (figures,) = json.loads((tmp_path / f"{test}.json").read_text())["evaluations"]
+        return {k: figures[k] for k in ("n_rows", "accuracy", "log_loss", "auc", "confusion")}
+
+    code, _, err = run(capsys, *common, str(tmp_path / "unseen.json"), "--test", str(tmp_path / "unseen.csv"))
+    assert code == 0
+    assert err.startswith(f"trainer: {n_unseen:,} unknown values read as missing: hdchk 15 ('t'), ")
+    assert err.count("\n") == 1
+    code, _, err = run(capsys, *common, str(tmp_path / "empty.json"), "--test", str(tmp_path / "empty.csv"))
+    assert (code, err) == (0, "")
+    assert figures("unseen") == figures("empty")
 
 
 def test_evaluate_gives_k_to_the_learners_that_take_it(capsys):

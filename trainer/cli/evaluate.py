@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from bnserve.argtypes import whole_number
 from bnserve.store.model.names import shown
 from bnserve.trainer import data as data_io
 from bnserve.trainer.cli.flags import (
+    PROG,
     UsageError,
     _algorithms,
+    _unknown_flag,
 )
 from bnserve.trainer.cli.learning import _learner_params, learning_flags, training_spec
 from bnserve.trainer.io import redacted_url
@@ -30,6 +33,7 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     how = p.add_mutually_exclusive_group()
     how.add_argument("--folds", type=whole_number(1), default=10, help="stratified CV folds (default 10)")
     how.add_argument("--test", metavar="FILE", help="score on this file instead of cross-validating (one --data)")
+    _unknown_flag(p)  # for --test's file: its values unseen in the --data file
     p.add_argument(
         "--repeats", type=whole_number(1), default=1, help="repeat the CV with seeds SEED, SEED+1, … (default 1)"
     )
@@ -50,6 +54,7 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from bnserve.trainer.data.unseen import UnseenValues
     from bnserve.trainer.evaluation.cross_validation import cross_validate_many, holdout
     from bnserve.trainer.plan import IN_MEMORY, learn, read, with_auto_discretization
 
@@ -86,17 +91,20 @@ def _evaluate(args: argparse.Namespace) -> int:
     preprocessing = reading.preprocessing()
     limits = reading.limits  # every learner's spec and auto's hold the same limits
     protocol: dict[str, Any] = {"seed": args.seed}
+    unseen = UnseenValues()  # in --test's file, read as missing; counted once, on its first coding
     for source in args.data:
         train = read(reading, source, IN_MEMORY)
         named = redacted_url(source)  # the name in the report and its JSON
         assert isinstance(train, data_io.EncodedData)
         if args.test:
-            test = data_io.load_with(args.test, train.variables, args.fmt, preprocessing)
+            test = data_io.load_with(
+                args.test, train.variables, args.fmt, preprocessing, unknown=args.unknown, unseen=unseen
+            )
             auto_train = as_auto_reads(train) if auto else train
             auto_test = (
                 test
                 if auto_train is train
-                else data_io.load_with(args.test, auto_train.variables, args.fmt, preprocessing)
+                else data_io.load_with(args.test, auto_train.variables, args.fmt, preprocessing, unknown=args.unknown)
             )
             results = in_given_order(
                 [holdout(a, train, test, limits=limits, **p) for a, p in candidates],
@@ -129,12 +137,15 @@ def _evaluate(args: argparse.Namespace) -> int:
         with open(args.json_out, "w") as out:
             json.dump(result.to_dict(), out, indent=2, allow_nan=True)
             out.write("\n")
+    if unseen.total:
+        print(f"{PROG}: {shown(unseen.summary())}", file=sys.stderr)
     return 0
 
 
 def _test_file_as_cut(args: argparse.Namespace, preprocessing: Any) -> Any:
-    """The --test file coded against the variables of auto's model (cut as it chose)."""
-    return lambda variables: data_io.load_with(args.test, variables, args.fmt, preprocessing)
+    """The --test file coded against the variables of auto's model (cut as it chose); its
+    unseen values were counted when it was first coded."""
+    return lambda variables: data_io.load_with(args.test, variables, args.fmt, preprocessing, unknown=args.unknown)
 
 
 def _auto_cv(spec: TrainingSpec, train: EncodedData, cv: dict[str, Any]) -> Evaluation:

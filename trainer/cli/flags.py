@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from bnserve.argtypes import delimiter, limit
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model.markers import DEFAULT_MISSING_MARKERS as DEFAULT_NA_VALUES  # light: not preprocessing
+from bnserve.store.model.markers import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.model.names import parse_ref
 from bnserve.store.timeouts import add_timeout_flags, timeouts_of
 from bnserve.trainer.data.budget import (
@@ -85,6 +86,18 @@ def _reading_flags(p: argparse.ArgumentParser, as_trained: bool = False) -> None
         help="refuse a .gz data file that decompresses to more, e.g. 8GiB; none: no limit (default: for a file "
         f"read whole, what fits --memory-budget, {DEFAULT_MEMORY_BUDGET // IN_MEMORY_PER_FILE_BYTE >> 20} MiB "
         "by default; none for one read in chunks)",
+    )
+
+
+def _unknown_flag(p: argparse.ArgumentParser) -> None:
+    """--unknown (predict, evaluate --test): what a value unseen in training becomes
+    (``bnserve.store.model.unseen``)."""
+    p.add_argument(
+        "--unknown",
+        choices=UNKNOWN_POLICIES,
+        default=DEFAULT_UNKNOWN,
+        help="a value no training row had: 'missing' reads it as missing (summed out) and counts it on stderr; "
+        "'error' refuses the file, naming the column and value (default %(default)s)",
     )
 
 

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from bnserve.argtypes import whole_number
-from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES
 from bnserve.store.model.names import shown
 from bnserve.trainer.cli.flags import (
     NO_LIMIT,
@@ -17,6 +16,7 @@ from bnserve.trainer.cli.flags import (
     _quiet_flag,
     _reading_flags,
     _store_flag,
+    _unknown_flag,
 )
 from bnserve.trainer.data.budget import DEFAULT_CHUNK_ROWS
 from bnserve.trainer.io import ReadLimits
@@ -56,13 +56,7 @@ def add_predict(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"read, score and write N rows at a time (default {DEFAULT_CHUNK_ROWS:,})",
     )
-    p.add_argument(
-        "--unknown",
-        choices=UNKNOWN_POLICIES,
-        default=DEFAULT_UNKNOWN,
-        help="a value no training row had: 'missing' reads it as missing (summed out) and counts it on stderr; "
-        "'error' refuses the file, naming the column and value (default %(default)s)",
-    )
+    _unknown_flag(p)
     _reading_flags(p, as_trained=True)
     _quiet_flag(p)
     _store_flag(p)

@@ -306,16 +306,23 @@ def encode_columns(
 
 
 def load_with(
-    source: str, variables: Sequence[Variable], fmt: str | None = None, preprocessing: Preprocessing | None = None
+    source: str,
+    variables: Sequence[Variable],
+    fmt: str | None = None,
+    preprocessing: Preprocessing | None = None,
+    *,
+    unknown: str = REFUSE,
+    unseen: UnseenValues | None = None,
 ) -> EncodedData:
     """Read a file (e.g. a test set) and code it against the training variables (``encode_table``).
 
-    Rows with an empty class are dropped. Its texts are read as ``preprocessing`` reads them
-    (missing markers, whitespace).
+    Rows with an empty class are dropped, and so are those whose class was unseen in training
+    and read as missing. Its texts are read as ``preprocessing`` reads them (missing markers,
+    whitespace). ``unknown`` and ``unseen``: as ``encode_columns``.
     """
     preprocessing = preprocessing or Preprocessing()
     table = preprocessing.cleaned(read_table(source, fmt, preprocessing.delimiter, preprocessing.limits))
-    X, y = encode_table(table, variables)
+    X, y = encode_table(table, variables, unknown=unknown, unseen=unseen)
     assert y is not None  # the class is required here
     keep = y >= 0
     return EncodedData(tuple(variables), X[keep], y[keep], int(np.count_nonzero(~keep)), source)
