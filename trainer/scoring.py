@@ -55,6 +55,7 @@ from bnserve.trainer.io import (
     iter_tables,
     read_table,
 )
+from bnserve.trainer.io.parquet import ParquetRows, parquet_rows
 from bnserve.trainer.io.table import arrow_numbers, row_texts
 from bnserve.trainer.progress import stage
 
@@ -122,7 +123,7 @@ def score_file(
     preprocessing: Preprocessing | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     unknown: str = DEFAULT_UNKNOWN,
-    tables: ReadAhead[RawTable] | None = None,
+    tables: ReadAhead[RawTable | ParquetRows] | None = None,
 ) -> Scored:
     """Score every row of ``source`` and write ``keep`` (columns copied through as text),
     ``PREDICTED`` and one ``probability_column`` per class to ``out`` (.csv or .parquet;
@@ -168,17 +169,24 @@ def _scored(
     model: Model,
     compiled: CompiledModel,
     source: str,
-    tables: Iterator[RawTable],
+    tables: Iterator[RawTable | ParquetRows],
     preprocessing: Preprocessing,
     keep: Sequence[str],
     unknown: str,
     schema: pa.Schema,
     scored: Scored,
 ) -> Iterator[pa.RecordBatch]:
-    """Each table of ``source``'s rows coded, scored and counted into ``scored``, as the output's batch."""
+    """Each table of ``source``'s rows coded, scored and counted into ``scored``, as the output's batch.
+    Of Parquet rows only the columns read here are decoded: a column the model does not use
+    is ignored whatever its type."""
     missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
-    for raw in tables:
-        table = preprocessing.cleaned(raw)
+    used = {v.name for v in model.variables} | set(keep)
+
+    def wanted(name: str) -> bool:
+        return (name.strip() if preprocessing.trim else name) in used  # as ``cleaned`` trims the header
+
+    for rows in tables:
+        table = preprocessing.cleaned(rows.decoded(wanted) if isinstance(rows, ParquetRows) else rows)
         absent = [name for name in keep if name not in table.header]
         if absent:
             raise InvalidInput(f"{source}: line 1: no column(s) {', '.join(map(repr, absent))} to keep")
@@ -207,19 +215,22 @@ def read_chunks(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     delimiter: str | None = None,
     limits: ReadLimits = DEFAULT_READ_LIMITS,
-) -> ReadAhead[RawTable]:
+) -> ReadAhead[RawTable | ParquetRows]:
     """The file's rows as tables of at most ``chunk_rows`` (CSV, TSV, Parquet; ARFF whole),
-    their texts as read (``score_file`` cleans them), read from now on, a chunk ahead."""
+    their texts as read (``score_file`` cleans them; Parquet's are decoded there, once it
+    knows the columns it needs), read from now on, a chunk ahead."""
     return ReadAhead(_tables(source, fmt, chunk_rows, delimiter, limits))
 
 
 def _tables(
     source: str, fmt: str | None, chunk_rows: int, delimiter: str | None, limits: ReadLimits
-) -> Iterator[RawTable]:
+) -> Iterator[RawTable | ParquetRows]:
     fmt = fmt or format_of(source)
     if delimiter and delimiter_of(source, fmt) is None:
         raise InvalidInput(f"{source}: a delimiter applies to CSV and TSV files, not {fmt}")
-    if fmt in CHUNKED:
+    if fmt == "parquet":
+        yield from parquet_rows(source, chunk_rows, limits)
+    elif fmt in CHUNKED:
         yield from iter_tables(source, fmt, chunk_rows, delimiter, limits)
     else:
         yield read_table(source, fmt, delimiter, limits)

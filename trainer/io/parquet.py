@@ -9,7 +9,8 @@ Unix epoch. Any other type is refused by name rather than guessed at.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import NoReturn
 
 import numpy as np
@@ -44,32 +45,60 @@ def read_parquet(source: str, counted: ByteCounter | None = None, limits: ReadLi
     return arrow_table(source, table)
 
 
-def arrow_table(source: str, table: pa.Table, start: int = 0) -> RawTable:
+def arrow_table(source: str, table: pa.Table, start: int = 0, wanted: Callable[[str], bool] | None = None) -> RawTable:
     """An Arrow table (a Parquet file's rows from row ``start``, or a data frame in memory)
-    as a ``RawTable`` whose columns declare their Arrow types."""
+    as a ``RawTable`` whose columns declare their Arrow types. ``wanted``: only the columns
+    whose names it accepts are decoded and kept (the first column when it accepts none, so
+    the table keeps its rows), so one of a type that is not read is refused only if wanted."""
     if table.num_columns == 0:
         raise InvalidInput(f"{source}: line 1: the file has no columns")
     header = tuple(table.column_names)
     check_header(source, header)
-    read = [_column(source, name, column) for name, column in zip(header, table.columns)]
+    chosen = [j for j, name in enumerate(header) if wanted is None or wanted(name)] or [0]
+    read = [_column(source, header[j], table.column(j)) for j in chosen]
     lines = np.arange(start + 2, start + table.num_rows + 2, dtype=np.int64)
-    return RawTable(source, header, tuple(c for c, _ in read), lines, tuple(kind for _, kind in read))
+    return RawTable(
+        source, tuple(header[j] for j in chosen), tuple(c for c, _ in read), lines, tuple(kind for _, kind in read)
+    )
 
 
-def parquet_chunks(source: str, chunk_rows: int, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[RawTable]:
-    """The file's rows in tables of ``chunk_rows`` (at least one table), read batch by
-    batch: each as ``read_parquet`` reads those rows."""
+@dataclass(frozen=True)
+class ParquetRows:
+    """Rows of a Parquet file as Arrow read them, not yet decoded into texts: ``decoded``
+    decodes the columns wanted (``arrow_table``), so a reader that learns later which
+    columns it needs (batch scoring) decodes no other."""
+
+    source: str
+    table: pa.Table
+    start: int
+
+    def decoded(self, wanted: Callable[[str], bool] | None = None) -> RawTable:
+        try:
+            return arrow_table(self.source, self.table, self.start, wanted)
+        except pa.ArrowException as exc:
+            raise InvalidInput(f"{self.source}: not a readable Parquet file: {exc}") from None
+
+
+def parquet_rows(source: str, chunk_rows: int, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[ParquetRows]:
+    """The file's rows in Arrow tables of ``chunk_rows`` (at least one), read batch by batch."""
     parquet = _parquet_file(source, limits)
     schema = parquet.schema_arrow
     start = 0
     try:
         for batch in parquet.iter_batches(batch_size=chunk_rows):
-            yield arrow_table(source, pa.Table.from_batches([batch], schema), start)
+            yield ParquetRows(source, pa.Table.from_batches([batch], schema), start)
             start += batch.num_rows
     except (pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
     if start == 0:
-        yield arrow_table(source, schema.empty_table(), 0)
+        yield ParquetRows(source, schema.empty_table(), 0)
+
+
+def parquet_chunks(source: str, chunk_rows: int, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[RawTable]:
+    """The file's rows in tables of ``chunk_rows`` (at least one table), read batch by
+    batch: each as ``read_parquet`` reads those rows."""
+    for rows in parquet_rows(source, chunk_rows, limits):
+        yield rows.decoded()
 
 
 def parquet_header(source: str, limits: ReadLimits = DEFAULT_READ_LIMITS) -> list[str]:
