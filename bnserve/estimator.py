@@ -32,6 +32,11 @@ from bnserve.trainer.plan import AUTO, DEFAULT_WORK_BUDGET, TrainingSpec, spec_o
 from bnserve.trainer.scoring import as_trained
 
 CLASS_LABELS = "class_labels"  # metadata: the fitted y's labels as JSON values, so load gives them back
+# How fit and predict check X (scikit-learn's validate_data), read as trainer reads a file: any
+# dtype (text columns too); NaN missing, and inf and -inf numbers (in the first or last
+# interval), where scikit-learn's default refuses them ("Input X contains infinity"). y and
+# sample_weight keep their own finiteness checks.
+_X_CHECKS: dict[str, Any] = {"dtype": None, "ensure_all_finite": False}
 
 
 class BayesNetClassifier(ClassifierMixin, BaseEstimator):
@@ -118,7 +123,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         and the class labels ``y``. ``sample_weight``: a row of weight w counts as w rows (as
         ``trainer fit --weight``; the learners that score on rows refuse weights)."""
         target = str(getattr(y, "name", None) or "class")  # a pandas Series' name
-        checked, y = validate_data(self, X, y, dtype=None, ensure_all_finite="allow-nan")
+        checked, y = validate_data(self, X, y, **_X_CHECKS)
         check_classification_targets(y)
         classes, y_codes = np.unique(y, return_inverse=True)
         if classes.size < 2:
@@ -209,7 +214,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         by position otherwise), their texts read with the model's missing markers, as the
         server codes a request."""
         features = self._compiled_model().features
-        checked = validate_data(self, X, dtype=None, ensure_all_finite="allow-nan", reset=False)
+        checked = validate_data(self, X, reset=False, **_X_CHECKS)
         names = _column_names(X, checked.shape[1]) if hasattr(X, "columns") else [v.name for v in features]
         # read as the model's training data was: its missing markers and whitespace rule (a model
         # trained with --na-values '' keeps 'NA' as a label), as trainer predict and the server do

@@ -151,6 +151,33 @@ def test_data_the_trainer_refuses_is_a_value_error_in_fit_and_predict():
         clf.predict(durations)
 
 
+def test_inf_in_x_is_a_number_as_trainer_fit_reads_it(tmp_path):
+    """scikit-learn's check refused inf ("Input X contains infinity") while trainer fit reads
+    inf and -inf in a numeric column as numbers: the same model from the frame and its CSV,
+    and at predict an infinite value falls in the first or last interval. NaN is missing."""
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"a": rng.normal(size=300), "b": rng.normal(size=300)})
+    y = pd.Series(np.where(X["a"] + rng.normal(scale=0.5, size=300) > 0, "yes", "no"), name="class")
+    X.loc[[0, 5], "a"] = np.inf
+    X.loc[[1, 7], "a"] = -np.inf
+    X.loc[[2, 3], "b"] = np.nan
+    path = tmp_path / "inf.csv"
+    X.assign(**{"class": y}).to_csv(path, index=False)  # inf and -inf as texts
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert trainer(["fit", "--algo", "nb", "--data", str(path), "--name", "inf", "--store", url]) == 0
+    with ModelStore(url) as store:
+        theirs = store.load("inf").model
+    for frame in (X, X.to_numpy()):
+        ours = BayesNetClassifier("nb").fit(frame, y)
+        assert [(v.kind, v.cuts) for v in ours.model_.features] == [(v.kind, v.cuts) for v in theirs.features]
+        for mine, file_s in zip(ours.model_.networks[0].nodes, theirs.networks[0].nodes):
+            np.testing.assert_array_equal(mine.cpt, file_s.cpt)
+    edges = pd.DataFrame({"a": [np.inf, -np.inf, np.nan], "b": [0.0, 0.0, np.inf]})
+    far = pd.DataFrame({"a": [1e300, -1e300, np.nan], "b": [0.0, 0.0, 1e300]})
+    clf = BayesNetClassifier("nb").fit(X, y)
+    np.testing.assert_array_equal(clf.predict_proba(edges), clf.predict_proba(far))
+
+
 def test_an_array_of_text_and_numbers_is_typed_as_the_file_would_be():
     rng = np.random.default_rng(0)
     colour = rng.choice(["red", "green", "blue"], 300)
