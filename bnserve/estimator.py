@@ -124,8 +124,8 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         ``trainer fit --weight``; the learners that score on rows refuse weights)."""
         target = str(getattr(y, "name", None) or "class")  # a pandas Series' name
         checked, y = validate_data(self, X, y, **_X_CHECKS)
+        classes, y_codes = _classes(y)  # first: scikit-learn's check trips over mixed types in its own ways
         check_classification_targets(y)
-        classes, y_codes = np.unique(y, return_inverse=True)
         if classes.size < 2:
             raise ValueError(f"y has one class ({classes[0]!r}); a classifier needs at least two")
         texts = [str(label) for label in classes]
@@ -294,6 +294,19 @@ def _value_errors() -> Iterator[None]:
         yield
     except InvalidInput as exc:
         raise ValueError(exc.message) from None
+
+
+def _classes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """y's distinct labels in sorted order (``classes_``) and each row's index among them;
+    labels of types that do not sort together (text and numbers) are a ValueError naming them."""
+    try:
+        return np.unique(y, return_inverse=True)
+    except TypeError:  # np.unique sorts: '<' not supported between instances of 'int' and 'str'
+        types = sorted({type(label).__name__ for label in y.tolist()})
+        raise ValueError(
+            f"y mixes labels of types {', '.join(types)}, which cannot be sorted into classes_; "
+            "give labels of one type (e.g. y.astype(str))"
+        ) from None
 
 
 def _check_labels_read_as_given(texts: Sequence[str], spec: TrainingSpec) -> None:

@@ -97,6 +97,17 @@ def test_labels_come_back_as_given_and_proba_columns_follow_classes():
     assert set(clf.predict(X).tolist()) <= {3, 7}
 
 
+def test_labels_of_types_that_do_not_sort_together_are_a_value_error_naming_them():
+    """y of text and integers came out of fit as np.unique's raw TypeError ('<' not supported
+    between instances of 'int' and 'str'); classes_ are y's labels sorted, so it is refused."""
+    X, y = hepatitis()
+    mixed = np.array(["LIVE" if label == "LIVE" else 0 for label in y], dtype=object)
+    for labels in (mixed, mixed[::-1]):  # a text first, or a number
+        with pytest.raises(ValueError, match=r"y mixes labels of types int, str, which cannot be sorted into classes_"):
+            BayesNetClassifier("nb").fit(X, labels)
+    assert BayesNetClassifier("nb").fit(X, mixed.astype(str)).classes_.tolist() == ["0", "LIVE"]
+
+
 @pytest.mark.parametrize(
     ("label", "reads_as"), [("NA", "a missing class"), ("", "a missing class"), (" LIVE", "'LIVE'")]
 )
