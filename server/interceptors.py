@@ -33,6 +33,23 @@ from bnserve.store.errors import BnServeError, InvalidInput
 log = logging.getLogger(__name__)
 
 INTERNAL_MESSAGE = "internal server error"
+# A status message travels in the grpc-message trailer, percent-encoded (up to 3 bytes per
+# byte); a client refuses trailers past its metadata limit (grpc's default: 8 KiB soft,
+# 16 KiB hard) and reports RESOURCE_EXHAUSTED instead of our status. Messages that echo what
+# the client sent (a model, feature or value name of a megabyte) are cut to this many bytes.
+MAX_STATUS_MESSAGE_BYTES = 1024
+
+
+def bounded(message: str, limit: int = MAX_STATUS_MESSAGE_BYTES) -> str:
+    """``message``, or when its UTF-8 is over ``limit`` bytes its start and end with the
+    middle cut and counted: the status and what it names stay readable, whatever was echoed."""
+    raw = message.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return message
+    head = raw[: limit * 2 // 3].decode("utf-8", "ignore")
+    tail = raw[len(raw) - limit // 4 :].decode("utf-8", "ignore")
+    cut = len(message) - len(head) - len(tail)
+    return f"{head}… ({cut:,} characters cut) …{tail}"
 
 
 def status_of(error: BnServeError) -> grpc.StatusCode:
@@ -279,7 +296,7 @@ def _counted(run: Callable, labels: tuple[str, str, str], *, unknown_is_internal
         try:
             response = await run(request, context)
         except BnServeError as exc:
-            status, message = status_of(exc), exc.message
+            status, message = status_of(exc), bounded(exc.message)
         except asyncio.CancelledError:  # the caller cancelled, went away, or its deadline passed
             done(t0, "CANCELLED")
             raise

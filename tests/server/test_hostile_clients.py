@@ -145,3 +145,41 @@ def test_one_connection_holds_at_most_its_streams(tmp_path):
                 release.set()
                 for call in held:
                     call.cancel()
+
+
+def test_a_status_echoing_a_huge_name_reaches_a_default_client_with_its_own_code(tmp_path):
+    """A status message travels in a trailer, which grpc's clients refuse past their metadata
+    limit (8 KiB soft, 16 KiB hard by default), reporting RESOURCE_EXHAUSTED instead. Before,
+    the server echoed a 100,000-character model, alias, feature or value name whole, so a
+    client with default options saw RESOURCE_EXHAUSTED "received metadata size exceeds hard
+    limit" for what is NOT_FOUND or INVALID_ARGUMENT. Now the message is cut in its middle."""
+    long = "é" + "x" * 100_000  # non-ASCII too: the trailer is percent-encoded
+    with running_app(tmp_path, {"m": MODEL}) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:  # grpc's default limits
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            cases = [
+                (pb.PredictRequest(model=long), grpc.StatusCode.NOT_FOUND, "model 'é", "' not found"),
+                (pb.PredictRequest(model="m", alias=long), grpc.StatusCode.NOT_FOUND, "has no alias 'é", "x'"),
+                (
+                    pb.PredictRequest(model="m", instances=[pb.Instance(values={long: "a"})]),
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "unknown feature 'é",
+                    "x'",
+                ),
+                (
+                    pb.PredictRequest(model="m", instances=[pb.Instance(values={"f0": long})], unknown="error"),
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "feature 'f0' has no state 'é",
+                    "; allowed: ",
+                ),
+            ]
+            for request, code, start, end in cases:
+                try:
+                    stub.Predict(request, timeout=10)
+                    raise AssertionError("a request naming what the server does not hold was answered")
+                except grpc.RpcError as error:
+                    assert error.code() == code, error.details()
+                    details = error.details()
+                    assert start in details and end in details and "characters cut" in details
+                    assert len(details.encode()) < 1200
+            assert stub.Predict(pb.PredictRequest(model="m", instances=[pb.Instance()]), timeout=5).model == "m"
