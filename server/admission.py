@@ -124,14 +124,20 @@ class Admission:
         """The call has ended: its charge released, its connection uncounted once it has no call open."""
         connection = call.connection
         connection.calls -= 1
+        self.release(call)
+        if connection.calls == 0 and self._connections.get(call.peer) is connection:
+            del self._connections[call.peer]
+
+    def release(self, call: _Call) -> None:
+        """The call's charge released (its request is done with), the call still open: a
+        streaming call is charged for each of its messages in turn."""
         if call.charged:
-            connection.charged -= call.charged
+            call.connection.charged -= call.charged
             self.charged -= call.charged
             METRICS.inflight_bytes.set(self.charged)
             if call.charged >= TRIM_BYTES:
                 self._trim_soon()
-        if connection.calls == 0 and self._connections.get(call.peer) is connection:
-            del self._connections[call.peer]
+            call.charged = 0
 
     def charge(self, call: _Call, size: int) -> None:
         """Charge ``call`` for a request of ``size`` bytes, or refuse it (OverBudget) and charge nothing."""

@@ -178,13 +178,25 @@ def _admitted(
     return streamed_reply if streaming else unary_reply
 
 
-def _held(admission: Admission, behavior: Callable) -> Callable:
-    """A request-streaming ``behavior`` (reflection) counted as a call of its connection."""
+def _held(admission: Admission, deserialize: Callable | None, behavior: Callable) -> Callable:
+    """A request-streaming ``behavior`` (reflection) counted as a call of its connection; each
+    request message, as bytes, is charged against the admission's budgets (for as long as it
+    is the stream's latest) before it is parsed, as a unary request is, and parsed so that
+    bytes that are not a valid message are INVALID_ARGUMENT, not grpc's UNKNOWN naming the
+    parser's exception."""
+    parse = _parser(deserialize)
 
     async def counted(requests: Any, context: grpc.aio.ServicerContext) -> Any:
         call = admission.open(context)
+
+        async def parsed() -> AsyncIterator[Any]:
+            async for raw in requests:
+                admission.release(call)
+                admission.charge(call, len(raw))
+                yield parse(raw)
+
         try:
-            async for message in _relayed(behavior(requests, context)):
+            async for message in _relayed(behavior(parsed(), context)):
                 yield message
         finally:
             admission.close(call)
@@ -250,8 +262,8 @@ class ServerInterceptor(grpc.aio.ServerInterceptor):
             return as_stream._replace(stream_unary=self._wrap_unary(behavior, labels, self._max_reply_bytes))
         if handler.stream_stream:
             labels = ("BIDI_STREAM", service, method)
-            behavior = _deny if deny else _held(self._admission, handler.stream_stream)
-            return handler._replace(stream_stream=self._wrap_stream(behavior, labels))
+            behavior = _deny if deny else _held(self._admission, handler.request_deserializer, handler.stream_stream)
+            return handler._replace(request_deserializer=None, stream_stream=self._wrap_stream(behavior, labels))
         return handler
 
     @staticmethod
