@@ -217,3 +217,47 @@ def test_reflection_messages_are_parsed_and_charged_as_unary_requests_are(tmp_pa
                     assert error.code() == code, error.details()
                     assert text in error.details() and "DecodeError" not in error.details()
         assert REGISTRY.get_sample_value("bnserve_inflight_request_bytes") == 0  # every charge released
+
+
+def test_a_request_is_charged_for_the_rows_it_decodes_to_not_only_its_bytes(tmp_path):
+    """A row costs a few bytes on the wire (an empty instance, one column of a dense batch, one
+    element of a feature tensor) but decodes to a row of every feature of the model, and the
+    prediction works on that: 100,000 such rows, 100 KB sent, took 116 MB of a 36-feature
+    model's server, and a model of 500 features would take 1.6 GB, all while the request was
+    charged 24 times its 100 KB. Now it is charged what its decoded rows may take, when that
+    is more, and refused past the budget like any request too large for it."""
+    from bnserve.server.api import grpc_service_pb2 as ipb
+    from bnserve.server.api import grpc_service_pb2_grpc
+
+    wide = random_model(np.random.default_rng(8), n_features=50, cardinalities=(2, 3), max_parents=1)
+    budget = 24 * 1024 * 1024  # a request of 1 MiB on the wire at most; 16,384 decoded rows of 50 features
+    with running_app(tmp_path, {"w": wide}, max_connection_inflight_bytes=budget) as app:
+        with grpc.insecure_channel(f"127.0.0.1:{app.port}") as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            infer = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+            def dense(rows: int) -> pb.PredictRequest:
+                batch = pb.DenseBatch(features=["f0"], codes=[0] * rows)
+                return pb.PredictRequest(model="w", dense=batch, dense_response=True)
+
+            def tensor(rows: int) -> ipb.ModelInferRequest:
+                contents = ipb.InferTensorContents(bytes_contents=[b""] * rows)
+                column = ipb.ModelInferRequest.InferInputTensor(name="f0", datatype="BYTES", shape=[rows])
+                column.contents.CopyFrom(contents)
+                return ipb.ModelInferRequest(model_name="w", inputs=[column])
+
+            too_many = 20_000  # 20 KB on the wire; 32 MB decoded
+            for call in (
+                lambda: stub.Predict(dense(too_many), timeout=30),
+                lambda: stub.Predict(pb.PredictRequest(model="w", instances=[pb.Instance()] * too_many), timeout=30),
+                lambda: infer.ModelInfer(tensor(too_many), timeout=30),
+            ):
+                try:
+                    call()
+                    raise AssertionError("a request decoding to more than the budget was answered")
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error.details()
+                    assert "50 features" in error.details() and "--max-connection-inflight-bytes" in error.details()
+            assert len(stub.Predict(dense(5_000), timeout=30).dense.labels) == 5_000
+            assert infer.ModelInfer(tensor(5_000), timeout=30).outputs[0].shape == [5_000]
+        assert REGISTRY.get_sample_value("bnserve_inflight_request_bytes") == 0
