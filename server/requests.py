@@ -273,7 +273,7 @@ def _codes_from_values(compiled: CompiledModel, columns: list[int], raw: np.ndar
         if bad.any():
             row = int(np.flatnonzero(bad)[0])
             raise InvalidInput(
-                f"feature {variable.name!r} is nominal: row {row} has value {values[row]!r}, "
+                f"feature {variable.name!r} is nominal: row {row} has value {float(values[row])!r}, "
                 f"expected a state code from 0 to {variable.cardinality - 1} or NaN (missing)"
             )
         codes[:, j] = np.where(missing, MISSING, values).astype(np.int64)

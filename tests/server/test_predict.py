@@ -165,6 +165,9 @@ def test_bad_requests_get_invalid_argument_naming_the_culprit(server):
         ),
         (pb.PredictRequest(model=name, dense=pb.DenseBatch(features=[f0.name], codes=[0], values=[0.0])), "both"),
     ]
+    if f0.kind != NUMERIC:  # the value as the client wrote it, not numpy's repr (np.float64(inf))
+        values = pb.DenseBatch(features=[f0.name], values=[float("inf")])
+        bad.append((pb.PredictRequest(model=name, dense=values), "row 0 has value inf,"))
     for request, culprit in bad:
         code, details = _status(lambda: stub.Predict(request))
         assert code == grpc.StatusCode.INVALID_ARGUMENT, (request, code, details)
