@@ -5,7 +5,8 @@ integer array of state codes (the dense form, columns in the model's feature ord
 the model does not know, the class column among them, are left out (``extra_columns``). It sends
 them in batches of at most ``batch_rows`` (the server's ``--max-rows`` is 100,000 by
 default) and at most ``batch_bytes`` (a batch larger on the wire is split: the server
-admits a request by its size, ``--max-connection-inflight-bytes``), and returns the labels and the class probabilities as numpy arrays. Every call has
+admits a request by its size, ``--max-connection-inflight-bytes``) and at most ``batch_cells``
+rows × the model's features (the server charges a request for what its rows decode to), and returns the labels and the class probabilities as numpy arrays. Every call has
 a deadline, and a call the server could not take (UNAVAILABLE: it is starting, draining or
 unreachable) is tried again with exponential backoff while the deadline lasts. Any other
 error is raised as it came, a ``grpc.RpcError`` with the server's status and message.
@@ -47,6 +48,10 @@ DEFAULT_BATCH_ROWS = 10_000
 # Half the largest request a server admits at its defaults (--max-connection-inflight-bytes
 # 192 MiB over the parse factor 24, bnserve.server.limits): larger batches gain nothing.
 DEFAULT_BATCH_BYTES = 4 * 1024 * 1024
+# Rows × the model's features of one Predict: the server charges 32 bytes a cell decoded
+# (bnserve.server.limits.DECODED_CELL_BYTES), so 32 MB, as batch_bytes' 4 MiB are charged 96
+# MiB: 10,000 rows of a model of up to 100 features, fewer rows of a wider one.
+DEFAULT_BATCH_CELLS = 1_000_000
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # the server's default --max-message-bytes
 MAX_CLASSES = 65_536  # a Predict reply naming more classes is refused before they are read
@@ -109,7 +114,9 @@ class Client:
     bytes or paths) present a client certificate (mTLS). ``token``: the bearer token sent
     with every call (``server serve --auth-token-file``). ``timeout``: seconds each method
     may take, retries included; ``retries``: further attempts after UNAVAILABLE.
-    ``batch_rows``, ``batch_bytes``: the most rows, and bytes on the wire, of one Predict.
+    ``batch_rows``, ``batch_bytes``: the most rows, and bytes on the wire, of one Predict;
+    ``batch_cells``: the most rows × the model's features (the features sent, when the
+    client did not ask the model's).
     ``max_receive_bytes``: the largest reply taken, decompressed, and the most parsing one may
     allocate (``InvalidReply`` beyond). ``insecure_token``: send ``token`` over plaintext to
     an address other than loopback (refused otherwise: anyone on the path could read it).
@@ -129,14 +136,15 @@ class Client:
         retries: int = 4,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
+        batch_cells: int = DEFAULT_BATCH_CELLS,
         max_receive_bytes: int = MAX_MESSAGE_BYTES,
         insecure_token: bool = False,
         options: Sequence[tuple[str, Any]] = (),
     ):
-        if timeout <= 0 or retries < 0 or min(batch_rows, batch_bytes, max_receive_bytes) < 1:
+        if timeout <= 0 or retries < 0 or min(batch_rows, batch_bytes, batch_cells, max_receive_bytes) < 1:
             raise ValueError(
-                "timeout must be positive, retries non-negative, batch_rows, batch_bytes and max_receive_bytes "
-                "at least 1"
+                "timeout must be positive, retries non-negative, batch_rows, batch_bytes, batch_cells and "
+                "max_receive_bytes at least 1"
             )
         if (certificate_chain is None) != (private_key is None):
             raise ValueError("give certificate_chain and private_key together (a client certificate and its key)")
@@ -173,7 +181,11 @@ class Client:
             if not m.server_streaming
         }
         self.target, self.timeout, self.retries, self.batch_rows = target, timeout, retries, batch_rows
-        self.batch_bytes, self.max_receive_bytes = batch_bytes, max_receive_bytes
+        self.batch_bytes, self.batch_cells, self.max_receive_bytes = batch_bytes, batch_cells, max_receive_bytes
+
+    def _rows_per_request(self, features: int) -> int:
+        """``batch_rows``, fewer for a model of many features: at most ``batch_cells`` rows × features."""
+        return max(1, min(self.batch_rows, self.batch_cells // max(features, 1)))
 
     def __repr__(self) -> str:
         return f"Client({self.target!r})"
@@ -233,20 +245,22 @@ class Client:
             known, version, alias = known_version["features"], known_version["version"], None
             classes = tuple(known_version["classes"])
             nominal = {v["name"] for v in known_version["variables"] if v["kind"] != NUMERIC}
+        width = len(known) if classes is not None else 0  # the version's features, when asked
         if codes:
             names = list(known if features is None else features)
             _check_codes(rows, names)
             requests = _batches(
                 len(rows),
-                self.batch_rows,
+                self._rows_per_request(width or len(names)),
                 self.batch_bytes,
                 lambda a, b: pb.PredictRequest(dense=pb.DenseBatch(features=names, codes=rows[a:b].ravel().tolist())),
             )
         else:
             instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None, nominal=nominal)
+            sent = max((len(i.values) + len(i.numbers) for i in instances), default=0)
             requests = _batches(
                 len(instances),
-                self.batch_rows,
+                self._rows_per_request(width or sent),
                 self.batch_bytes,
                 lambda a, b: pb.PredictRequest(instances=instances[a:b], unknown=unknown),
             )
