@@ -27,13 +27,11 @@ import asyncio
 import ctypes
 import ctypes.util
 import threading
-from contextvars import ContextVar
 from typing import Any
 
 import grpc
 
 from bnserve.server.limits import (
-    DECODED_CELL_BYTES,
     DEFAULT_BODY_SECONDS,
     DEFAULT_MAX_CONNECTION_INFLIGHT_BYTES,
     DEFAULT_MAX_CONNECTIONS,
@@ -47,20 +45,6 @@ from bnserve.store.errors import BnServeError, InvalidInput
 TRIM_BYTES = 8 * MiB  # a charge this large, released, has the allocator return free memory
 TRIM_DELAY_SECONDS = 0.2  # after the release: the call's objects are dropped once it has ended
 TRIM_AGAIN_SECONDS = 2.0  # and once more after: on busy cores a worker thread drops them later
-
-
-# The call the running task answers (set when its request is received): what decoding it
-# may take is charged to it (``charge_decoded``), once its rows and its model are known.
-_ADMITTED: ContextVar[tuple[Admission, _Call] | None] = ContextVar("bnserve_admitted_call", default=None)
-
-
-def charge_decoded(rows: int, features: int) -> None:
-    """Charge the running call for decoding ``rows`` rows of a model of ``features`` features,
-    or refuse it (OverBudget); nothing outside an admitted call (a direct caller)."""
-    admitted = _ADMITTED.get()
-    if admitted is not None:
-        admission, call = admitted
-        admission.charge_decoded(call, rows, features)
 
 
 class OverBudget(BnServeError):
@@ -177,36 +161,6 @@ class Admission:
         self.charged += cost
         METRICS.inflight_bytes.set(self.charged)
 
-    def charge_decoded(self, call: _Call, rows: int, features: int) -> None:
-        """Raise ``call``'s charge to what its ``rows`` decoded for a model of ``features``
-        features may take (``DECODED_CELL_BYTES`` per row and feature: the codes, the
-        prediction's work on them), when that is more than its request's parse: a few bytes
-        per row on the wire (an empty instance, one column of a dense batch) become a row of
-        every feature. Past a budget it is refused (OverBudget) and its charge left as it was."""
-        cost = rows * features * DECODED_CELL_BYTES
-        extra = cost - call.charged
-        if extra <= 0:
-            return
-        for limit, held, flag in (
-            (self.max_bytes, self.charged, "--max-inflight-bytes"),
-            (self.max_connection_bytes, call.connection.charged, "--max-connection-inflight-bytes"),
-        ):
-            if cost > limit:
-                raise OverBudget(
-                    f"a request of {rows:,} rows for a model of {features:,} features may take {cost:,} bytes "
-                    f"decoded ({DECODED_CELL_BYTES} per row and feature), more than this server's {flag} of "
-                    f"{limit:,}: send fewer rows per request"
-                )
-            if held + extra > limit:
-                raise OverBudget(
-                    f"a request of {rows:,} rows for a model of {features:,} features may take {cost:,} bytes "
-                    f"decoded; calls in flight hold {held:,} of this server's {flag} of {limit:,}: retry later"
-                )
-        call.charged = cost
-        call.connection.charged += extra
-        self.charged += extra
-        METRICS.inflight_bytes.set(self.charged)
-
     def _trim_soon(self) -> None:
         """Have the allocator return its free memory shortly, on a thread: the call's
         objects are dropped once it has ended, and trimming a large heap takes a while."""
@@ -250,5 +204,4 @@ class _Call:
         if raw is grpc.aio.EOF:
             raise InvalidInput("the call carries no request message")
         admission.charge(self, len(raw))
-        _ADMITTED.set((admission, self))
         return raw

@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from bnserve.server.admission import charge_decoded
 from bnserve.server.limits import Work, check_rows, check_still_wanted
 from bnserve.server.repository import ModelRepository
 from bnserve.server.served import ServedModel
@@ -109,7 +108,6 @@ class DataPlane:
     def _admit(self, measure: Callable[[ServedModel], Work], served: ServedModel) -> Work:
         work = measure(served)
         check_rows(work.rows, self.max_rows)
-        charge_decoded(work.rows, len(served.compiled.features))  # a row of every feature, however few it sent
         return work
 
 

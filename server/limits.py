@@ -26,10 +26,6 @@ DEFAULT_MAX_METADATA_BYTES = 16 * 1024  # a call's headers; a bearer token needs
 # docs/operations.md, "Memory: sizing the budget".
 MiB = 1024 * 1024
 PARSE_FACTOR = 24  # bytes a request may take once parsed, per byte on the wire (upb, measured: at most 22)
-# bytes one row and feature of a request may take once decoded and predicted on: the codes
-# (a list, then int64), the missing-value work, the gathers (measured: about 32 for a 36-feature
-# model, 100,000 rows of nothing but missing values)
-DECODED_CELL_BYTES = 32
 DEFAULT_MAX_INFLIGHT_BYTES = 384 * MiB
 DEFAULT_MAX_CONNECTION_INFLIGHT_BYTES = 192 * MiB
 DEFAULT_MAX_CONNECTIONS = 64  # x 100 held streams x ~39 KiB each (measured): 250 MiB at most
