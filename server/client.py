@@ -6,7 +6,7 @@ the model does not know, the class column among them, are left out (``extra_colu
 them in batches of at most ``batch_rows`` (the server's ``--max-rows`` is 100,000 by
 default) and at most ``batch_bytes`` (a batch larger on the wire is split: the server
 admits a request by its size, ``--max-connection-inflight-bytes``) and at most ``batch_cells``
-rows × the model's features (the server charges a request for what its rows decode to), and returns the labels and the class probabilities as numpy arrays. Every call has
+rows × the model's features (what a request's rows decode to on the server), and returns the labels and the class probabilities as numpy arrays. Every call has
 a deadline, and a call the server could not take (UNAVAILABLE: it is starting, draining or
 unreachable) is tried again with exponential backoff while the deadline lasts. Any other
 error is raised as it came, a ``grpc.RpcError`` with the server's status and message.
@@ -48,9 +48,11 @@ DEFAULT_BATCH_ROWS = 10_000
 # Half the largest request a server admits at its defaults (--max-connection-inflight-bytes
 # 192 MiB over the parse factor 24, bnserve.server.limits): larger batches gain nothing.
 DEFAULT_BATCH_BYTES = 4 * 1024 * 1024
-# Rows × the model's features of one Predict: the server charges 32 bytes a cell decoded
-# (bnserve.server.limits.DECODED_CELL_BYTES), so 32 MB, as batch_bytes' 4 MiB are charged 96
-# MiB: 10,000 rows of a model of up to 100 features, fewer rows of a wider one.
+# Rows × the model's features of one Predict: the server decodes every row to a code of every
+# feature of the model (int64), however few values it sends, and predicts on them, so a request's
+# memory there grows with this, not with its bytes: 10,000 rows up to 100 features, fewer of a
+# wider model (about 32 bytes a cell, measured on a 36-feature model: 10,000 sparse rows of an
+# 800-feature model would take about 0.25 GB as one request).
 DEFAULT_BATCH_CELLS = 1_000_000
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE})
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # the server's default --max-message-bytes
