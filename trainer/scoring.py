@@ -177,8 +177,8 @@ def _scored(
     scored: Scored,
 ) -> Iterator[pa.RecordBatch]:
     """Each table of ``source``'s rows coded, scored and counted into ``scored``, as the output's batch.
-    Of Parquet rows only the columns read here are decoded: a column the model does not use
-    is ignored whatever its type."""
+    A Parquet column of a type that is not read is refused only if it is read here: one the
+    model does not use is ignored."""
     missing_codes = np.array([v.missing_code for v in compiled.features], dtype=np.int32)
     used = {v.name for v in model.variables} | set(keep)
 
@@ -217,8 +217,8 @@ def read_chunks(
     limits: ReadLimits = DEFAULT_READ_LIMITS,
 ) -> ReadAhead[RawTable | ParquetRows]:
     """The file's rows as tables of at most ``chunk_rows`` (CSV, TSV, Parquet; ARFF whole),
-    their texts as read (``score_file`` cleans them; Parquet's are decoded there, once it
-    knows the columns it needs), read from now on, a chunk ahead."""
+    their texts as read (``score_file`` cleans them, and refuses a Parquet column of a type
+    that is not read only if it needs it), read from now on, a chunk ahead."""
     return ReadAhead(_tables(source, fmt, chunk_rows, delimiter, limits))
 
 

@@ -45,53 +45,64 @@ def read_parquet(source: str, counted: ByteCounter | None = None, limits: ReadLi
     return arrow_table(source, table)
 
 
-def arrow_table(source: str, table: pa.Table, start: int = 0, wanted: Callable[[str], bool] | None = None) -> RawTable:
+def arrow_table(source: str, table: pa.Table, start: int = 0, refused: dict[str, str] | None = None) -> RawTable:
     """An Arrow table (a Parquet file's rows from row ``start``, or a data frame in memory)
-    as a ``RawTable`` whose columns declare their Arrow types. ``wanted``: only the columns
-    whose names it accepts are decoded and kept (the first column when it accepts none, so
-    the table keeps its rows), so one of a type that is not read is refused only if wanted."""
+    as a ``RawTable`` whose columns declare their Arrow types. ``refused``: a column this
+    reader refuses (a type it does not read) is left out and its refusal kept there by name,
+    for a reader that learns only later which columns it needs (``ParquetRows``)."""
     if table.num_columns == 0:
         raise InvalidInput(f"{source}: line 1: the file has no columns")
     header = tuple(table.column_names)
     check_header(source, header)
-    chosen = [j for j, name in enumerate(header) if wanted is None or wanted(name)] or [0]
-    read = [_column(source, header[j], table.column(j)) for j in chosen]
+    names, read = [], []
+    for name, column in zip(header, table.columns):
+        try:
+            read.append(_column(source, name, column))
+        except InvalidInput as exc:
+            if refused is None:
+                raise
+            refused[name] = exc.message
+            continue
+        names.append(name)
     lines = np.arange(start + 2, start + table.num_rows + 2, dtype=np.int64)
-    return RawTable(
-        source, tuple(header[j] for j in chosen), tuple(c for c, _ in read), lines, tuple(kind for _, kind in read)
-    )
+    return RawTable(source, tuple(names), tuple(c for c, _ in read), lines, tuple(kind for _, kind in read))
 
 
 @dataclass(frozen=True)
 class ParquetRows:
-    """Rows of a Parquet file as Arrow read them, not yet decoded into texts: ``decoded``
-    decodes the columns wanted (``arrow_table``), so a reader that learns later which
-    columns it needs (batch scoring) decodes no other."""
+    """Rows of a Parquet file decoded as it is read, but for the columns of a type that is
+    not read: each is refused only when asked for (``decoded``), so batch scoring, which
+    learns the columns it needs once the model is loaded, ignores the others."""
 
-    source: str
-    table: pa.Table
-    start: int
+    table: RawTable
+    refused: dict[str, str]
 
     def decoded(self, wanted: Callable[[str], bool] | None = None) -> RawTable:
-        try:
-            return arrow_table(self.source, self.table, self.start, wanted)
-        except pa.ArrowException as exc:
-            raise InvalidInput(f"{self.source}: not a readable Parquet file: {exc}") from None
+        """The rows; a refused column that ``wanted`` accepts (None: every one) is refused now."""
+        for name, message in self.refused.items():
+            if wanted is None or wanted(name):
+                raise InvalidInput(message)
+        return self.table
 
 
 def parquet_rows(source: str, chunk_rows: int, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[ParquetRows]:
-    """The file's rows in Arrow tables of ``chunk_rows`` (at least one), read batch by batch."""
+    """The file's rows in tables of ``chunk_rows`` (at least one table), read and decoded batch by batch."""
     parquet = _parquet_file(source, limits)
     schema = parquet.schema_arrow
+
+    def rows(table: pa.Table, start: int) -> ParquetRows:
+        refused: dict[str, str] = {}
+        return ParquetRows(arrow_table(source, table, start, refused), refused)
+
     start = 0
     try:
         for batch in parquet.iter_batches(batch_size=chunk_rows):
-            yield ParquetRows(source, pa.Table.from_batches([batch], schema), start)
+            yield rows(pa.Table.from_batches([batch], schema), start)
             start += batch.num_rows
     except (pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"{source}: not a readable Parquet file: {exc}") from None
     if start == 0:
-        yield ParquetRows(source, schema.empty_table(), 0)
+        yield rows(schema.empty_table(), 0)
 
 
 def parquet_chunks(source: str, chunk_rows: int, limits: ReadLimits = DEFAULT_READ_LIMITS) -> Iterator[RawTable]:
