@@ -41,6 +41,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench import discretisations
+from bnserve.trainer import binning
 from bnserve.trainer.data.folds import stratified_folds
 
 R_SETS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {  # files, class column, columns left out
@@ -53,7 +54,6 @@ R_SETS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {  # files, cl
     "kyphosis": (("rpart/kyphosis.csv",), "Kyphosis", ()),
 }
 METHODS = ("auto", "auto+ld", "z", "rf", "logreg", "lda")
-PROXIES = ("nb", "aode")  # what ``lead_z`` compares the columns with and without the projections by
 INNER_FOLDS = 5
 
 
@@ -147,26 +147,24 @@ def peer(method: str, X: Any, numeric: list[str]) -> Any:
 
 
 def lead_z(X: Any, y: Any, numeric: list[str], seed: int) -> float:
-    """How clearly the projections help, on the training rows alone: McNemar's z of the
-    rows the ``PROXIES`` get right with them and not without, against the reverse, over an
-    inner stratified CV (the projections learned again on each inner training fold), as
-    auto's stage 0 scores a discretisation against ``mdl:16``."""
+    """How clearly the projections help, on the training rows alone: McNemar's z
+    (``binning.lead_z``) of the stage-0 proxies' hits with them over their hits without,
+    on an inner stratified CV (the projections learned again on each inner training fold),
+    as auto's stage 0 scores a discretisation against ``mdl:16``."""
     from bnserve import BayesNetClassifier
 
     _, codes = np.unique(y.to_numpy(), return_inverse=True)
     fold = stratified_folds(codes, INNER_FOLDS, seed)
-    gained = lost = 0
+    plain, projected = [], []
     for f in range(INNER_FOLDS):
         train, test = fold != f, fold == f
         projection = Discriminants(numeric).fit(X[train], y[train])
+        added = projection.added(X[train]), projection.added(X[test])
         truth = y[test].to_numpy()
-        for proxy in PROXIES:
-            plain = BayesNetClassifier(proxy).fit(X[train], y[train]).predict(X[test]).astype(str) == truth
-            added = projection.added(X[train]), projection.added(X[test])
-            projected = BayesNetClassifier(proxy).fit(added[0], y[train]).predict(added[1]).astype(str) == truth
-            gained += int(np.sum(projected & ~plain))
-            lost += int(np.sum(plain & ~projected))
-    return 0.0 if gained + lost == 0 else (gained - lost) / np.sqrt(gained + lost)
+        for proxy in binning.PROXIES:
+            plain.append(BayesNetClassifier(proxy).fit(X[train], y[train]).predict(X[test]).astype(str) == truth)
+            projected.append(BayesNetClassifier(proxy).fit(added[0], y[train]).predict(added[1]).astype(str) == truth)
+    return binning.lead_z(np.concatenate(projected), np.concatenate(plain))
 
 
 def scores(X: Any, y: Any, numeric: list[str], methods: list[str], folds: int, seed: int) -> dict[str, np.ndarray]:

@@ -239,6 +239,7 @@ class Client:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         codes = isinstance(rows, np.ndarray) and rows.dtype.kind in "iu"
         classes = None  # the version's classes, once known: every reply must name them
+        width = 0  # the version's features, once known: rows × features bound a batch (batch_cells)
         nominal: set[str] = set()  # its nominal features, once known
         if (codes and features is None) or (not codes and extra_columns == "ignore"):
             # the version's own features, pinned: so that codes mean what they meant, and the
@@ -247,7 +248,7 @@ class Client:
             known, version, alias = known_version["features"], known_version["version"], None
             classes = tuple(known_version["classes"])
             nominal = {v["name"] for v in known_version["variables"] if v["kind"] != NUMERIC}
-        width = len(known) if classes is not None else 0  # the version's features, when asked
+            width = len(known)
         if codes:
             names = list(known if features is None else features)
             _check_codes(rows, names)
@@ -259,10 +260,10 @@ class Client:
             )
         else:
             instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None, nominal=nominal)
-            sent = max((len(i.values) + len(i.numbers) for i in instances), default=0)
+            widest = width or max((len(i.values) + len(i.numbers) for i in instances), default=0)
             requests = _batches(
                 len(instances),
-                self._rows_per_request(width or sent),
+                self._rows_per_request(widest),
                 self.batch_bytes,
                 lambda a, b: pb.PredictRequest(instances=instances[a:b], unknown=unknown),
             )

@@ -341,9 +341,9 @@ class _Reader:
             y = y[rows]
             X = np.empty((y.size, len(self.columns)), dtype=dtype, order="F")
             for out, (column, v) in enumerate(zip(chunk.features, self.variables[:-1])):
-                if isinstance(rows, slice):  # each column coded straight into X
+                if isinstance(rows, slice):  # every row kept: each column coded straight into X
                     column.coded(v.codes_of, X[:, out])
-                else:  # the file pass 1 typed: every value is a state
+                else:
                     X[:, out] = column.coded(v.codes_of)[rows]
             weights = chunk.weights
             yield X, y, weights[rows] if weights is not None else None
