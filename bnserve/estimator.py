@@ -48,7 +48,9 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
     those of ``trainer fit``; one the chosen learner does not take is ignored, so a grid can
     search ``algo`` and ``k`` together. ``cpt_estimator``: how counts become CPTs (laplace,
     ``dirichlet:0.5``, ``m:1``, hdp, alr). ``discretize``: the method for numeric columns
-    (``mdl``, ``mdl:16``, ``equal-frequency:5``, …; None: mdl, and auto's ``mdl:16``). ``missing``: available-case, impute or state.
+    (``mdl``, ``mdl:16``, ``equal-frequency:5``, …; None: mdl, and auto's ``mdl:16``).
+    ``projections``: ``lda`` adds the numeric columns' linear discriminants as derived
+    features, ``none`` none (None: auto chooses, a learner adds none). ``missing``: available-case, impute or state.
     ``nominal``/``numeric``: columns forced to a kind (names, or indices for an array).
     ``handle_unknown``: a value at predict time that no training row had is treated as
     missing (summed out), or an ``error``. ``precision``: the served tables' dtype.
@@ -75,6 +77,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         order: str | None = None,
         cpt_estimator: str | None = None,
         discretize: str | None = None,
+        projections: str | None = None,
         missing: str = "available-case",
         nominal: Sequence[str | int] | None = None,
         numeric: Sequence[str | int] | None = None,
@@ -100,6 +103,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         self.order = order
         self.cpt_estimator = cpt_estimator
         self.discretize = discretize
+        self.projections = projections
         self.missing = missing
         self.nominal = nominal
         self.numeric = numeric
@@ -166,6 +170,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
             numeric=named(self.numeric),
             force_class=True,  # y passed check_classification_targets: integer labels are classes here
             discretize=self.discretize,
+            projections=self.projections,
             missing=self.missing,
             unknown=self.handle_unknown,
             precision=self.precision,
@@ -265,6 +270,7 @@ def params_of(spec: TrainingSpec) -> dict[str, Any]:
         **params,
         "cpt_estimator": spec.estimator,
         "discretize": spec.discretize,
+        "projections": spec.projections,
         "missing": spec.missing,
         "nominal": list(spec.nominal) or None,
         "numeric": list(spec.numeric) or None,

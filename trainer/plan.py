@@ -31,6 +31,7 @@ from bnserve.trainer.data.budget import (
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.encoded import from_table, prepare
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
+from bnserve.trainer.data.projections import LDA, NONE, PROJECTIONS
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
 from bnserve.trainer.io import RawTable, ReadLimits, delimiter_of, is_pattern, read_table
@@ -87,7 +88,9 @@ class TrainingSpec:
     """Everything that makes a model but the data. ``params``: the learner's (``k``, ``alpha``,
     …; auto takes none, its ``ks`` instead). ``estimator``: CPT estimator text (None: laplace;
     under auto, auto's list). ``discretize``: the method for numeric columns (None: mdl; auto's
-    ``mdl:16``), ``per_column`` exceptions. ``work_budget``: auto's search, in cell-fits (None:
+    ``mdl:16``), ``per_column`` exceptions. ``projections``: derived features (``lda``: the
+    numeric columns' linear discriminants; ``none``; None: auto chooses, a learner has none).
+    ``work_budget``: auto's search, in cell-fits (None:
     every candidate). ``max_cpt_cells`` and ``memory_budget`` bound every fit (``limits``; None: no
     limit). ``weight`` and ``unknown`` are checked and recorded here; the learners and
     scorers read them."""
@@ -111,6 +114,7 @@ class TrainingSpec:
     missing: str = AVAILABLE_CASE
     weight: str | None = None
     unknown: str = DEFAULT_UNKNOWN
+    projections: str | None = None
     # auto
     candidates: tuple[str, ...] | None = None
     ks: tuple[int, ...] | None = None
@@ -168,6 +172,7 @@ class TrainingSpec:
             self.delimiter,
             ReadLimits(self.max_columns, decompressed if isinstance(decompressed, int) else None),
             weight=self.weight,
+            projections=self.projections or NONE,
         )
 
     @property
@@ -179,7 +184,8 @@ class TrainingSpec:
     def streams(self) -> bool:
         """Whether the learner needs only counts, so the data may be read in chunks or parts."""
         rows_needed = self.estimator is not None and Estimator.parse(self.estimator).needs_rows
-        return not self.is_auto and LEARNERS[self.algo].streams(self.params) and not rows_needed
+        derived = self.projections == LDA  # learned from the rows' numbers, and coded from them
+        return not self.is_auto and LEARNERS[self.algo].streams(self.params) and not rows_needed and not derived
 
     def to_dict(self) -> dict[str, Any]:
         """JSON values, versioned; what ``from_dict`` reads back (the machine fields left out)."""
@@ -255,6 +261,8 @@ def _check_spec(spec: TrainingSpec) -> None:
     for method in spec.per_column.values():
         _checked(Method.parse, method, "--discretize")
     _one_of("--missing", spec.missing, MISSING_POLICIES)
+    if spec.projections is not None:
+        _one_of("--projections", spec.projections, PROJECTIONS)
     _one_of("unknown (the estimator's handle_unknown)", spec.unknown, UNKNOWN_POLICIES)
     _one_of("--precision", spec.precision, PRECISIONS)
     if spec.delimiter is not None and (len(spec.delimiter) != 1 or spec.delimiter in '\r\n"'):
@@ -291,7 +299,7 @@ def _check_streams(spec: TrainingSpec, what: str) -> None:
         raise InvalidInput(f"{what} counts the rows; --estimator {spec.estimator} fits on them: leave one out")
     if not spec.streams:
         raise InvalidInput(
-            f"{what} trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}), "
+            f"{what} trains {', '.join(STREAMABLE)} (without {', '.join(ROW_FLAGS)}, --projections lda), "
             f"not --algo {spec.algo}{' with those flags' if spec.algo in STREAMABLE else ''}"
         )
 
@@ -441,6 +449,7 @@ def command(spec: TrainingSpec, data: str = "DATA", name: str = "NAME") -> str:
         "discretize": "--discretize",
         "missing": "--missing",
         "weight": "--weight",
+        "projections": "--projections",
         "seed": "--seed",
         "precision": "--precision",
         "max_columns": "--max-columns",

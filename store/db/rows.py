@@ -20,6 +20,7 @@ from sqlalchemy import Row as SqlRow
 
 from bnserve.store.errors import IntegrityError, InvalidInput, InvalidModel
 from bnserve.store.model import CPT_DTYPE, NUMERIC, Model, Network, Node, Variable
+from bnserve.store.model.projection import Projection
 from bnserve.store.model.serialization import (
     Blob,
     array_to_blob,
@@ -36,7 +37,7 @@ Values = Sequence[Any]  # any other row read back: (model_id, version, *TABLE_CO
 
 # The columns a load reads of each table, in the order ``rows_to_model`` unpacks them (after the
 # ``(model_id, version)`` key): tuples unpacked, not rows read by name, in the loop over every node
-VARIABLE_COLUMNS = ("name", "role", "kind", "states_json", "cuts_json", "missing_state")
+VARIABLE_COLUMNS = ("name", "role", "kind", "states_json", "cuts_json", "missing_state", "projection_json")
 CPT_COLUMNS = ("network", "node", "node_position", "dtype", "shape_json", "data", "sha256")
 ARC_COLUMNS = ("network", "child", "position", "parent")
 
@@ -97,6 +98,7 @@ def model_to_rows(model: Model) -> VersionRows:
             "states_json": _dumps(list(v.states)),
             "cuts_json": _dumps(list(v.cuts)) if v.kind == NUMERIC else None,
             "missing_state": v.missing_state,
+            "projection_json": _dumps(v.projection.to_dict()) if v.projection is not None else None,
         }
         for i, v in enumerate(model.variables)
     ]
@@ -166,7 +168,7 @@ class Decoder:
         key: tuple[Any, ...] = tuple(row[2:])
         variable = self._variables.get(key)
         if variable is None:
-            name, role, kind, states_json, cuts_json, missing_state = key
+            name, role, kind, states_json, cuts_json, missing_state, projection_json = key
             variable = self._variables[key] = Variable(
                 name,
                 tuple(self.json(states_json)),
@@ -174,6 +176,7 @@ class Decoder:
                 kind,
                 tuple(self.json(cuts_json)) if cuts_json is not None else (),
                 bool(missing_state),
+                Projection.from_dict(json.loads(projection_json)) if projection_json is not None else None,
             )
         return variable
 

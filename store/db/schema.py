@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).resolve().with_name("migrations")
 UPGRADE_COMMAND = "trainer db upgrade"
 _PG_MIGRATION_LOCK = 0x626E7365727665  # advisory lock key ("bnserve"), held while migrating
-HEAD_REVISION = "0006"  # the last migration's; tests/store/test_schema.py fails when it is not
+HEAD_REVISION = "0007"  # the last migration's; tests/store/test_schema.py fails when it is not
 VERSION_TABLE = "alembic_version"  # alembic's default, which migrations/env.py keeps
 
 

@@ -126,7 +126,8 @@ class SqlModelVersionTag(Base):
 class SqlVariable(Base):
     """A variable of a version, in model order; ``states_json`` is the ordered label list,
     ``cuts_json`` the ascending cut points of a numeric variable (NULL for a nominal one),
-    ``missing_state`` whether the last state is the one a missing value takes."""
+    ``missing_state`` whether the last state is the one a missing value takes,
+    ``projection_json`` a derived feature's inputs, centres and weights (NULL for any other)."""
 
     __tablename__ = "variables"
 
@@ -139,6 +140,7 @@ class SqlVariable(Base):
     states_json: Mapped[str] = mapped_column(Text, nullable=False)
     cuts_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     missing_state: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default=false())
+    projection_json: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (
         PrimaryKeyConstraint("model_id", "version", "position", name="pk_variables"),

@@ -11,6 +11,7 @@ that parent configuration and sums to 1.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ import numpy as np
 from bnserve.store.errors import InvalidModel
 from bnserve.store.model.names import MAX_NAME_LENGTH
 from bnserve.store.model.serialization import canonical_checksum
-from bnserve.store.model.variable import CLASS, FEATURE, KINDS, MISSING_LABEL, NOMINAL, ROLES, Variable
+from bnserve.store.model.variable import CLASS, FEATURE, KINDS, MISSING_LABEL, NOMINAL, NUMERIC, ROLES, Variable
 
 SINGLE = "single"
 MEAN_JOINT = "mean_joint"  # AODE-like: P(c, x) is the mean of the members' joints
@@ -155,6 +156,8 @@ def _validate(model: Model) -> None:
                 f"variable {v.name!r}: a missing state belongs to a feature, as its last state {MISSING_LABEL!r}"
             )
         _validate_cuts(v)
+    for v in model.variables:
+        _validate_projection(v, {u.name: u for u in model.variables})
     classes = [v for v in model.variables if v.role == CLASS]
     if len(classes) != 1:
         raise InvalidModel(f"the model needs exactly one class variable, found {len(classes)}")
@@ -173,6 +176,24 @@ def _validate(model: Model) -> None:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise InvalidModel(f"model {label} are not JSON-serialisable: {exc}") from None
+
+
+def _validate_projection(v: Variable, by_name: Mapping[str, Variable]) -> None:
+    """A derived feature reads distinct numeric features that are not derived themselves,
+    with a finite centre and weight each."""
+    p = v.projection
+    if p is None:
+        return
+    if v.kind != NUMERIC or v.role != FEATURE:
+        raise InvalidModel(f"variable {v.name!r}: only a numeric feature is derived from others")
+    if not p.inputs or len(set(p.inputs)) != len(p.inputs) or not len(p.inputs) == len(p.centres) == len(p.weights):
+        raise InvalidModel(f"derived feature {v.name!r} needs distinct inputs, each with one centre and one weight")
+    if not all(math.isfinite(x) for x in (*p.centres, *p.weights)):
+        raise InvalidModel(f"derived feature {v.name!r} has a centre or weight that is not finite")
+    for name in p.inputs:
+        u = by_name.get(name)
+        if u is None or u.kind != NUMERIC or u.role != FEATURE or u.projection is not None:
+            raise InvalidModel(f"derived feature {v.name!r} reads {name!r}, which is not a numeric feature of its own")
 
 
 def _validate_cuts(v: Variable) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model.discretization import interval_code, interval_codes, number_of
+from bnserve.store.model.projection import Projection
 
 CLASS = "class"
 FEATURE = "feature"
@@ -53,7 +54,9 @@ class Variable:
 
     ``kind`` nominal: the raw value is the state label itself. ``kind`` numeric: the raw
     value is a number, and ``cuts`` (ascending) split the line into the intervals that are
-    the states (``discretization``); the interval label is accepted too. ``missing_state``:
+    the states (``discretization``); the interval label is accepted too. ``projection``: a
+    numeric feature derived from other numeric features of the model (``projection``), never
+    read from a raw value of its own. ``missing_state``:
     the last state is "missing" (``MISSING_LABEL``), learned like the others. ``markers``:
     texts read as missing beside ``""`` (``with_markers``); not part of the contract (not
     compared, not serialised): how the values of one model's inputs are read.
@@ -65,6 +68,7 @@ class Variable:
     kind: str = NOMINAL
     cuts: tuple[float, ...] = ()
     missing_state: bool = False
+    projection: Projection | None = None
     markers: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @property
@@ -161,6 +165,8 @@ class Variable:
             d["cuts"] = list(self.cuts)
         if self.missing_state:
             d["missing_state"] = True
+        if self.projection is not None:
+            d["projection"] = self.projection.to_dict()
         return d
 
     @staticmethod
@@ -172,4 +178,5 @@ class Variable:
             d.get("kind", NOMINAL),
             tuple(float(c) for c in d.get("cuts", ())),
             d.get("missing_state", False) is True,
+            Projection.from_dict(d["projection"]) if d.get("projection") is not None else None,
         )

@@ -32,7 +32,7 @@ def test_migrations_build_exactly_the_mapped_tables(model_store):
         head = MigrationContext.configure(conn).get_current_revision()
     assert diff == []
     assert tables == set(Base.metadata.tables) | {"alembic_version"}
-    assert head == "0006"
+    assert head == "0007"
 
 
 def test_migration_scripts_sit_in_the_package():
@@ -129,7 +129,7 @@ def test_a_store_behind_is_refused_naming_the_command_until_upgraded(empty_url, 
         command.upgrade(config, "0001")
     engine.dispose()
     for create in (False, True):  # a writer does not migrate either
-        with pytest.raises(SchemaMismatch, match="revision 0001, behind this bnserve's 0006.*`trainer db upgrade"):
+        with pytest.raises(SchemaMismatch, match="revision 0001, behind this bnserve's 0007.*`trainer db upgrade"):
             ModelStore(empty_url, create=create)
     assert upgrade_store(empty_url) == ("0001", head_revision())
     assert upgrade_store(empty_url) == (head_revision(), head_revision())  # again: nothing to do

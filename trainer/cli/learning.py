@@ -17,6 +17,7 @@ from bnserve.trainer.cli.flags import (
     _reading_flags,
 )
 from bnserve.trainer.data import AVAILABLE_CASE, MISSING_POLICIES
+from bnserve.trainer.data.projections import PROJECTIONS
 from bnserve.trainer.learners.registry import AUTO, FLAGS, LEARNERS, PARAMETERS
 from bnserve.trainer.learners.sizing import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS
 
@@ -80,6 +81,13 @@ def learning_flags(p: argparse.ArgumentParser, several: bool) -> None:
         "--algo auto's default is mdl:16), pkid (about sqrt(n) intervals of sqrt(n) rows), wpkid (at "
         "least 30 rows an interval), equal-frequency:N or equal-width:N; for every numeric "
         "column, or COLUMN=METHOD for one",
+    )
+    p.add_argument(
+        "--projections",
+        choices=PROJECTIONS,
+        help="derived features: lda adds the numeric columns' linear discriminants (ld1, ld2, …) as numeric "
+        "features, learned on the training rows and computed from those columns wherever the model "
+        "scores; none adds none (the default of a learner; --algo auto chooses by its inner CV)",
     )
     p.add_argument(
         "--estimator",
@@ -184,6 +192,7 @@ def training_spec(args: argparse.Namespace, algo: str, params: dict[str, Any] | 
             discretize=discretize,
             per_column=per_column,
             missing=args.missing,
+            projections=args.projections,
             ks=ks,
             max_columns=args.max_columns,
             max_cpt_cells=args.max_cpt_cells,

@@ -25,10 +25,12 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import FEATURE, NUMERIC, REFUSE, UNKNOWN, Variable, settle_unknown
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.model.markers import COMMON_MARKERS
+from bnserve.store.model.projection import derive_codes
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.missing import AVAILABLE_CASE, IMPUTE, STATE
 from bnserve.trainer.data.preprocessing import Preprocessing
+from bnserve.trainer.data.projections import LDA, derived_names, discriminants
 from bnserve.trainer.data.unseen import UnseenValues
 from bnserve.trainer.data.view import TrainingView
 from bnserve.trainer.data.weights import checked_weights, typing_rules, weight_column, weighted_rows
@@ -126,7 +128,7 @@ class EncodedData(TrainingView):
         return fingerprint_of(self.variables, self.X, self.y, self.weights)
 
 
-def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:
+def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:  # projections read numeric columns
     return bool(columns.numeric_columns) or preprocessing.missing != AVAILABLE_CASE
 
 
@@ -201,6 +203,8 @@ def prepare(columns: Columns, preprocessing: Preprocessing, weights: np.ndarray 
                 if present.size and present.size < column.size:
                     mass = None if weights is None else weights[column >= 0]
                     column[column < 0] = np.argmax(np.bincount(present, mass, minlength=len(states)))
+    if preprocessing.projections == LDA and columns.numeric_columns:
+        X = _with_derived(X, variables, columns, preprocessing, weights)
     if preprocessing.missing == STATE:
         X = _holding(X, max((v.cardinality + 1 for v in variables), default=0))
         variables = [_with_missing_state(v, X[:, j]) for j, v in enumerate(variables)]
@@ -208,6 +212,35 @@ def prepare(columns: Columns, preprocessing: Preprocessing, weights: np.ndarray 
     return EncodedData(
         tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns, preprocessing, weights
     )
+
+
+def _with_derived(
+    X: np.ndarray, variables: list[Variable], columns: Columns, preprocessing: Preprocessing, weights: np.ndarray | None
+) -> np.ndarray:
+    """``X`` with a column more per linear discriminant of the numeric columns (``projections``),
+    each a derived numeric feature appended to ``variables``, cut by its method as any numeric
+    column is; with impute, a row missing every input reads as the centre (0)."""
+    numeric = columns.numeric_columns
+    names = tuple(columns.names[j] for j in numeric)
+    found = discriminants(names, columns.numbers, columns.y, columns.class_variable.cardinality, weights)
+    if not found:
+        return X
+    numbers = _numbers_by_name(columns)
+    added = []
+    for name, projection in zip(derived_names(len(found), {*columns.names, columns.class_variable.name}), found):
+        values = projection.values([numbers[n] for n in projection.inputs])
+        if preprocessing.missing == IMPUTE:
+            values[np.isnan(values)] = 0.0
+        cuts = preprocessing.method(name).cuts(values, columns.y, columns.class_variable.cardinality, weights)
+        variables.append(Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts, projection=projection))
+        added.append(interval_codes(cuts, values))
+    widest = max(X.dtype.itemsize, narrowest(max(v.cardinality for v in variables)).itemsize)
+    return np.asfortranarray(np.column_stack([X, *added]).astype(f"i{widest}", copy=False))
+
+
+def _numbers_by_name(columns: Columns) -> dict[str, np.ndarray]:
+    """The raw numbers of every numeric column, by name: what a derived feature reads."""
+    return {columns.names[j]: columns.numbers[:, k] for k, j in enumerate(columns.numeric_columns)}
 
 
 def _holding(X: np.ndarray, states: int) -> np.ndarray:
@@ -238,12 +271,18 @@ def encode_like(columns: Columns, variables: Sequence[Variable]) -> EncodedData:
     """Code rows with variables learned elsewhere (the same columns): numeric values through
     the learned cut points, missing values left missing. The rows keep their ``columns``, so
     a model cut otherwise (auto's chosen discretisation) can code them again."""
-    X = _holding(columns.codes.copy(order="K"), max((v.cardinality for v in variables[:-1]), default=0))
-    for j, variable in enumerate(variables[:-1]):
+    features = variables[:-1]
+    X = _holding(columns.codes.copy(order="K"), max((v.cardinality for v in features), default=0))
+    derived = len(features) - X.shape[1]
+    if derived:
+        X = np.asfortranarray(np.column_stack([X, np.empty((X.shape[0], derived), X.dtype)]))
+    for j, variable in enumerate(features[: len(features) - derived]):
         if variable.kind == NUMERIC:
             X[:, j] = interval_codes(variable.cuts, columns.values(j))
         if variable.missing_state:
             X[X[:, j] < 0, j] = variable.missing_code
+    if derived:
+        derive_codes(features, X, _numbers_by_name(columns))
     return EncodedData(tuple(variables), X, columns.y, columns.n_rows_dropped, columns.source, columns)
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from bnserve.store.model.markers import DEFAULT_MISSING_MARKERS, NA_VALUES
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.missing import AVAILABLE_CASE
+from bnserve.trainer.data.projections import NONE
 from bnserve.trainer.io import DEFAULT_READ_LIMITS, ReadLimits
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ class Preprocessing:
     the rows where its variables are present), impute (modes and means, training only) or
     state (a feature with missing values in the training rows gets a state "missing", learned
     and served like the others; Weka's BayesNet does this). ``weight`` names a column of
-    row weights (``weights``): not a feature; each row counts as its weight."""
+    row weights (``weights``): not a feature; each row counts as its weight. ``projections``:
+    ``lda`` adds the numeric columns' linear discriminants as derived features (``projections``)."""
 
     nominal: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
@@ -41,6 +43,7 @@ class Preprocessing:
     delimiter: str | None = None  # a CSV or TSV file's field separator, when not its format's
     limits: ReadLimits = DEFAULT_READ_LIMITS  # the most columns and decompressed bytes read
     weight: str | None = None  # the column of row weights (non-negative numbers), not a feature
+    projections: str = NONE  # derived features learned from the numeric columns: none, or lda
 
     def method(self, column: str) -> Method:
         return self.per_column.get(column, self.discretize)
@@ -58,4 +61,5 @@ class Preprocessing:
             **({"ignored": list(self.ignore)} if self.ignore else {}),
             NA_VALUES: list(self.na_values),
             **({"trim_whitespace": False} if not self.trim else {}),
+            **({"projections": self.projections} if self.projections != NONE else {}),
         }

@@ -56,7 +56,7 @@ def state_counts(data: TrainingView) -> list[tuple[np.ndarray, int | None]]:
     out: list[tuple[np.ndarray, int | None]] = []
     for j, v in enumerate(data.features):
         counts = value_counts(data.X[:, j], v.cardinality)
-        if data.columns is None:
+        if data.columns is None or v.projection is not None:  # a derived feature: no column of its own
             missing = _missing(v, counts, data.n_rows)
         elif data.columns.states[j] is None:  # numeric: the NaNs read, before any imputation
             missing = int(np.isnan(data.columns.values(j)).sum())
