@@ -51,7 +51,7 @@ import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model
-from bnserve.trainer.binning import Binning, choosable, choose_binning, work_of_choice
+from bnserve.trainer.binning import Binning, choosable, choose_binning, derivable, work_of_choice
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
@@ -304,17 +304,25 @@ def _binning(
     limits: TrainingLimits,
     jobs: int,
 ) -> tuple[Binning | None, list[Split], int]:
-    """Stage 0 (``binning``): the discretisation chosen from ``menu``, the folds prepared with
-    it and the work it was charged (as on ``charged_folds``); (None, the data's own folds, 0) without numeric columns, a
-    menu of fewer than two methods, or when the choice and naive Bayes after it would take the
-    search past ``budget``."""
-    charge = work_of_choice(menu, lambda proxy: work((proxy, {"estimator": estimator}), data, charged_folds))
+    """Stage 0 (``binning``): the discretisation chosen from ``menu`` and whether the numeric
+    columns' discriminants are added (``derivable``: with a menu of one method, or none, only
+    that), the folds prepared so and the work it was charged (as on ``charged_folds``);
+    (None, the data's own folds, 0) when there is nothing to choose, or when the choice and
+    naive Bayes after it would take the search past ``budget``."""
+    derive = derivable(data)
+    if len(menu) < 2 or not choosable(data):
+        if not derive:
+            return None, fold_splits(data, folds, seed), 0
+        assert data.preprocessing is not None
+        menu = [str(data.preprocessing.discretize)]  # the spec's method: only the discriminants to choose
+    proxy_work = lambda proxy: work((proxy, {"estimator": estimator}), data, charged_folds)  # noqa: E731
+    charge = work_of_choice(menu, proxy_work, derive)
     first = work((BASELINE, {"estimator": estimator}), data, charged_folds)
-    if len(menu) < 2 or not choosable(data) or (budget is not None and charge + first > budget):
+    if budget is not None and charge + first > budget:
         return None, fold_splits(data, folds, seed), 0
     cost = lambda candidate: work(candidate, data, folds)  # noqa: E731
-    binning, splits = choose_binning(data, menu, folds, seed, estimator, limits, jobs, cost)
-    return binning, splits, charge
+    binning, splits = choose_binning(data, menu, folds, seed, estimator, limits, jobs, cost, derive)
+    return binning, splits, work_of_choice([s.method for s in binning.scores], proxy_work)
 
 
 def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from bnserve.store.model import NUMERIC
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.encoded import prepare
+from bnserve.trainer.data.projections import LDA, NONE
 from bnserve.trainer.evaluation.cross_validation import Split, fold_splits
 from bnserve.trainer.evaluation.metrics import log_losses
 from bnserve.trainer.evaluation.parallel import Candidate, score_each
@@ -37,6 +38,7 @@ from bnserve.trainer.progress import stage
 
 PROXIES: tuple[str, ...] = ("nb", "aode")  # cheap, and they read every column as it is cut
 MARGIN_Z = 3.0  # how far ahead of the first method another must be, in standard errors (DROP_Z's)
+PROJECTION_Z = 2.0  # how far ahead the first method with the discriminants must be (bench/projections.py)
 
 
 @dataclass(frozen=True)
@@ -55,20 +57,24 @@ class MethodScore:
 
 @dataclass(frozen=True)
 class Binning:
-    """The method chosen and what every method tried scored, in menu order."""
+    """The method chosen, whether the numeric columns' discriminants are added
+    (``projections``: lda or none), and what every option tried scored, in the order tried."""
 
     chosen: str
     scores: tuple[MethodScore, ...]
+    projections: str = NONE
 
     def apply(self, data: EncodedData) -> EncodedData:
         """``data`` prepared again, its numeric columns cut by the chosen method (those with a
-        method of their own keep it)."""
-        return recut(data, Method.parse(self.chosen), learn=True)
+        method of their own keep it), with the discriminants if chosen."""
+        return recut(data, Method.parse(self.chosen), learn=True, projections=self.projections)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "method": f"proxies {', '.join(PROXIES)}: out-of-fold accuracy, {MARGIN_Z:g} SE ahead of the first",
+            "method": f"proxies {', '.join(PROXIES)}: out-of-fold accuracy, {MARGIN_Z:g} SE ahead of the first; "
+            f"discriminants added {PROJECTION_Z:g} SE ahead",
             "chosen": self.chosen,
+            "projections": self.projections,
             "candidates": [s.to_dict() for s in self.scores],
         }
 
@@ -81,20 +87,30 @@ def choosable(data: EncodedData) -> bool:
     return any(v.kind == NUMERIC and v.name not in taken for v in data.features)
 
 
-def recut(data: EncodedData, method: Method, learn: bool = False) -> EncodedData:
-    """``data`` whose numeric columns take ``method``. With ``learn`` the cut points are learned
-    on all its rows; without, only the preprocessing changes (the codes do not), for
-    ``fold_splits``, which learns them again on each training fold."""
+def derivable(data: EncodedData) -> bool:
+    """Whether auto may add the numeric columns' discriminants (the spec leaves it to auto,
+    ``Preprocessing.projections`` None) and some numeric column has more than two values."""
+    columns = data.columns
+    if columns is None or data.preprocessing is None or data.preprocessing.projections is not None:
+        return False
+    return any(np.unique(v[~np.isnan(v)]).size > 2 for v in columns.numbers.T)
+
+
+def recut(data: EncodedData, method: Method, learn: bool = False, projections: str = NONE) -> EncodedData:
+    """``data`` whose numeric columns take ``method`` (and ``projections``). With ``learn`` the cut
+    points are learned on all its rows; without, only the preprocessing changes (the codes do
+    not), for ``fold_splits``, which learns them again on each training fold."""
     assert data.columns is not None and data.preprocessing is not None
-    preprocessing = replace(data.preprocessing, discretize=method)
+    preprocessing = replace(data.preprocessing, discretize=method, projections=projections)
     if learn:
         return prepare(data.columns, preprocessing, data.weights)
     return replace(data, preprocessing=preprocessing)
 
 
-def work_of_choice(menu: Sequence[str], cost: Callable[[str], int]) -> int:
-    """What the choice is charged: every proxy on every method of the menu."""
-    return len(menu) * sum(cost(proxy) for proxy in PROXIES)
+def work_of_choice(menu: Sequence[str], cost: Callable[[str], int], derive: bool = False) -> int:
+    """What the choice is charged up front: every proxy on every method of the menu, and on
+    the first with the discriminants when ``derive``."""
+    return (len(menu) + derive) * sum(cost(proxy) for proxy in PROXIES)
 
 
 def choose_binning(
@@ -106,28 +122,52 @@ def choose_binning(
     limits: TrainingLimits = DEFAULT_LIMITS,
     jobs: int = 1,
     cost: Callable[[Candidate], float] | None = None,
+    derive: bool = False,
 ) -> tuple[Binning, list[Split]]:
     """The method of ``menu`` the proxies score best on ``folds`` stratified folds (``seed``),
     and those folds prepared with it, for the search to go on with. The proxies of every method
-    share ``jobs`` processes (``score_each``; ``cost``: a proxy's work, as ``score_all`` takes it)."""
-    scores: list[MethodScore] = []
-    first: np.ndarray | None = None  # the first method's hits, every proxy's rows end to end
+    share ``jobs`` processes (``score_each``; ``cost``: a proxy's work, as ``score_all`` takes it).
+
+    With ``derive``, the first method with the discriminants is scored beside the menu; they
+    are added when its proxies are ``PROJECTION_Z`` ahead of the first method's, and the
+    other methods of the menu are then scored with them too, the choice among them as without."""
     proxies = [(proxy, {"estimator": estimator}) for proxy in PROXIES]
-    with stage("auto: discretisations", len(menu), "method") as bar:
-        tables = [recut(data, Method.parse(text)) for text in menu]
-        prepared = [fold_splits(table, folds, seed) for table in tables]
-        scored = score_each([(t, s, proxies) for t, s in zip(tables, prepared)], limits, jobs, cost)
-        for text, results in zip(menu, scored):
-            pooled = [r.posteriors if r.posteriors is not None else np.zeros((data.n_rows, 0)) for r in results]
-            hits = np.concatenate([_hits(p, data.y) for p in pooled])
-            loss = np.mean([log_losses(p, data.y).mean() if p.size else np.inf for p in pooled])
-            first = hits if first is None else first
-            scores.append(MethodScore(text, float(hits.mean()), float(loss), lead_z(hits, first)))
-            bar.note(text)
-            bar.update()
-    ahead = [i for i, score in enumerate(scores) if i == 0 or score.lead_z > MARGIN_Z]
+
+    def scored(options: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, float, list[Split]]]:
+        """Per (method, projections): the proxies' hits end to end, log-loss and the folds."""
+        out = []
+        with stage("auto: discretisations", len(options), "method") as bar:
+            tables = [recut(data, Method.parse(text), projections=p) for text, p in options]
+            prepared = [fold_splits(table, folds, seed) for table in tables]
+            results = score_each([(t, s, proxies) for t, s in zip(tables, prepared)], limits, jobs, cost)
+            for (text, p), result, splits in zip(options, results, prepared):
+                pooled = [r.posteriors if r.posteriors is not None else np.zeros((data.n_rows, 0)) for r in result]
+                hits = np.concatenate([_hits(q, data.y) for q in pooled])
+                loss = float(np.mean([log_losses(q, data.y).mean() if q.size else np.inf for q in pooled]))
+                out.append((hits, loss, splits))
+                bar.note(text + (f"+{p}" if p != NONE else ""))
+                bar.update()
+        return out
+
+    options = [(text, NONE) for text in menu] + ([(menu[0], LDA)] if derive else [])
+    results = scored(options)
+    first = results[0][0]
+    projections = NONE
+    if derive and lead_z(results[-1][0], first) >= PROJECTION_Z:
+        projections = LDA
+        more = [(text, LDA) for text in menu[1:]]
+        if more:
+            results += scored(more)
+        options += more
+    scores = [
+        MethodScore(text + (f"+{p}" if p != NONE else ""), float(h.mean()), loss, lead_z(h, first))
+        for (text, p), (h, loss, _) in zip(options, results)
+    ]
+    within = [i for i, (_, p) in enumerate(options) if p == projections]
+    reference = results[within[0]][0]
+    ahead = [i for i in within if i == within[0] or lead_z(results[i][0], reference) > MARGIN_Z]
     best = min(ahead, key=lambda i: (-round(scores[i].accuracy, 12), round(scores[i].log_loss, 12), i))
-    return Binning(menu[best], tuple(scores)), prepared[best]
+    return Binning(options[best][0], tuple(scores), projections), results[best][2]
 
 
 def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ from bnserve.trainer.data.budget import (
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.encoded import from_table, prepare
 from bnserve.trainer.data.preprocessing import DEFAULT_NA_VALUES
-from bnserve.trainer.data.projections import LDA, NONE, PROJECTIONS
+from bnserve.trainer.data.projections import LDA, PROJECTIONS
 from bnserve.trainer.data.streaming import load_streamed
 from bnserve.trainer.fit import fit
 from bnserve.trainer.io import RawTable, ReadLimits, delimiter_of, is_pattern, read_table
@@ -172,7 +172,7 @@ class TrainingSpec:
             self.delimiter,
             ReadLimits(self.max_columns, decompressed if isinstance(decompressed, int) else None),
             weight=self.weight,
-            projections=self.projections or NONE,
+            projections=self.projections,
         )
 
     @property

@@ -91,9 +91,14 @@ def untimed(selection: dict) -> dict:
 
 
 def test_a_given_discretisation_is_not_chosen_again(ramps):
+    """Only the discriminants are left to choose: the given method is the one scored, with them and without."""
     model = train(TrainingSpec("auto", discretize="mdl:16", **ONLY_NB), str(ramps))
-    assert "discretization" not in model.metadata["selection"]
+    choice = model.metadata["selection"]["discretization"]
+    assert {c["method"] for c in choice["candidates"]} <= {"mdl:16", "mdl:16+lda"}
+    assert choice["chosen"] == "mdl:16"
     assert set(model.metadata["preprocessing"]["discretization"].values()) == {"mdl:16"}
+    alone = train(TrainingSpec("auto", discretize="mdl:16", projections="none", **ONLY_NB), str(ramps))
+    assert "discretization" not in alone.metadata["selection"]
 
 
 def test_data_without_numeric_columns_skip_the_choice(tmp_path, monkeypatch):

@@ -183,7 +183,7 @@ def test_cli_streams_and_refuses_what_needs_the_rows(capsys, store, tmp_path):
     )
     assert (
         code == 2
-        and "--chunk-rows trains a2de, aode, eskdb, fkdb, kdb, laode, nb, skdb, tan, tan-ddr (without --fd-min-count)"
+        and "--chunk-rows trains a2de, aode, eskdb, fkdb, kdb, laode, nb, skdb, tan, tan-ddr (without --fd-min-count, --projections lda)"
         in err
     )
     code, _, err = run(

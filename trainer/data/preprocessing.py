@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from bnserve.store.model.markers import DEFAULT_MISSING_MARKERS, NA_VALUES
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.missing import AVAILABLE_CASE
-from bnserve.trainer.data.projections import NONE
+from bnserve.trainer.data.projections import LDA
 from bnserve.trainer.io import DEFAULT_READ_LIMITS, ReadLimits
 
 if TYPE_CHECKING:
@@ -29,7 +29,8 @@ class Preprocessing:
     state (a feature with missing values in the training rows gets a state "missing", learned
     and served like the others; Weka's BayesNet does this). ``weight`` names a column of
     row weights (``weights``): not a feature; each row counts as its weight. ``projections``:
-    ``lda`` adds the numeric columns' linear discriminants as derived features (``projections``)."""
+    ``lda`` adds the numeric columns' linear discriminants as derived features (``projections``),
+    ``none`` adds none; None adds none either, and lets ``--algo auto`` choose (``binning``)."""
 
     nominal: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
@@ -43,7 +44,7 @@ class Preprocessing:
     delimiter: str | None = None  # a CSV or TSV file's field separator, when not its format's
     limits: ReadLimits = DEFAULT_READ_LIMITS  # the most columns and decompressed bytes read
     weight: str | None = None  # the column of row weights (non-negative numbers), not a feature
-    projections: str = NONE  # derived features learned from the numeric columns: none, or lda
+    projections: str | None = None  # derived features from the numeric columns: lda; none; None: auto's choice
 
     def method(self, column: str) -> Method:
         return self.per_column.get(column, self.discretize)
@@ -61,5 +62,5 @@ class Preprocessing:
             **({"ignored": list(self.ignore)} if self.ignore else {}),
             NA_VALUES: list(self.na_values),
             **({"trim_whitespace": False} if not self.trim else {}),
-            **({"projections": self.projections} if self.projections != NONE else {}),
+            **({"projections": self.projections} if self.projections == LDA else {}),
         }
