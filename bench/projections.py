@@ -53,7 +53,7 @@ R_SETS: dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]] = {  # files, cl
     "birthwt": (("MASS/birthwt.csv",), "low", ("bwt",)),
     "kyphosis": (("rpart/kyphosis.csv",), "Kyphosis", ()),
 }
-METHODS = ("auto", "auto+ld", "z", "rf", "logreg", "lda")
+METHODS = ("auto", "auto+ld", "z", "auto-choice", "rf", "logreg", "lda")
 INNER_FOLDS = 5
 
 
@@ -181,12 +181,14 @@ def scores(X: Any, y: Any, numeric: list[str], methods: list[str], folds: int, s
             if method == "z":  # not an accuracy: the fold's lead_z
                 result[method].append(lead_z(X_train, y_train, numeric, seed))
                 continue
-            if method in ("auto", "auto+ld"):
+            if method == "auto-choice":  # the product: auto's stage 0 adds the discriminants or not
+                predicted = BayesNetClassifier("auto").fit(X_train, y_train).predict(X_test)
+            elif method in ("auto", "auto+ld"):
                 A, B = X_train, X_test
                 if method == "auto+ld":
                     projection = Discriminants(numeric).fit(X_train, y_train)
                     A, B = projection.added(X_train), projection.added(X_test)
-                model = BayesNetClassifier("auto").fit(A, y_train)
+                model = BayesNetClassifier("auto", projections="none").fit(A, y_train)
                 predicted = model.predict(B)
             else:
                 predicted = peer(method, X_train, numeric).fit(X_train, y_train).predict(X_test)

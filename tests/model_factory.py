@@ -6,12 +6,14 @@ Import as ``from tests.model_factory import random_model``. Everything comes fro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from bnserve.store.model import CLASS, FEATURE, MEAN_JOINT, NUMERIC, SINGLE, Model, Network, Node, Variable
 from bnserve.store.model.discretization import interval_labels
+from bnserve.store.model.projection import Projection
 
 CLASS_NAME = "class"
 
@@ -30,6 +32,7 @@ def random_model(
     dtype: np.dtype | type = np.float64,
     algorithm: str = "random-dag",
     numeric: float = 0.0,
+    derived: int = 0,
 ) -> Model:
     """A valid model with features ``f0..f{n-1}`` and class ``class``.
 
@@ -39,11 +42,21 @@ def random_model(
     in random (not topological) order; with ``all_features`` False each network keeps a
     random subset of the features. ``combination`` defaults to single for one network,
     mean_joint for several. CPTs are Dirichlet(alpha) draws, shape (node, *parents).
-    Each feature is numeric (random cut points) with probability ``numeric``.
+    Each feature is numeric (random cut points) with probability ``numeric``; ``derived``
+    more features ``d0..`` are projections (``Projection``) of a random subset of the numeric
+    ones, when there are any.
     """
     low, high = cardinalities
     class_variable = Variable(CLASS_NAME, _states(CLASS_NAME, int(rng.integers(max(low, 2), high + 1))), CLASS)
     features = [_feature(rng, f"f{i}", int(rng.integers(low, high + 1)), numeric) for i in range(n_features)]
+    numbers = [v.name for v in features if v.kind == NUMERIC]
+    for i in range(derived if numbers else 0):
+        inputs = tuple(rng.choice(numbers, size=int(rng.integers(1, len(numbers) + 1)), replace=False).tolist())
+        projection = Projection(
+            inputs, tuple(rng.normal(size=len(inputs)).tolist()), tuple(rng.normal(size=len(inputs)).tolist())
+        )
+        plain = _feature(rng, f"d{i}", int(rng.integers(max(low, 2), high + 1)), 1.0)
+        features.append(dataclasses.replace(plain, projection=projection))
     variables = (class_variable, *features)
     cards = {v.name: v.cardinality for v in variables}
     networks = tuple(

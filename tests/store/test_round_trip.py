@@ -35,6 +35,7 @@ MODELS = {
     "ensemble-mean-joint": dict(n_features=4, n_networks=3, all_features=False),
     "ensemble-mean-posterior": dict(n_features=3, n_networks=2, combination=MEAN_POSTERIOR, cardinalities=(3, 4)),
     "numeric-features": dict(n_features=5, numeric=0.6, cardinalities=(1, 4)),
+    "derived-features": dict(n_features=4, numeric=1.0, derived=2, cardinalities=(2, 4)),
 }
 
 
