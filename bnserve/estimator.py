@@ -23,7 +23,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, Model
 from bnserve.store.predictor import CompiledModel, compile_model
-from bnserve.trainer.data.encoded import encode_columns
+from bnserve.trainer.data.encoded import derived_columns, encode_columns
 from bnserve.trainer.io.frames import column_array, frame_table
 from bnserve.trainer.io.table import read_text
 from bnserve.trainer.learners.registry import LEARNERS, PARAMETERS
@@ -183,7 +183,7 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
     def _adopt(self, model: Model) -> None:
         """Take ``model`` as the fitted state (from ``fit`` or from the store)."""
         self.model_ = model
-        self.n_features_in_ = len(model.features)
+        self.n_features_in_ = len(_input_names(model))
         self._compiled = compile_model(model)  # here, not in predict: predicting changes no state
 
     # ------------------------------------------------------------------ predict
@@ -220,16 +220,17 @@ class BayesNetClassifier(ClassifierMixin, BaseEstimator):
         server codes a request."""
         features = self._compiled_model().features
         checked = validate_data(self, X, reset=False, **_X_CHECKS)
-        names = _column_names(X, checked.shape[1]) if hasattr(X, "columns") else [v.name for v in features]
+        plain = _input_names(self.model_)
+        names = _column_names(X, checked.shape[1]) if hasattr(X, "columns") else plain
         # read as the model's training data was: its missing markers and whitespace rule (a model
         # trained with --na-values '' keeps 'NA' as a label), as trainer predict and the server do
         reading = as_trained(self.model_, None, keep_whitespace=False, delimiter=None)
         with _value_errors():
             table = reading.cleaned(frame_table(X if hasattr(X, "columns") else checked, names, "X"))
-            missing = [v.name for v in features if v.name not in table.header]
+            missing = [name for name in plain if name not in table.header]
             if missing:
                 raise ValueError(f"X has no column {', '.join(map(repr, missing))}")
-            columns = [table.columns[table.header.index(v.name)] for v in features]
+            columns = derived_columns(features, lambda name: table.columns[table.header.index(name)])
             return encode_columns(features, columns, table.n_rows, source="X", unknown=self.handle_unknown)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -253,10 +254,15 @@ def from_model(model: Model) -> BayesNetClassifier:
     kept = labels is not None and sorted(map(str, labels)) == sorted(states)  # the labels of these states
     estimator.classes_ = np.asarray(labels) if kept else np.asarray(states, dtype=object)
     estimator._adopt(model)
-    names = [v.name for v in model.features]
+    names = _input_names(model)
     if names != [f"x{j}" for j in range(len(names))]:  # fitted on a DataFrame (or from a file): by name
         estimator.feature_names_in_ = np.asarray(names, dtype=object)
     return estimator
+
+
+def _input_names(model: Model) -> list[str]:
+    """The features ``X`` holds: the model's, but those derived from others (``projections``)."""
+    return [v.name for v in model.features if v.projection is None]
 
 
 def params_of(spec: TrainingSpec) -> dict[str, Any]:

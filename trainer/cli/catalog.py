@@ -158,6 +158,12 @@ def _show(args: argparse.Namespace) -> int:
         if v.kind == "numeric":
             kind = f"numeric, cut at {', '.join(map(repr, v.cuts))}: " if v.cuts else "numeric, not cut: "
         lines.append(f"  {shown(v.name).ljust(width)}  {v.role.ljust(7)}  {kind}{', '.join(v.states)}")
+        if v.projection is not None:
+            terms = " + ".join(
+                f"{w!r} * ({shown(n)} - {c!r})"
+                for n, c, w in zip(v.projection.inputs, v.projection.centres, v.projection.weights)
+            )
+            lines.append(f"  {''.ljust(width)}  {''.ljust(7)}  derived: {terms}")
     for i, net in enumerate(model.networks):
         lines.append("arcs:" if len(model.networks) == 1 else f"arcs of network {i}:")
         lines += [f"  {parent} -> {child}" for parent, child in net.arcs]

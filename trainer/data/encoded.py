@@ -25,7 +25,7 @@ from bnserve.store.errors import InvalidInput
 from bnserve.store.model import FEATURE, NUMERIC, REFUSE, UNKNOWN, Variable, settle_unknown
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.model.markers import COMMON_MARKERS
-from bnserve.store.model.projection import derive_codes
+from bnserve.store.model.projection import derive_codes, derived_inputs
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.missing import AVAILABLE_CASE, IMPUTE, STATE
@@ -301,13 +301,14 @@ def encode_with(
         cells = cells.reshape(0, len(variables))
     if cells.ndim != 2 or cells.shape[1] != len(variables):
         raise InvalidInput(f"{source}: expected rows of {len(variables)} values, got an array of shape {cells.shape}")
-    columns = [TextColumn.of(cells[:, j].tolist()) for j in range(cells.shape[1])]
+    names = [v.name for v in variables]  # a derived feature's column is there, and not read
+    columns = derived_columns(variables, lambda name: TextColumn.of(cells[:, names.index(name)].tolist()))
     return encode_columns(variables, columns, cells.shape[0], source=source, lines=lines)
 
 
 def encode_columns(
     variables: Sequence[Variable],
-    columns: Sequence[TextColumn],
+    columns: Sequence[TextColumn | None],
     n_rows: int,
     *,
     source: str = "input",
@@ -320,10 +321,14 @@ def encode_columns(
     (``settle_unknown``: with ``missing``, a nominal one is read as missing and counted in
     ``unseen``); what is left unknown is refused. A refused value that is a common spelling
     of missing (``COMMON_MARKERS``: "NA" for a model trained before "NA" was a default
-    marker) suggests ``--na-values``."""
+    marker) suggests ``--na-values``. A derived feature (``Variable.projection``) has no
+    column (None in ``columns``; ``derived_columns``): it is computed from its inputs' numbers
+    once the others are coded."""
     widest = max((v.cardinality for v in variables), default=0)
     X = np.empty((n_rows, len(variables)), dtype=narrowest(widest), order="F")  # written by column
     for j, (var, column) in enumerate(zip(variables, columns)):
+        if column is None:
+            continue
         column.coded(var.codes_of, out=X[:, j])
         if not (X[:, j] == UNKNOWN).any():
             continue
@@ -341,7 +346,17 @@ def encode_columns(
             value = column.labels[column.index[r]]
             hint = f"; if {value!r} marks a missing value, name it in --na-values" if value in COMMON_MARKERS else ""
             raise InvalidInput(f"{source}: {where}column {var.name!r}: unknown value {value!r}; {known}{hint}")
+    inputs = derived_inputs(variables)
+    if inputs:
+        numbers = {v.name: c.numbers() for v, c in zip(variables, columns) if v.name in inputs and c is not None}
+        derive_codes(variables, X, numbers)
     return X
+
+
+def derived_columns(variables: Sequence[Variable], column_of: Callable[[str], TextColumn]) -> list[TextColumn | None]:
+    """The column of each variable for ``encode_columns`` (``column_of`` its name), None for a
+    derived one, which no file or frame carries (a column of its name is not read)."""
+    return [None if v.projection is not None else column_of(v.name) for v in variables]
 
 
 def load_with(
@@ -387,13 +402,13 @@ def encode_table(
     """
     features, class_variable = variables[:-1], variables[-1]
     has_class = class_variable.name in table.header or not class_optional
-    needed = [*features, class_variable] if has_class else list(features)
+    needed = [v for v in (*features, class_variable) if v.projection is None and (has_class or v is not class_variable)]
     missing_columns = [v.name for v in needed if v.name not in table.header]
     if missing_columns:
         raise InvalidInput(f"{table.source}: line 1: missing column(s) {', '.join(map(repr, missing_columns))}")
 
     def coded(some: Sequence[Variable]) -> np.ndarray:
-        columns = [table.columns[table.header.index(v.name)] for v in some]
+        columns = derived_columns(some, lambda name: table.columns[table.header.index(name)])
         return encode_columns(
             some, columns, table.n_rows, source=table.source, lines=lambda: table.lines, unknown=unknown, unseen=unseen
         )

@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bnserve.store.errors import InvalidInput
 from bnserve.trainer.learners.sizing import CPT_CELLS_FLAG, DEFAULT_MAX_CPT_CELLS
 
 if TYPE_CHECKING:
@@ -61,5 +62,12 @@ def write_model(model: Model, fmt: str, name: str, network: int | None = None) -
             _, net = single_network(model, network, fmt)
             model = dataclasses.replace(model, networks=(net,), combination=SINGLE)
         return write_dot(model, name)
+    derived = [v for v in model.features if v.projection is not None]
+    if derived:  # Weka and pgmpy, which read these files, would take its states with no way to compute them
+        inputs = ", ".join(map(repr, derived[0].projection.inputs))  # type: ignore[union-attr]
+        raise InvalidInput(
+            f"feature {derived[0].name!r} is derived from {inputs} (--projections lda): {fmt} has no such "
+            "variable, so the model cannot be exported to it; train it with --projections none, or draw it with --format dot"
+        )
     writer = {"bif": write_bif, "xmlbif": write_xmlbif}[fmt]
     return writer(model, name, network)

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from bnserve.store.errors import InvalidInput
+from bnserve.store.model.discretization import number_of
 from bnserve.store.model.names import MAX_NAME_LENGTH
 
 
@@ -58,6 +59,12 @@ class TextColumn:
     def texts(self) -> np.ndarray:
         """Every row's text, as an object array."""
         return self.labels[self.index]
+
+    def numbers(self) -> np.ndarray:
+        """float64 per row: the number its text stands for (``number_of``), NaN where none
+        (missing, a label that is no number): what a derived feature reads of its inputs."""
+        per_label = np.fromiter(map(number_of, self.labels.tolist()), dtype=np.float64, count=self.labels.size)
+        return per_label[self.index]
 
     def rows(self, keep: np.ndarray | slice) -> TextColumn:
         """The column of the rows ``keep`` (a mask, positions or a slice), labels no row uses dropped."""
