@@ -241,6 +241,7 @@ class Client:
         classes = None  # the version's classes, once known: every reply must name them
         width = 0  # the version's features, once known: rows × features bound a batch (batch_cells)
         nominal: set[str] = set()  # its nominal features, once known
+        derived: set[str] = set()  # its derived features, once known: never sent
         if (codes and features is None) or (not codes and extra_columns == "ignore"):
             # the version's own features, pinned: so that codes mean what they meant, and the
             # columns kept are the ones that version knows
@@ -248,6 +249,7 @@ class Client:
             known, version, alias = known_version["features"], known_version["version"], None
             classes = tuple(known_version["classes"])
             nominal = {v["name"] for v in known_version["variables"] if v["kind"] != NUMERIC}
+            derived = {v["name"] for v in known_version["variables"] if "inputs" in v}
             width = len(known)
         if codes:
             names = list(known if features is None else features)
@@ -259,7 +261,8 @@ class Client:
                 lambda a, b: pb.PredictRequest(dense=pb.DenseBatch(features=names, codes=rows[a:b].ravel().tolist())),
             )
         else:
-            instances = _instances(rows, keep=set(known) if extra_columns == "ignore" else None, nominal=nominal)
+            kept = set(known) - derived if extra_columns == "ignore" else None
+            instances = _instances(rows, keep=kept, nominal=nominal)
             widest = width or max((len(i.values) + len(i.numbers) for i in instances), default=0)
             requests = _batches(
                 len(instances),
@@ -298,7 +301,7 @@ class Client:
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """What the version is: name, version, aliases, algorithm, parameters, variables (name,
-        role, kind, states, cuts), arcs, metadata; with ``include_parameters``, its CPTs."""
+        role, kind, states, cuts; a derived feature's inputs, centres and weights), arcs, metadata; with ``include_parameters``, its CPTs."""
         request = _metadata_request(model, version, alias)
         request.include_parameters = include_parameters
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -441,7 +444,14 @@ def _metadata_dict(reply: pb.ModelMetadata, model: str, version: int | None) -> 
     _require(len(classes) == 1 and 1 <= len(classes[0]) <= MAX_CLASSES, what, "there is not one class variable")
     _require(all(a.parent in names and a.child in names for a in reply.arcs), what, "an arc names an unknown variable")
     variables = [
-        {"name": v.name, "role": v.role, "kind": v.kind, "states": list(v.states), "cuts": list(v.cuts)}
+        {
+            "name": v.name,
+            "role": v.role,
+            "kind": v.kind,
+            "states": list(v.states),
+            "cuts": list(v.cuts),
+            **({"inputs": list(v.inputs), "centres": list(v.centres), "weights": list(v.weights)} if v.inputs else {}),
+        }
         for v in reply.variables
     ]
     doc: dict[str, Any] = {

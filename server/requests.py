@@ -22,7 +22,8 @@ import numpy as np
 from bnserve.server.limits import INLINE_ROWS, Work
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, MISSING, NUMERIC, UNKNOWN, Variable, settle_unknown, unseen_code
-from bnserve.store.model.discretization import interval_code, interval_codes
+from bnserve.store.model.discretization import interval_code, interval_codes, number_of
+from bnserve.store.model.projection import derive_codes, derived_inputs
 from bnserve.store.predictor import CompiledModel, check_codes
 
 _NO_CODES = np.empty(0, dtype=np.int64)
@@ -36,13 +37,19 @@ def _allowed(states: tuple[str, ...]) -> str:
     return shown + (f", … ({more} more)" if more > 0 else "")
 
 
-def feature_column(compiled: CompiledModel, name: str, class_name: str) -> int:
-    """The column of a feature the request names; an unknown name, or the class's, is refused."""
+def feature_column(compiled: CompiledModel, name: str, class_name: str, derived: bool = False) -> int:
+    """The column of a feature the request names; an unknown name, or the class's, is refused,
+    and so is a derived feature's (``projection``: computed from its inputs) unless ``derived``
+    (a row of state codes carries every feature's code)."""
     column = compiled.feature_index.get(name)
     if column is None:
         if name == class_name:
             raise InvalidInput(f"{name!r} is the class variable; send features only")
         raise InvalidInput(f"unknown feature {name!r}")
+    projection = compiled.features[column].projection
+    if projection is not None and not derived:
+        inputs = ", ".join(map(repr, projection.inputs))
+        raise InvalidInput(f"feature {name!r} is derived from {inputs}; send those, not {name!r}")
     return column
 
 
@@ -57,13 +64,20 @@ class FeatureTables:
     column: Mapping[str, int]
     labels: tuple[Mapping[str, int], ...]
     cuts: tuple[tuple[float, ...] | None, ...]
+    inputs: frozenset[str] = frozenset()  # the features a derived one reads (``derived_inputs``)
 
     @staticmethod
     def of(compiled: CompiledModel) -> FeatureTables:
+        features = compiled.features
+        inputs = derived_inputs(features)
+        column = compiled.feature_index  # a derived feature's name is left to ``feature_column``, which refuses it
+        if any(v.projection is not None for v in features):
+            column = {name: j for name, j in column.items() if features[j].projection is None}
         return FeatureTables(
-            compiled.feature_index,
-            tuple(v.label_codes() for v in compiled.features),
-            tuple(v.cuts if v.kind == NUMERIC else None for v in compiled.features),
+            column,
+            tuple(v.label_codes() for v in features),
+            tuple(v.cuts if v.kind == NUMERIC else None for v in features),
+            inputs,
         )
 
 
@@ -95,6 +109,8 @@ def codes_from_instances(
     """
     tables = tables_of(compiled)
     column_of, labels, cuts_of = tables.column.get, tables.labels, tables.cuts
+    if tables.inputs:  # read twice: once for the codes, once for the derived features' inputs
+        instances = list(instances)
     blank = [MISSING] * len(labels)
     flat: list[int] = []
     r = -1
@@ -120,7 +136,25 @@ def codes_from_instances(
                 raise InvalidInput(f"instance {r}: feature {name!r} is in both values and numbers")
             row[j] = MISSING if math.isnan(number) else interval_code(cuts, number)
         flat += row
-    return np.array(flat, dtype=np.int64).reshape(r + 1, len(blank))
+    codes = np.array(flat, dtype=np.int64).reshape(r + 1, len(blank))
+    if tables.inputs:
+        derive_codes(compiled.features, codes, _instance_numbers(instances, tables.inputs))  # type: ignore[arg-type]
+    return codes
+
+
+def _instance_numbers(
+    instances: Sequence[tuple[Mapping[str, str], Mapping[str, float]]], inputs: frozenset[str]
+) -> dict[str, np.ndarray]:
+    """Each input of a derived feature: its number in every instance (a number sent, or a text
+    read as one by ``number_of``; NaN where absent or no number)."""
+    out = {name: np.full(len(instances), np.nan) for name in inputs}
+    for r, (values, numbers) in enumerate(instances):
+        for name, column in out.items():
+            if name in numbers:
+                column[r] = numbers[name]
+            elif name in values:
+                column[r] = number_of(values[name])
+    return out
 
 
 def codes_from_columns(
@@ -162,7 +196,21 @@ def codes_from_columns(
         if name in texts:
             raise InvalidInput(f"feature {name!r} is given both as text and as numbers")
         codes[:, compiled.feature_index[name]] = interval_codes(variable.cuts, numeric)
+    if tables.inputs:
+        given = {name: np.asarray(numbers[name], dtype=np.float64) for name in tables.inputs if name in numbers}
+        given.update({name: _text_numbers(texts[name]) for name in tables.inputs if name in texts})
+        derive_codes(compiled.features, codes, given)
     return codes
+
+
+def _text_numbers(texts: Sequence[str]) -> np.ndarray:
+    """The number of each text (``number_of``, once per distinct text; NaN for none)."""
+    distinct: dict[str, float] = {}
+    return np.fromiter(
+        (distinct[t] if t in distinct else distinct.setdefault(t, number_of(t)) for t in texts),
+        dtype=np.float64,
+        count=len(texts),
+    )
 
 
 def _text_columns(
@@ -227,16 +275,16 @@ def codes_from_dense(
     """
     check_feature_count(compiled, len(features), "dense batch lists")
     features = list(features)
+    flat = np.asarray(flat_codes, dtype=np.int64) if len(flat_codes) else _NO_CODES
+    raw = np.asarray(flat_values, dtype=np.float64) if len(flat_values) else _NO_VALUES
     in_model_order = features == list(compiled.feature_index)
-    if in_model_order:
+    if in_model_order and not (raw.size and tables_of(compiled).inputs):
         columns = list(range(len(features)))
-    else:
-        columns = [feature_column(compiled, name, class_name) for name in features]
+    else:  # state codes carry a derived feature's code; raw values never carry it (its inputs do)
+        columns = [feature_column(compiled, name, class_name, derived=not raw.size) for name in features]
         if len(set(columns)) != len(columns):
             dup = next(n for k, n in enumerate(features) if n in features[:k])
             raise InvalidInput(f"dense batch lists feature {dup!r} twice")
-    flat = np.asarray(flat_codes, dtype=np.int64) if len(flat_codes) else _NO_CODES
-    raw = np.asarray(flat_values, dtype=np.float64) if len(flat_values) else _NO_VALUES
     if flat.size and raw.size:
         raise InvalidInput("dense batch has both codes and values; send one of them")
     size = max(flat.size, raw.size)
@@ -255,6 +303,9 @@ def codes_from_dense(
         return check_codes(compiled, given)
     codes = np.full((given.shape[0], len(compiled.features)), MISSING, dtype=np.int64)
     codes[:, columns] = given
+    if raw.size and (inputs := tables_of(compiled).inputs):
+        values = raw.reshape(-1, len(features))
+        derive_codes(compiled.features, codes, {n: values[:, k] for k, n in enumerate(features) if n in inputs})
     return check_codes(compiled, codes)
 
 

@@ -58,7 +58,7 @@ class Tensor:
 def input_metadata(compiled: CompiledModel) -> list[tuple[str, str, list[int]]]:
     """(name, datatype, shape) of every input a model takes: one per feature, then ``codes``
     (unless a feature has that name, which then wins)."""
-    inputs = [(v.name, BYTES, [VARIABLE]) for v in compiled.features]
+    inputs = [(v.name, BYTES, [VARIABLE]) for v in compiled.features if v.projection is None]  # derived: computed
     if CODES not in compiled.feature_index:
         inputs.append((CODES, "INT32", [VARIABLE, len(compiled.features)]))
     return inputs
@@ -285,7 +285,7 @@ def _codes_tensor(compiled: CompiledModel, class_name: str, tensor: Tensor) -> n
             "feature in the order of ModelMetadata's inputs"
         )
     try:
-        return codes_from_dense(compiled, class_name, [v.name for v in compiled.features], tensor.numbers)
+        return codes_from_dense(compiled, class_name, list(compiled.feature_index), tensor.numbers)
     except InvalidInput as exc:
         raise InvalidInput(f"input {CODES!r}: {exc.message}") from None
 

@@ -102,20 +102,26 @@ class GetModelMetadataRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., version: _Optional[int] = ..., alias: _Optional[str] = ..., include_parameters: _Optional[bool] = ...) -> None: ...
 
 class Variable(_message.Message):
-    __slots__ = ("name", "role", "states", "kind", "cuts", "missing_state")
+    __slots__ = ("name", "role", "states", "kind", "cuts", "missing_state", "inputs", "centres", "weights")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     STATES_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CUTS_FIELD_NUMBER: _ClassVar[int]
     MISSING_STATE_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    CENTRES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     states: _containers.RepeatedScalarFieldContainer[str]
     kind: str
     cuts: _containers.RepeatedScalarFieldContainer[float]
     missing_state: bool
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., cuts: _Optional[_Iterable[float]] = ..., missing_state: _Optional[bool] = ...) -> None: ...
+    inputs: _containers.RepeatedScalarFieldContainer[str]
+    centres: _containers.RepeatedScalarFieldContainer[float]
+    weights: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., states: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ..., cuts: _Optional[_Iterable[float]] = ..., missing_state: _Optional[bool] = ..., inputs: _Optional[_Iterable[str]] = ..., centres: _Optional[_Iterable[float]] = ..., weights: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Arc(_message.Message):
     __slots__ = ("parent", "child", "network")

@@ -7,6 +7,7 @@ Errors are raised as ``bnserve.store.errors`` kinds and mapped to status codes b
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import grpc
 import numpy as np
@@ -20,6 +21,7 @@ from bnserve.server.responses import predict_response
 from bnserve.server.served import ServedModel
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import REFUSE, unknown_policy
+from bnserve.store.model.projection import Projection
 
 
 def _selector(request: pb.PredictRequest | pb.GetModelMetadataRequest) -> dict:
@@ -112,7 +114,13 @@ def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parame
         checksum=served.checksum,
         variables=[
             pb.Variable(
-                name=v.name, role=v.role, states=v.states, kind=v.kind, cuts=v.cuts, missing_state=v.missing_state
+                name=v.name,
+                role=v.role,
+                states=v.states,
+                kind=v.kind,
+                cuts=v.cuts,
+                missing_state=v.missing_state,
+                **(_derivation(v.projection) if v.projection is not None else {}),
             )
             for v in model.variables
         ],
@@ -126,3 +134,8 @@ def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parame
                 for n in net.nodes
             )
     return reply
+
+
+def _derivation(projection: Projection) -> dict[str, Any]:
+    """A derived feature's fields of ``Variable`` in the metadata: its inputs, centres and weights."""
+    return {"inputs": projection.inputs, "centres": projection.centres, "weights": projection.weights}
