@@ -197,9 +197,9 @@ def codes_from_columns(
             raise InvalidInput(f"feature {name!r} is given both as text and as numbers")
         codes[:, compiled.feature_index[name]] = interval_codes(variable.cuts, numeric)
     if tables.inputs:
-        given = {name: np.asarray(numbers[name], dtype=np.float64) for name in tables.inputs if name in numbers}
-        given.update({name: _text_numbers(texts[name]) for name in tables.inputs if name in texts})
-        derive_codes(compiled.features, codes, given)
+        read = {name: np.asarray(numbers[name], dtype=np.float64) for name in tables.inputs if name in numbers}
+        read.update({name: _text_numbers(texts[name]) for name in tables.inputs if name in texts})
+        derive_codes(compiled.features, codes, read)
     return codes
 
 

@@ -50,7 +50,9 @@ def discriminants(
     total = w.sum()
     mass = np.bincount(y, w, minlength=n_classes)
     seen = mass > 0
-    means = np.stack([np.bincount(y, w * Z[:, j], minlength=n_classes) for j in range(Z.shape[1])], axis=1)
+    means = np.stack([np.bincount(y, w * Z[:, j], minlength=n_classes) for j in range(Z.shape[1])], axis=1).astype(
+        np.float64
+    )
     means[seen] /= mass[seen, None]
     within = Z - means[y]
     Sw = (within * w[:, None]).T @ within / total
