@@ -79,28 +79,15 @@ def _codes_through_the_trainer(train_path, test_path, model):
     return encode_like(test.columns, data.variables).X  # type: ignore[arg-type]
 
 
+def _fit(data, *flags: str) -> int:
+    """``trainer fit --algo nb --projections lda FLAGS`` of ``data`` as model ``m``."""
+    return main(["fit", "--algo", "nb", "--projections", "lda", *flags, "--data", str(data), "--name", "m"])
+
+
 def test_trainer_predict_and_evaluate_test_compute_the_derived_feature(files, tmp_path, capsys):
     train_path, test_path = files
     store = f"sqlite:///{tmp_path / 's.db'}"
-    assert (
-        main(
-            [
-                "fit",
-                "--algo",
-                "nb",
-                "--projections",
-                "lda",
-                "--data",
-                str(train_path),
-                "--name",
-                "m",
-                "--store",
-                store,
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert _fit(train_path, "--store", store, "--quiet") == 0
     from bnserve.store.db import ModelStore
 
     with ModelStore(store) as models:
@@ -142,25 +129,7 @@ def test_the_estimator_computes_it_on_a_frame_and_on_an_array(files):
 
 def test_export_to_bif_is_refused_naming_the_derived_feature(files, tmp_path, capsys):
     store = f"sqlite:///{tmp_path / 's.db'}"
-    assert (
-        main(
-            [
-                "fit",
-                "--algo",
-                "nb",
-                "--projections",
-                "lda",
-                "--data",
-                str(files[0]),
-                "--name",
-                "m",
-                "--store",
-                store,
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert _fit(files[0], "--store", store, "--quiet") == 0
     capsys.readouterr()
     out = tmp_path / "m.bif"
     assert main(["export", "m", "--format", "bif", "--out", str(out), "--store", store]) != 0
@@ -171,24 +140,7 @@ def test_export_to_bif_is_refused_naming_the_derived_feature(files, tmp_path, ca
 
 
 def test_training_in_chunks_refuses_projections(files, capsys):
-    assert (
-        main(
-            [
-                "fit",
-                "--algo",
-                "nb",
-                "--projections",
-                "lda",
-                "--chunk-rows",
-                "100",
-                "--data",
-                str(files[0]),
-                "--name",
-                "m",
-            ]
-        )
-        == 2
-    )
+    assert _fit(files[0], "--chunk-rows", "100") == 2
     assert "--projections lda" in capsys.readouterr().err
 
 
