@@ -5,8 +5,9 @@ prepared once, so every candidate on a fold reads the statistics the first one c
 after a stage 0 where the data have numeric columns:
 
 0. discretisation (``binning``): the menu's methods (``DEFAULT_DISCRETIZATIONS``) scored by
-   naive Bayes and AODE, each fold cut on its training rows; the best one's folds are the
-   folds of the stages below, and the winner is fitted on the data cut by it;
+   naive Bayes and AODE, each fold cut on its training rows, and whether the numeric
+   columns' linear discriminants are added as derived features (``projections``); the best
+   one's folds are the folds of the stages below, and the winner is fitted on the data cut by it;
 1. structures: naive Bayes first, then every candidate learner (one per k for those that
    take k; selective learners choose their own), each with Laplace estimates;
 2. estimators: the best ``REFINED`` structures again with each other estimator (HDP,
