@@ -310,7 +310,7 @@ def _binning(
     that), the folds prepared so and the work it was charged (as on ``charged_folds``);
     (None, the data's own folds, 0) when there is nothing to choose, or when the choice and
     naive Bayes after it would take the search past ``budget``."""
-    derive = derivable(data)
+    derive = derivable(data) and data.n_rows < LARGE_ROWS  # see PROJECTION_Z
     if len(menu) < 2 or not choosable(data):
         if not derive:
             return None, fold_splits(data, folds, seed), 0
