@@ -143,3 +143,17 @@ def test_evaluate_on_a_test_file_codes_it_as_auto_cut_its_training_file(ramps, t
     auto, nb = (json.loads((tmp_path / f"{m}.json").read_text())["evaluations"][0] for m in ("auto", "nb"))
     assert auto["fold_choices"] == ["nb estimator=laplace"]
     assert (auto["accuracy"], auto["log_loss"]) == pytest.approx((nb["accuracy"], nb["log_loss"]))
+
+
+@pytest.mark.parametrize("rows, tried", [(2_000, True), (10_000, False)])
+def test_auto_tries_the_discriminants_below_large_rows_only(tmp_path, rows, tried):
+    """The class is the sign of b - a: the discriminant wins clearly, on 2,000 rows; from
+    ``LARGE_ROWS`` on auto does not try it (its proxies' lead did not carry to large sets)."""
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=rows), rng.normal(size=rows)
+    lines = ["a,b,class"] + [f"{x:.6f},{z:.6f},{'pq'[int(z > x)]}" for x, z in zip(a.tolist(), b.tolist())]
+    (tmp_path / "line.csv").write_text("\n".join(lines) + "\n")
+    model = train(TrainingSpec("auto", **ONLY_NB), str(tmp_path / "line.csv"))
+    methods = {c["method"] for c in model.metadata["selection"]["discretization"]["candidates"]}
+    assert ("mdl:16+lda" in methods) is tried
+    assert any(v.projection is not None for v in model.features) is tried
