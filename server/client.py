@@ -221,7 +221,10 @@ class Client:
         ``rows``: a list of dicts (feature -> value: a state label, or a number for a
         numeric feature; an absent feature or None is missing), a pandas DataFrame (its
         columns by name, NaN/None missing), or a 2-D integer array of state codes (-1 missing)
-        whose columns are ``features`` (default: the model's features, in order). Batches go
+        whose columns are ``features`` (default: the model's features, in order, a derived
+        feature's code included: codes are the caller's own). A derived feature (its
+        ``projection`` in ``metadata``) takes no value in a dict or a DataFrame: the server
+        computes it from its inputs' numbers. Batches go
         to one version: the first batch's, pinned for the rest, so an alias that moves
         meanwhile cannot split the answer between two models. ``unknown``: a label no
         training row had is read as missing (``"missing"``, or ``""``: the server's default)
@@ -229,10 +232,11 @@ class Client:
 
         ``extra_columns``: what to do with a column (or dict key) of ``rows`` that is not one
         of the version's features, such as the class column of a training frame. "ignore"
-        (default, as ``trainer predict``): it is left out, which costs one metadata call to
-        learn the features (and pins the version from the start); "error": every column is
-        sent and the server refuses the call (INVALID_ARGUMENT) naming the first it does not
-        know. A code array's columns are ``features`` either way.
+        (default, as ``trainer predict``): it is left out, as a derived feature's column is,
+        which costs one metadata call to learn the features (and pins the version from the
+        start); "error": every column is sent and the server refuses the call
+        (INVALID_ARGUMENT) naming the first it does not know or that is derived. A code
+        array's columns are ``features`` either way.
         """
         if extra_columns not in EXTRA_COLUMNS:
             raise ValueError(f"extra_columns must be one of {', '.join(EXTRA_COLUMNS)}, got {extra_columns!r}")
@@ -241,7 +245,7 @@ class Client:
         classes = None  # the version's classes, once known: every reply must name them
         width = 0  # the version's features, once known: rows × features bound a batch (batch_cells)
         nominal: set[str] = set()  # its nominal features, once known
-        derived: set[str] = set()  # its derived features, once known: never sent
+        derived: set[str] = set()  # its derived features, once known
         if (codes and features is None) or (not codes and extra_columns == "ignore"):
             # the version's own features, pinned: so that codes mean what they meant, and the
             # columns kept are the ones that version knows
@@ -249,7 +253,7 @@ class Client:
             known, version, alias = known_version["features"], known_version["version"], None
             classes = tuple(known_version["classes"])
             nominal = {v["name"] for v in known_version["variables"] if v["kind"] != NUMERIC}
-            derived = {v["name"] for v in known_version["variables"] if "inputs" in v}
+            derived = {v["name"] for v in known_version["variables"] if v["projection"] is not None}
             width = len(known)
         if codes:
             names = list(known if features is None else features)
@@ -261,8 +265,9 @@ class Client:
                 lambda a, b: pb.PredictRequest(dense=pb.DenseBatch(features=names, codes=rows[a:b].ravel().tolist())),
             )
         else:
-            kept = set(known) - derived if extra_columns == "ignore" else None
-            instances = _instances(rows, keep=kept, nominal=nominal)
+            # a derived feature is computed by the server from its inputs: its column is not sent
+            sent = set(known) - derived if extra_columns == "ignore" else None
+            instances = _instances(rows, keep=sent, nominal=nominal)
             widest = width or max((len(i.values) + len(i.numbers) for i in instances), default=0)
             requests = _batches(
                 len(instances),
@@ -301,7 +306,9 @@ class Client:
         timeout: float | None = None,
     ) -> dict[str, Any]:
         """What the version is: name, version, aliases, algorithm, parameters, variables (name,
-        role, kind, states, cuts; a derived feature's inputs, centres and weights), arcs, metadata; with ``include_parameters``, its CPTs."""
+        role, kind, states, cuts, and ``projection``: a derived feature's inputs, centres and
+        weights, None for any other), features (in the model's order: a code array's
+        columns), arcs, metadata; with ``include_parameters``, its CPTs."""
         request = _metadata_request(model, version, alias)
         request.include_parameters = include_parameters
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
@@ -440,6 +447,14 @@ def _metadata_dict(reply: pb.ModelMetadata, model: str, version: int | None) -> 
         _require(len(set(v.states)) == len(v.states), what, f"variable {v.name!r} repeats a state")
         cuts = np.asarray(v.cuts, dtype=np.float64)
         _require(bool(np.all(np.isfinite(cuts)) and np.all(np.diff(cuts) > 0)), what, f"{v.name!r} has bad cuts")
+        terms = np.asarray([*v.centres, *v.weights], dtype=np.float64)
+        _require(
+            len(v.inputs) == len(v.centres) == len(v.weights)
+            and set(v.inputs) <= set(names)
+            and bool(np.all(np.isfinite(terms))),
+            what,
+            f"{v.name!r} has a bad derivation",
+        )
     classes = [list(v.states) for v in reply.variables if v.role == "class"]
     _require(len(classes) == 1 and 1 <= len(classes[0]) <= MAX_CLASSES, what, "there is not one class variable")
     _require(all(a.parent in names and a.child in names for a in reply.arcs), what, "an arc names an unknown variable")
@@ -450,7 +465,9 @@ def _metadata_dict(reply: pb.ModelMetadata, model: str, version: int | None) -> 
             "kind": v.kind,
             "states": list(v.states),
             "cuts": list(v.cuts),
-            **({"inputs": list(v.inputs), "centres": list(v.centres), "weights": list(v.weights)} if v.inputs else {}),
+            "projection": {"inputs": list(v.inputs), "centres": list(v.centres), "weights": list(v.weights)}
+            if v.inputs
+            else None,
         }
         for v in reply.variables
     ]

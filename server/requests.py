@@ -6,6 +6,11 @@ read as missing (and counted) or refused by the store's one rule
 (``bnserve.store.model.unseen``). Both APIs come through here:
 Predict's instances and dense batches, and the Open Inference Protocol's feature
 columns and codes (``bnserve.server.tensors`` decodes its tensors first).
+
+A derived feature (``Variable.projection``) is never sent: every form that carries raw
+values keeps the numbers of its inputs and codes it with the store's ``derive_codes``, after
+the other features; naming it there is refused (``value_column``). State codes (a dense
+batch's ``codes``, the ``codes`` tensor) are the caller's own, a derived feature's included.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from bnserve.server.limits import INLINE_ROWS, Work
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, MISSING, NUMERIC, UNKNOWN, Variable, settle_unknown, unseen_code
 from bnserve.store.model.discretization import interval_code, interval_codes, number_of
-from bnserve.store.model.projection import derive_codes, derived_inputs
+from bnserve.store.model.projection import Projection, derive_codes, derived_inputs
 from bnserve.store.predictor import CompiledModel, check_codes
 
 _NO_CODES = np.empty(0, dtype=np.int64)
@@ -37,47 +42,61 @@ def _allowed(states: tuple[str, ...]) -> str:
     return shown + (f", … ({more} more)" if more > 0 else "")
 
 
-def feature_column(compiled: CompiledModel, name: str, class_name: str, derived: bool = False) -> int:
-    """The column of a feature the request names; an unknown name, or the class's, is refused,
-    and so is a derived feature's (``projection``: computed from its inputs) unless ``derived``
-    (a row of state codes carries every feature's code)."""
+def feature_column(compiled: CompiledModel, name: str, class_name: str) -> int:
+    """The column of a feature the request names; an unknown name, or the class's, is refused."""
     column = compiled.feature_index.get(name)
     if column is None:
         if name == class_name:
             raise InvalidInput(f"{name!r} is the class variable; send features only")
         raise InvalidInput(f"unknown feature {name!r}")
-    projection = compiled.features[column].projection
-    if projection is not None and not derived:
-        inputs = ", ".join(map(repr, projection.inputs))
-        raise InvalidInput(f"feature {name!r} is derived from {inputs}; send those, not {name!r}")
     return column
+
+
+def value_column(compiled: CompiledModel, name: str, class_name: str) -> int:
+    """The column of a feature the request sends a raw value of (``feature_column``); a
+    derived feature is refused: its value is computed from its inputs', which are sent."""
+    column = feature_column(compiled, name, class_name)
+    projection = compiled.features[column].projection
+    if projection is not None:
+        raise InvalidInput(f"{_derived(name, projection)}; send those")
+    return column
+
+
+def _derived(name: str, projection: Projection) -> str:
+    return f"feature {name!r} is derived from {_allowed(projection.inputs)}"
 
 
 @dataclass(frozen=True)
 class FeatureTables:
     """What decoding a request looks up, built once per compiled model (``tables_of``) so a
-    value costs a dict lookup or two: ``column``, feature name -> column; per column
-    ``labels``, text -> code of every state label and "" (``Variable.label_codes``, shared
-    with the variable), and ``cuts``, a numeric feature's cut points (None: nominal).
-    A text not in ``labels`` (a number, "14.0", an unseen label) takes ``Variable.code_of``."""
+    value costs a dict lookup or two: ``column``, name -> column of each feature a raw value
+    is sent for (a derived feature is not: its name misses, and ``value_column`` refuses
+    it); per column ``labels``, text -> code of every state label and "" and missing marker
+    (``Variable.label_codes``, shared with the variable), and ``cuts``, a numeric feature's
+    cut points (None: nominal). A text not in ``labels`` (a number, "14.0", an unseen label)
+    takes ``Variable.code_of``. ``inputs``: the features derived ones read, whose numbers
+    are kept (none: the model has no derived feature); ``terms``: the number of inputs
+    summed over the derived features (p each), the work per row of computing them."""
 
     column: Mapping[str, int]
     labels: tuple[Mapping[str, int], ...]
     cuts: tuple[tuple[float, ...] | None, ...]
-    inputs: frozenset[str] = frozenset()  # the features a derived one reads (``derived_inputs``)
+    inputs: frozenset[str] = frozenset()
+    terms: int = 0
 
     @staticmethod
     def of(compiled: CompiledModel) -> FeatureTables:
         features = compiled.features
-        inputs = derived_inputs(features)
-        column = compiled.feature_index  # a derived feature's name is left to ``feature_column``, which refuses it
-        if any(v.projection is not None for v in features):
-            column = {name: j for name, j in column.items() if features[j].projection is None}
+        projections = [v.projection for v in features if v.projection is not None]
+        column = compiled.feature_index
+        if projections:
+            column = {v.name: j for j, v in enumerate(features) if v.projection is None}
         return FeatureTables(
             column,
             tuple(v.label_codes() for v in features),
             tuple(v.cuts if v.kind == NUMERIC else None for v in features),
-            inputs,
+            derived_inputs(features),
+            sum(len(p.inputs) for p in projections),
         )
 
 
@@ -106,11 +125,13 @@ def codes_from_instances(
     ``unknown`` makes of it (``unseen_code``: missing, counted per column in ``unseen``, or
     refused). Values are looked up in the model's ``FeatureTables``; what they miss is
     coded, or refused, one value at a time in the same order, so the first error is the same.
+    Derived features are coded last, from the numbers of their inputs (``_instance_numbers``).
     """
     tables = tables_of(compiled)
     column_of, labels, cuts_of = tables.column.get, tables.labels, tables.cuts
-    if tables.inputs:  # read twice: once for the codes, once for the derived features' inputs
-        instances = list(instances)
+    listed = None
+    if tables.inputs:  # read twice: coded, then their inputs' numbers
+        instances = listed = list(instances)
     blank = [MISSING] * len(labels)
     flat: list[int] = []
     r = -1
@@ -119,7 +140,7 @@ def codes_from_instances(
         for name, text in values.items():
             j = column_of(name)
             if j is None or (code := labels[j].get(text)) is None:
-                j = feature_column(compiled, name, class_name)
+                j = value_column(compiled, name, class_name)
                 variable = compiled.features[j]
                 code = variable.code_of(text)
                 if code == UNKNOWN:
@@ -137,24 +158,38 @@ def codes_from_instances(
             row[j] = MISSING if math.isnan(number) else interval_code(cuts, number)
         flat += row
     codes = np.array(flat, dtype=np.int64).reshape(r + 1, len(blank))
-    if tables.inputs:
-        derive_codes(compiled.features, codes, _instance_numbers(instances, tables.inputs))  # type: ignore[arg-type]
+    if listed is not None:
+        derive_codes(compiled.features, codes, _instance_numbers(tables, listed))
     return codes
 
 
 def _instance_numbers(
-    instances: Sequence[tuple[Mapping[str, str], Mapping[str, float]]], inputs: frozenset[str]
+    tables: FeatureTables, instances: Sequence[tuple[Mapping[str, str], Mapping[str, float]]]
 ) -> dict[str, np.ndarray]:
-    """Each input of a derived feature: its number in every instance (a number sent, or a text
-    read as one by ``number_of``; NaN where absent or no number)."""
-    out = {name: np.full(len(instances), np.nan) for name in inputs}
-    for r, (values, numbers) in enumerate(instances):
-        for name, column in out.items():
-            if name in numbers:
-                column[r] = numbers[name]
-            elif name in values:
-                column[r] = number_of(values[name])
+    """The numbers of the features derived ones read, per row (NaN missing), from instances
+    already coded (so every name and text in them is one the model takes): a number sent, or
+    a text read as one (``_text_number``)."""
+    out: dict[str, np.ndarray] = {}
+    for name in tables.inputs:
+        labels = tables.labels[tables.column[name]]
+        out[name] = np.fromiter(
+            (_number(values, numbers, name, labels) for values, numbers in instances),
+            dtype=np.float64,
+            count=len(instances),
+        )
     return out
+
+
+def _number(values: Mapping[str, str], numbers: Mapping[str, float], name: str, labels: Mapping[str, int]) -> float:
+    text = values.get(name)
+    return numbers.get(name, math.nan) if text is None else _text_number(text, labels)
+
+
+def _text_number(text: str, labels: Mapping[str, int]) -> float:
+    """The number a text value of a numeric feature gives a derived feature: the number it
+    is written as; NaN (missing) for a text its ``labels`` code (an interval label, "", a
+    missing marker: a marker such as "-999" is no number here, as it was in training)."""
+    return math.nan if text in labels else number_of(text)
 
 
 def codes_from_columns(
@@ -174,7 +209,8 @@ def codes_from_columns(
     are looked up in the model's ``FeatureTables`` into one array; if a name or a text
     misses them, they are coded (or refused) again column by column with
     ``Variable.codes_of``, in order, so the first error is the same. ``unknown`` and
-    ``unseen``: as ``codes_from_instances``.
+    ``unseen``: as ``codes_from_instances``. Derived features are coded last, from the
+    numbers of their inputs' columns.
     """
     tables = tables_of(compiled)
     column_of, labels = tables.column.get, tables.labels
@@ -197,20 +233,23 @@ def codes_from_columns(
             raise InvalidInput(f"feature {name!r} is given both as text and as numbers")
         codes[:, compiled.feature_index[name]] = interval_codes(variable.cuts, numeric)
     if tables.inputs:
-        read = {name: np.asarray(numbers[name], dtype=np.float64) for name in tables.inputs if name in numbers}
-        read.update({name: _text_numbers(texts[name]) for name in tables.inputs if name in texts})
-        derive_codes(compiled.features, codes, read)
+        derive_codes(compiled.features, codes, _column_numbers(tables, texts, numbers))
     return codes
 
 
-def _text_numbers(texts: Sequence[str]) -> np.ndarray:
-    """The number of each text (``number_of``, once per distinct text; NaN for none)."""
-    distinct: dict[str, float] = {}
-    return np.fromiter(
-        (distinct[t] if t in distinct else distinct.setdefault(t, number_of(t)) for t in texts),
-        dtype=np.float64,
-        count=len(texts),
-    )
+def _column_numbers(
+    tables: FeatureTables, texts: Mapping[str, Sequence[str]], numbers: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The numbers of the features derived ones read, from columns already coded; an input
+    not sent is left out (missing in every row)."""
+    out: dict[str, np.ndarray] = {}
+    for name in tables.inputs:
+        if name in numbers:
+            out[name] = np.asarray(numbers[name], dtype=np.float64)
+        elif name in texts:
+            labels, column = tables.labels[tables.column[name]], texts[name]
+            out[name] = np.fromiter((_text_number(t, labels) for t in column), dtype=np.float64, count=len(column))
+    return out
 
 
 def _text_columns(
@@ -227,7 +266,7 @@ def _text_columns(
     columns: list[int] = []
     given = np.empty((len(texts), rows), dtype=np.int64)
     for k, (name, column) in enumerate(texts.items()):
-        j = feature_column(compiled, name, class_name)
+        j = value_column(compiled, name, class_name)
         variable = compiled.features[j]
         coded = variable.codes_of(column)
         settled = settle_unknown(variable, coded, unknown)
@@ -249,8 +288,9 @@ def _refuse(variable: Variable, text: str, where: str) -> NoReturn:
 
 
 def _numeric_feature(compiled: CompiledModel, name: str, class_name: str, where: str = "") -> Variable:
-    """The variable of a feature sent as a number, which only a numeric feature takes."""
-    variable = compiled.features[feature_column(compiled, name, class_name)]
+    """The variable of a feature sent as a number, which only a numeric feature takes (a
+    derived one is not sent: ``value_column``)."""
+    variable = compiled.features[value_column(compiled, name, class_name)]
     if variable.kind != NUMERIC:
         prefix = f"{where}: " if where else ""
         raise InvalidInput(f"{prefix}feature {name!r} is nominal; send its state label as text, not a number")
@@ -272,19 +312,25 @@ def codes_from_dense(
     A batch listing every feature in the model's order (the bulk caller's usual form) is
     used as it is, without a scatter into a matrix of missing codes. The feature names are
     checked before the data is read.
+
+    Codes are the caller's own, a derived feature's included. Raw values code derived
+    features from their inputs' columns (an input not listed is missing); a batch of values
+    names one only when it lists every feature in the model's order, its column all NaN
+    (``_codes_from_values``), and is refused otherwise (``value_column``).
     """
     check_feature_count(compiled, len(features), "dense batch lists")
     features = list(features)
-    flat = np.asarray(flat_codes, dtype=np.int64) if len(flat_codes) else _NO_CODES
-    raw = np.asarray(flat_values, dtype=np.float64) if len(flat_values) else _NO_VALUES
     in_model_order = features == list(compiled.feature_index)
-    if in_model_order and not (raw.size and tables_of(compiled).inputs):
+    if in_model_order:
         columns = list(range(len(features)))
-    else:  # state codes carry a derived feature's code; raw values never carry it (its inputs do)
-        columns = [feature_column(compiled, name, class_name, derived=not raw.size) for name in features]
+    else:
+        column_of = value_column if len(flat_values) and not len(flat_codes) else feature_column
+        columns = [column_of(compiled, name, class_name) for name in features]
         if len(set(columns)) != len(columns):
             dup = next(n for k, n in enumerate(features) if n in features[:k])
             raise InvalidInput(f"dense batch lists feature {dup!r} twice")
+    flat = np.asarray(flat_codes, dtype=np.int64) if len(flat_codes) else _NO_CODES
+    raw = np.asarray(flat_values, dtype=np.float64) if len(flat_values) else _NO_VALUES
     if flat.size and raw.size:
         raise InvalidInput("dense batch has both codes and values; send one of them")
     size = max(flat.size, raw.size)
@@ -295,27 +341,36 @@ def codes_from_dense(
     if size % len(features):
         what = "values" if raw.size else "codes"
         raise InvalidInput(f"dense batch has {size} {what}, not a multiple of its {len(features)} features")
-    if raw.size:
-        given = _codes_from_values(compiled, columns, raw.reshape(-1, len(features)))
-    else:
-        given = flat.reshape(-1, len(features))
+    values = raw.reshape(-1, len(features))
+    given = _codes_from_values(compiled, columns, values) if raw.size else flat.reshape(-1, len(features))
     if in_model_order:
-        return check_codes(compiled, given)
-    codes = np.full((given.shape[0], len(compiled.features)), MISSING, dtype=np.int64)
-    codes[:, columns] = given
+        codes = given
+    else:
+        codes = np.full((given.shape[0], len(compiled.features)), MISSING, dtype=np.int64)
+        codes[:, columns] = given
     if raw.size and (inputs := tables_of(compiled).inputs):
-        values = raw.reshape(-1, len(features))
         derive_codes(compiled.features, codes, {n: values[:, k] for k, n in enumerate(features) if n in inputs})
     return check_codes(compiled, codes)
 
 
 def _codes_from_values(compiled: CompiledModel, columns: list[int], raw: np.ndarray) -> np.ndarray:
     """Raw dense values to codes: numeric features through their cut points, nominal
-    features as whole-number codes; NaN is missing."""
+    features as whole-number codes; NaN is missing. A derived feature's column (listed in
+    the model's order) must be all NaN: it is left missing here, computed in ``codes_from_dense``."""
     codes = np.empty(raw.shape, dtype=np.int64)
     for j, column in enumerate(columns):
         variable = compiled.features[column]
         values = raw[:, j]
+        if variable.projection is not None:
+            sent = np.flatnonzero(~np.isnan(values))
+            if sent.size:
+                row = int(sent[0])
+                raise InvalidInput(
+                    f"dense batch: {_derived(variable.name, variable.projection)}, which are sent; its column "
+                    f"must be NaN, computed from theirs: row {row} has {float(values[row])!r}"
+                )
+            codes[:, j] = MISSING
+            continue
         if variable.kind == NUMERIC:
             codes[:, j] = interval_codes(variable.cuts, values)
             continue
@@ -338,22 +393,32 @@ def check_feature_count(compiled: CompiledModel, count: int, what: str) -> None:
         raise InvalidInput(f"{what} {count} features; the model has {len(compiled.features)} features")
 
 
+def derived_work(compiled: CompiledModel, rows: int) -> int:
+    """The elements computing ``rows`` rows of the model's derived features walks: each
+    one's inputs per row (``FeatureTables.terms``), beside what the request carries."""
+    return rows * tables_of(compiled).terms
+
+
 def dense_work(compiled: CompiledModel, features: Sequence[str], codes: Sized, values: Sized) -> Work:
-    """The work of a DenseBatch, from its field lengths alone (``limits.Work``)."""
+    """The work of a DenseBatch, from its field lengths alone (``limits.Work``); raw values
+    compute the derived features too (``derived_work``), codes carry theirs."""
     check_feature_count(compiled, len(features), "dense batch lists")
     size = max(len(codes), len(values))
-    return Work(size // max(len(features), 1), size + len(features))
+    rows = size // max(len(features), 1)
+    return Work(rows, size + len(features) + (derived_work(compiled, rows) if len(values) else 0))
 
 
 def instances_work(compiled: CompiledModel, instances: Sequence[Any]) -> Work:
-    """The work of Predict's instances; each instance's names are counted (and refused
-    beyond the model's features) only when the rows are few enough to answer on the loop:
-    more go to the pool, where ``codes_from_instances`` refuses the first unknown name."""
-    if len(instances) > INLINE_ROWS:
-        return Work(len(instances), len(instances))
+    """The work of Predict's instances, derived features computed included (``derived_work``);
+    each instance's names are counted (and refused beyond the model's features) only when
+    the rows are few enough to answer on the loop: more go to the pool, where
+    ``codes_from_instances`` refuses the first unknown name."""
+    rows = len(instances)
+    if rows > INLINE_ROWS:
+        return Work(rows, rows + derived_work(compiled, rows))
     names = 0
     for r, instance in enumerate(instances):
         values, numbers = len(instance.values), len(instance.numbers)
         check_feature_count(compiled, max(values, numbers), f"instance {r} has")
         names += values + numbers
-    return Work(len(instances), names)
+    return Work(rows, names + derived_work(compiled, rows))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bnserve.server.limits import INLINE_BYTES, INLINE_ELEMENTS, Work
-from bnserve.server.requests import codes_from_columns, codes_from_dense, feature_column
+from bnserve.server.requests import codes_from_columns, codes_from_dense, derived_work, value_column
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import DEFAULT_UNKNOWN, UNKNOWN_POLICIES, unknown_policy
 from bnserve.store.predictor import CompiledModel
@@ -56,9 +56,10 @@ class Tensor:
 
 
 def input_metadata(compiled: CompiledModel) -> list[tuple[str, str, list[int]]]:
-    """(name, datatype, shape) of every input a model takes: one per feature, then ``codes``
-    (unless a feature has that name, which then wins)."""
-    inputs = [(v.name, BYTES, [VARIABLE]) for v in compiled.features if v.projection is None]  # derived: computed
+    """(name, datatype, shape) of every input a model takes: one per feature but the derived
+    ones (computed from their inputs, never sent), then ``codes``, one column per feature,
+    derived ones included (unless a feature has that name, which then wins)."""
+    inputs = [(v.name, BYTES, [VARIABLE]) for v in compiled.features if v.projection is None]
     if CODES not in compiled.feature_index:
         inputs.append((CODES, "INT32", [VARIABLE, len(compiled.features)]))
     return inputs
@@ -79,7 +80,8 @@ def check_inputs(request: Any, compiled: CompiledModel, class_name: str) -> Work
 
     Rows, the most any input holds, count from its whole shape: a 2-D tensor of numbers
     (``codes``, one row of state codes per line) holds ``shape[0]``; any other tensor one
-    row per element, as a feature's ``[batch]`` or ``[batch, 1]`` does."""
+    row per element, as a feature's ``[batch]`` or ``[batch, 1]`` does. Feature tensors
+    compute the derived features too (``requests.derived_work``); ``codes`` carries theirs."""
     inputs = request.inputs
     most = len(compiled.features) + (CODES not in compiled.feature_index)
     if len(inputs) > most:
@@ -100,7 +102,7 @@ def check_inputs(request: Any, compiled: CompiledModel, class_name: str) -> Work
         seen.add(tensor.name)
         _check_form(tensor.name, tensor.datatype, tuple(tensor.shape))
         if tensor.name != CODES or CODES in compiled.feature_index:
-            feature_column(compiled, tensor.name, class_name)
+            value_column(compiled, tensor.name, class_name)
     rows = elements = size = 0
     for i, tensor in enumerate(inputs):
         shape = tuple(tensor.shape)
@@ -112,6 +114,8 @@ def check_inputs(request: Any, compiled: CompiledModel, class_name: str) -> Work
         elif tensor.datatype == BYTES:  # text as long as a few elements: counted when they are few
             texts = tensor.contents.bytes_contents
             size += sum(map(len, texts)) if len(texts) <= INLINE_ELEMENTS else INLINE_BYTES + 1
+    if not (CODES in seen and CODES not in compiled.feature_index):
+        elements += derived_work(compiled, rows)
     return Work(rows, elements, size)
 
 
@@ -282,12 +286,20 @@ def _codes_tensor(compiled: CompiledModel, class_name: str, tensor: Tensor) -> n
     if len(tensor.shape) != 2 or tensor.shape[1] != n:
         raise InvalidInput(
             f"input {CODES!r} has shape {list(tensor.shape)}; it takes [batch, {n}], one column per "
-            "feature in the order of ModelMetadata's inputs"
+            f"feature in {_order(compiled)}"
         )
     try:
-        return codes_from_dense(compiled, class_name, list(compiled.feature_index), tensor.numbers)
+        return codes_from_dense(compiled, class_name, [v.name for v in compiled.features], tensor.numbers)
     except InvalidInput as exc:
         raise InvalidInput(f"input {CODES!r}: {exc.message}") from None
+
+
+def _order(compiled: CompiledModel) -> str:
+    """Where the order of the ``codes`` tensor's columns is listed: ModelMetadata's inputs
+    leave derived features out, GetModelMetadata's variables have every feature."""
+    if any(v.projection is not None for v in compiled.features):
+        return "the model's order, derived features included (the features among GetModelMetadata's variables)"
+    return "the order of ModelMetadata's inputs"
 
 
 def requested_outputs(request: Any) -> list[str]:

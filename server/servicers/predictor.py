@@ -7,7 +7,6 @@ Errors are raised as ``bnserve.store.errors`` kinds and mapped to status codes b
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import grpc
 import numpy as np
@@ -20,8 +19,7 @@ from bnserve.server.requests import codes_from_dense, codes_from_instances, dens
 from bnserve.server.responses import predict_response
 from bnserve.server.served import ServedModel
 from bnserve.store.errors import InvalidInput
-from bnserve.store.model import REFUSE, unknown_policy
-from bnserve.store.model.projection import Projection
+from bnserve.store.model import REFUSE, Variable, unknown_policy
 
 
 def _selector(request: pb.PredictRequest | pb.GetModelMetadataRequest) -> dict:
@@ -112,18 +110,7 @@ def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parame
         class_variable=model.class_variable.name,
         created_at_ms=served.created_at_ms,
         checksum=served.checksum,
-        variables=[
-            pb.Variable(
-                name=v.name,
-                role=v.role,
-                states=v.states,
-                kind=v.kind,
-                cuts=v.cuts,
-                missing_state=v.missing_state,
-                **(_derivation(v.projection) if v.projection is not None else {}),
-            )
-            for v in model.variables
-        ],
+        variables=[_variable(v) for v in model.variables],
     )
     for i, net in enumerate(model.networks):
         reply.networks.add(nodes=[n.name for n in net.nodes])
@@ -136,6 +123,13 @@ def model_metadata(served: ServedModel, aliases: tuple[str, ...], include_parame
     return reply
 
 
-def _derivation(projection: Projection) -> dict[str, Any]:
-    """A derived feature's fields of ``Variable`` in the metadata: its inputs, centres and weights."""
-    return {"inputs": projection.inputs, "centres": projection.centres, "weights": projection.weights}
+def _variable(v: Variable) -> pb.Variable:
+    """A variable as GetModelMetadata lists it: a derived feature with its projection."""
+    reply = pb.Variable(
+        name=v.name, role=v.role, states=v.states, kind=v.kind, cuts=v.cuts, missing_state=v.missing_state
+    )
+    if v.projection is not None:
+        reply.inputs.extend(v.projection.inputs)
+        reply.centres.extend(v.projection.centres)
+        reply.weights.extend(v.projection.weights)
+    return reply
