@@ -234,7 +234,9 @@ def test_an_old_store_is_refused_then_upgraded_without_losing_anything(store_url
         before = {(s.name, v): store.load(s.name, version=v).checksum for s in store.list_models() for v in s.versions}
     _alembic(store_url, command.downgrade, old)  # the store as an earlier release left it
 
-    with pytest.raises(SchemaMismatch, match=f"revision {old}, behind this bnserve's {head_revision()}.*`trainer db upgrade"):
+    with pytest.raises(
+        SchemaMismatch, match=f"revision {old}, behind this bnserve's {head_revision()}.*`trainer db upgrade"
+    ):
         ModelStore(store_url)
     assert upgrade_store(store_url) == (old, head_revision())
 

@@ -127,6 +127,21 @@ def test_the_estimator_computes_it_on_a_frame_and_on_an_array(files):
     assert (plain.predict(X_test) == test_frame["class"]).mean() < 0.93  # the rows need the discriminant
 
 
+def test_a_published_model_loaded_back_predicts_as_fitted_and_needs_its_inputs(files, tmp_path):
+    """publish then ``bnserve.load``: the derived feature travels with the model; a frame
+    without one of its inputs is refused naming it (a derived feature is never a column)."""
+    from bnserve import load, publish
+
+    train_frame, test_frame = pd.read_csv(files[0]), pd.read_csv(files[1]).drop(columns="class")
+    fitted = BayesNetClassifier("nb", projections="lda").fit(train_frame.drop(columns="class"), train_frame["class"])
+    store = f"sqlite:///{tmp_path / 'p.db'}"
+    publish(fitted, "m", store=store)
+    loaded = load("m", store=store)
+    np.testing.assert_array_equal(loaded.predict_proba(test_frame), fitted.predict_proba(test_frame))
+    with pytest.raises(ValueError, match="missing:\\n- b"):
+        loaded.predict_proba(test_frame.drop(columns="b"))
+
+
 def test_export_to_bif_is_refused_naming_the_derived_feature(files, tmp_path, capsys):
     store = f"sqlite:///{tmp_path / 's.db'}"
     assert _fit(files[0], "--store", store, "--quiet") == 0
