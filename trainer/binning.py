@@ -155,7 +155,7 @@ def choose_binning(
                 hits = np.concatenate([_hits(q, data.y) for q in pooled])
                 loss = float(np.mean([log_losses(q, data.y).mean() if q.size else np.inf for q in pooled]))
                 out.append((hits, loss, splits))
-                bar.note(text + (f"+{p}" if p != NONE else ""))
+                bar.note(_label(text, p))
                 bar.update()
         return out
 
@@ -170,7 +170,7 @@ def choose_binning(
             results += scored(more)
         options += more
     scores = [
-        MethodScore(text + (f"+{p}" if p != NONE else ""), float(h.mean()), loss, lead_z(h, first))
+        MethodScore(_label(text, p), float(h.mean()), loss, lead_z(h, first))
         for (text, p), (h, loss, _) in zip(options, results)
     ]
     within = [i for i, (_, p) in enumerate(options) if p == projections]
@@ -178,6 +178,11 @@ def choose_binning(
     ahead = [i for i in within if i == within[0] or lead_z(results[i][0], reference) > MARGIN_Z]
     best = min(ahead, key=lambda i: (-round(scores[i].accuracy, 12), round(scores[i].log_loss, 12), i))
     return Binning(options[best][0], tuple(scores), projections), results[best][2]
+
+
+def _label(method: str, projections: str) -> str:
+    """An option's name in the metadata and the progress: ``mdl:16``, or ``mdl:16+lda``."""
+    return method if projections == NONE else f"{method}+{projections}"
 
 
 def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -16,7 +16,6 @@ with ``derive_codes``; a request never sends a derived feature.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -50,12 +49,6 @@ class Projection:
         total[~present] = np.nan
         return total
 
-    def value(self, numbers: Mapping[str, float]) -> float:
-        """``values`` of one row from its inputs' numbers by name (absent or NaN: missing)."""
-        terms = [(numbers.get(name, math.nan), c, w) for name, c, w in zip(self.inputs, self.centres, self.weights)]
-        present = [(x - c) * w for x, c, w in terms if not math.isnan(x)]
-        return math.fsum(present) if present else math.nan
-
     def to_dict(self) -> dict[str, Any]:
         return {"inputs": list(self.inputs), "centres": list(self.centres), "weights": list(self.weights)}
 
@@ -77,12 +70,11 @@ def derive_codes(features: Sequence[Variable], codes: np.ndarray, numbers: Mappi
     """Write each derived feature's column of ``codes`` (rows, len(features)): its projection
     of the inputs' ``numbers`` (float64 per row by name, NaN missing; an input absent from
     ``numbers`` is missing in every row), then its cut points (-1 where it is missing)."""
-    rows = codes.shape[0]
+    nothing = np.full(codes.shape[0], np.nan)
     for j, variable in enumerate(features):
         projection = variable.projection
         if projection is None:
             continue
-        nothing = np.full(rows, np.nan)
         values = projection.values([numbers.get(name, nothing) for name in projection.inputs])
         column = interval_codes(variable.cuts, values)
         if variable.missing_state:

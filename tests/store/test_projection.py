@@ -62,5 +62,5 @@ def test_the_value_is_the_weighted_sum_of_present_inputs_and_missing_when_none_i
     values = p.values([a, b])
     assert values[:3].tolist() == [0.5 * 2 + 3.0 * 2, 3.0 * 2, 0.5 * 2]
     assert math.isnan(values[3])
-    assert [p.value({"a": x, "b": y}) for x, y in zip(a[:3], b[:3])] == values[:3].tolist()
-    assert math.isnan(p.value({}))
+    assert [p.values([a[r : r + 1], b[r : r + 1]])[0] for r in range(3)] == values[:3].tolist()  # row by row
+    assert math.isnan(p.values([a[3:], b[3:]])[0])

@@ -128,7 +128,7 @@ class EncodedData(TrainingView):
         return fingerprint_of(self.variables, self.X, self.y, self.weights)
 
 
-def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:  # projections read numeric columns
+def _learns(columns: Columns, preprocessing: Preprocessing) -> bool:
     return bool(columns.numeric_columns) or preprocessing.missing != AVAILABLE_CASE
 
 
@@ -234,8 +234,8 @@ def _with_derived(
         cuts = preprocessing.method(name).cuts(values, columns.y, columns.class_variable.cardinality, weights)
         variables.append(Variable(name, interval_labels(cuts), FEATURE, NUMERIC, cuts, projection=projection))
         added.append(interval_codes(cuts, values))
-    widest = max(X.dtype.itemsize, narrowest(max(v.cardinality for v in variables)).itemsize)
-    return np.asfortranarray(np.column_stack([X, *added]).astype(f"i{widest}", copy=False))
+    X = _holding(X, max(v.cardinality for v in variables))
+    return np.asfortranarray(np.column_stack([X, *added]).astype(X.dtype, copy=False))
 
 
 def _numbers_by_name(columns: Columns) -> dict[str, np.ndarray]:
