@@ -167,22 +167,18 @@ def _instance_numbers(
     tables: FeatureTables, instances: Sequence[tuple[Mapping[str, str], Mapping[str, float]]]
 ) -> dict[str, np.ndarray]:
     """The numbers of the features derived ones read, per row (NaN missing), from instances
-    already coded (so every name and text in them is one the model takes): a number sent, or
-    a text read as one (``_text_number``)."""
-    out: dict[str, np.ndarray] = {}
-    for name in tables.inputs:
-        labels = tables.labels[tables.column[name]]
-        out[name] = np.fromiter(
-            (_number(values, numbers, name, labels) for values, numbers in instances),
-            dtype=np.float64,
-            count=len(instances),
-        )
-    return out
-
-
-def _number(values: Mapping[str, str], numbers: Mapping[str, float], name: str, labels: Mapping[str, int]) -> float:
-    text = values.get(name)
-    return numbers.get(name, math.nan) if text is None else _text_number(text, labels)
+    already coded (so every name and text in them is one the model takes, and none is in
+    both maps): a number sent, or a text read as one (``_text_number``). One pass over what
+    each instance sends, a list store per input value: not a lookup per input and row."""
+    columns = {name: [math.nan] * len(instances) for name in tables.inputs}
+    for r, (values, numbers) in enumerate(instances):
+        for name, number in numbers.items():
+            if (column := columns.get(name)) is not None:
+                column[r] = number
+        for name, text in values.items():
+            if (column := columns.get(name)) is not None:
+                column[r] = _text_number(text, tables.labels[tables.column[name]])
+    return {name: np.array(column, dtype=np.float64) for name, column in columns.items()}
 
 
 def _text_number(text: str, labels: Mapping[str, int]) -> float:
