@@ -53,6 +53,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model
 from bnserve.trainer.binning import Binning, choosable, choose_binning, derivable, work_of_choice
+from bnserve.trainer.blas import one_blas_thread
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
     Evaluation,
@@ -206,7 +207,24 @@ def search(
     every candidate is, the search fails. Weighted rows are refused: the folds' accuracy
     counts every row once. ``jobs`` processes score a stage's candidates at once, with the
     same results as one. ``discretizations``: the menu of stage 0 (``binning``); () keeps the
-    data's own. ``folds``: None for ``auto_folds`` of the rows."""
+    data's own. ``folds``: None for ``auto_folds`` of the rows. BLAS runs on one thread in
+    every process of the search (``one_blas_thread``): its parallelism is ``jobs``."""
+    with one_blas_thread():
+        return _search(data, candidates, ks, estimators, folds, seed, budget, limits, jobs, discretizations)
+
+
+def _search(
+    data: EncodedData,
+    candidates: Sequence[str],
+    ks: Sequence[int],
+    estimators: Sequence[str],
+    folds: int | None,
+    seed: int,
+    budget: int | None,
+    limits: TrainingLimits,
+    jobs: int,
+    discretizations: Sequence[str],
+) -> Search:
     if data.weighted:
         raise InvalidInput("--algo auto does not take row weights: it chooses by cross-validation accuracy on the rows")
     if not estimators:

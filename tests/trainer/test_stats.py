@@ -2,6 +2,7 @@
 
 import math
 from collections import Counter
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -137,12 +138,16 @@ def _per_pair_counts(X, y, cards, n_classes):
     }
 
 
-@pytest.mark.parametrize("table_cells, row_chunk", [(1 << 16, 1 << 15), (64, 7), (1, 1 << 15)])
+@pytest.mark.parametrize(
+    "table_cells, row_chunk, product_rows", [(1 << 16, 1 << 15, 0), (64, 7, 0), (1, 1 << 15, 0), (1, 7, 4096)]
+)
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells, row_chunk, order):
+def test_pairwise_class_counts_equal_one_count_per_pair(monkeypatch, table_cells, row_chunk, product_rows, order):
     """Grouped counting (several columns per bincount, rows in chunks) gives every pair's table
-    exactly, for groups of one and of several columns, missing features and classes included."""
+    exactly, for groups of one and of several columns, missing features and classes included;
+    so do the products of one-hot matrices that count few rows (``product_rows``)."""
     monkeypatch.setattr(pairs, "PAIR_TABLE_CELLS", table_cells)  # where they are read (not the package's copies)
+    monkeypatch.setattr(pairs, "PRODUCT_ROWS", product_rows)
     monkeypatch.setattr(pairs, "TABLE_ROWS_PER_CELL", 1)  # else 500 rows allow no group of several columns
     rng = np.random.default_rng(7)
     cards = [2, 3, 2, 4, 1, 9, 2, 3, 2, 2, 5]
@@ -166,8 +171,10 @@ def test_pair_counts_by_blocks_of_rows_equal_one_count_of_all_rows(data):
     """Counted a block of rows at a time (``block_rows`` fewer than the rows, in groups of one
     and of several columns), every pair's table, missing states included, is one count over
     all the rows; so is N(xi, c), summed out of the pairs. A block dropped or counted twice
-    changes them. Whole-number weights: the same sums."""
+    changes them. Whole-number weights: the same sums. Without weights, few rows are counted
+    as products of one-hot matrices (``PRODUCT_ROWS``): the same integers, of the same type."""
     m = data.draw(st.integers(2, 1500))
+    products = data.draw(st.sampled_from([0, 4096]), label="PRODUCT_ROWS")
     n = data.draw(st.integers(2, 8))
     cards = data.draw(st.lists(st.integers(1, 3), min_size=n, max_size=n))
     n_classes = data.draw(st.integers(2, 3))
@@ -176,14 +183,15 @@ def test_pair_counts_by_blocks_of_rows_equal_one_count_of_all_rows(data):
     X = np.asfortranarray(np.column_stack([rng.integers(-1, c, m) for c in cards]).astype(np.int8))
     y = rng.integers(0, n_classes, m)
     weights = data.draw(st.sampled_from([None, rng.integers(0, 4, m).astype(np.float64)]))
-    got = {(i, j): t for i, j, t in stats.pairwise_class_counts(X, y, cards, n_classes, weights, block_rows)}
+    with patch.object(pairs, "PRODUCT_ROWS", products):
+        got = {(i, j): t for i, j, t in stats.pairwise_class_counts(X, y, cards, n_classes, weights, block_rows)}
+        counted = stats.PairStatistics.of(X, y, cards, n_classes, weights)
     for j in range(n):
         for i in range(j):
             shape = (cards[i] + 1, cards[j] + 1, n_classes + 1)
             codes = stats.shifted_codes([X[:, i], X[:, j], y], [cards[i], cards[j], n_classes])
             want = np.bincount(codes, weights, minlength=math.prod(shape)).reshape(shape)
             assert got[(i, j)].dtype == want.dtype and np.array_equal(got[(i, j)], want), (i, j)
-    counted = stats.PairStatistics.of(X, y, cards, n_classes, weights)
     for i in range(n):
         want = stats.joint_counts([X[:, i], y], [cards[i], n_classes], weights=weights)
         assert counted.class_feature[i].dtype == want.dtype and np.array_equal(counted.class_feature[i], want), i

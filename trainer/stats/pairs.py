@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bnserve.trainer.blas import one_blas_thread
 from bnserve.trainer.stats.counts import feature_columns, joint_counts, shifted_codes
 from bnserve.trainer.stats.information import (
     conditional_mutual_information_from_counts,
@@ -154,6 +155,13 @@ PAIR_TABLE_CELLS = 1 << 16  # cells of one joint table of two feature groups and
 TABLE_ROWS_PER_CELL = 4  # and at most one cell per 4 rows: summing the tables out stays cheaper than counting
 
 
+# Up to this many rows, and class-wise products of at most this many cells (one-hot columns,
+# the features' states each with its missing state, squared, times the classes + 1: 32 MB of
+# float64), the pairs are counted as products of one-hot matrices (``_pairs_by_products``):
+# faster on every shared set of up to 3,200 rows (splice 49 -> 20 ms, promoters 38 -> 8),
+# slower from mushroom's 8,124 (6.0 -> 9.6 ms)
+PRODUCT_ROWS, PRODUCT_CELLS = 4096, 1 << 22
+
 ROW_CHUNK = 1 << 15  # rows counted per bincount: their int64 codes (256 KiB) stay in cache beside the table
 
 
@@ -190,6 +198,9 @@ def pairwise_class_counts(
     cols = feature_columns(X)
     ext = [int(c) + 1 for c in cards]
     ext_c = n_classes + 1
+    if weights is None and m <= PRODUCT_ROWS and ext_c * sum(ext) ** 2 <= PRODUCT_CELLS:
+        yield from _pairs_by_products(cols, y, ext, ext_c)
+        return
     groups = _feature_groups(ext, ext_c, min(PAIR_TABLE_CELLS, max(m // TABLE_ROWS_PER_CELL, 1)))
     sizes = [math.prod(ext[i] for i in g) for g in groups]
 
@@ -258,6 +269,32 @@ def pairwise_class_counts(
             if a == 0 and b == last:  # the last group's only table with group 0
                 among += inside(groups[b], len(groups[a]))
             yield from pairs(table, columns, among)
+
+
+def _pairs_by_products(
+    cols: np.ndarray, y: np.ndarray, ext: Sequence[int], ext_c: int
+) -> Iterator[tuple[int, int, np.ndarray]]:
+    """``pairwise_class_counts`` without weights, on few rows: every pair's table at once, as
+    the class-wise products O_c^T O_c of the rows' one-hot codes (each column's missing state
+    first), then cut out pair by pair. Counts of 0/1 products are exact in float64, so the
+    tables are the bincounts' integers; on a small set the bincounts' cost was per pair, not
+    per row (promoters' 1,596 pairs: 60 ms a fold, against a few ms here)."""
+    m = len(y)
+    starts = np.concatenate([[0], np.cumsum(ext)])
+    onehot = np.zeros((m, int(starts[-1])))
+    onehot[np.arange(m)[:, None], starts[:-1] + cols.T + 1] = 1.0
+    classes = np.asarray(y, dtype=np.int64) + 1
+    products = np.zeros((ext_c, onehot.shape[1], onehot.shape[1]))
+    with one_blas_thread():
+        for c in np.unique(classes):
+            rows = onehot[classes == c]
+            products[c] = rows.T @ rows
+    counts = np.moveaxis(products, 0, -1).astype(np.int64)  # (state, state, class)
+    n = len(ext)
+    for i in range(n - 1):
+        block = counts[starts[i] : starts[i + 1]]
+        for j in range(i + 1, n):
+            yield i, j, np.ascontiguousarray(block[:, starts[j] : starts[j + 1]])
 
 
 def _feature_groups(ext: Sequence[int], ext_c: int, cells: int) -> list[list[int]]:
