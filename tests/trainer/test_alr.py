@@ -5,6 +5,7 @@ the empirical posterior; a huge one: Laplace), and fitted models against the ref
 from __future__ import annotations
 
 import itertools
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -18,7 +19,16 @@ from bnserve.store.model import CLASS, Variable
 from bnserve.store.predictor import compile_model
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.fit import fit
-from bnserve.trainer.learners.discriminative import _check_size, objective, perfect, to_cpts
+from bnserve.trainer.learners import discriminative
+from bnserve.trainer.learners.discriminative import (
+    LOG_FLOOR,
+    Layout,
+    _check_size,
+    networks_to_cpts,
+    objective,
+    perfect,
+    to_cpts,
+)
 from bnserve.trainer.learners.parameters import Estimator
 from bnserve.trainer.learners.structure import Structure
 from tests.reference import reference_proba
@@ -61,6 +71,81 @@ def test_the_cpts_give_every_posterior_of_the_weighted_tables(net):
         np.testing.assert_allclose(
             np.exp(proper - np.logaddexp.reduce(proper)), np.exp(weighted - np.logaddexp.reduce(weighted)), atol=1e-12
         )
+
+
+def _one_node_at_a_time(phi, parents, order, cls):
+    """The plain conversion: each node normalised in reverse ``order``, its normaliser added
+    into its last feature parent's table (or the class's) before that one is normalised."""
+    phi, position = dict(phi), {f: i for i, f in enumerate(order)}
+
+    def log_sum_exp(table):
+        top = table.max(axis=0)
+        return top + np.log(np.exp(table - top).sum(axis=0))
+
+    for node in reversed(order):
+        log_z = log_sum_exp(phi[node])
+        phi[node] = phi[node] - log_z
+        feature_parents = [p for p in parents[node] if p != cls]
+        host = max(feature_parents, key=position.__getitem__) if feature_parents else cls
+        target = [host, *parents[host]]
+        axes = list(parents[node])
+        arranged = log_z.transpose(sorted(range(len(axes)), key=lambda a: target.index(axes[a])))
+        sizes = dict(zip(sorted(axes, key=target.index), arranged.shape))
+        phi[host] = phi[host] + arranged.reshape([sizes.get(v, 1) for v in target])
+    phi[cls] = phi[cls] - log_sum_exp(phi[cls])
+    tables = {name: np.exp(np.maximum(t, LOG_FLOOR)) for name, t in phi.items()}
+    return {name: t / t.sum(axis=0, keepdims=True) for name, t in tables.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(weighted_networks(), min_size=1, max_size=4))
+def test_networks_normalised_together_are_each_normalised_one_node_at_a_time(nets):
+    """pooled alr (laode) normalises the tables of all its networks together, a shape at a
+    time: each network's CPTs are, bit for bit, those of the plain conversion of it alone."""
+    together = networks_to_cpts([(phi, parents, order) for parents, order, _, phi in nets], "c")
+    for (parents, order, _, phi), cpts in zip(nets, together):
+        want = _one_node_at_a_time(phi, parents, order, "c")
+        assert cpts.keys() == want.keys()
+        for name, table in want.items():
+            assert np.array_equal(cpts[name], table), name
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_the_design_is_one_row_per_row_and_one_entry_per_present_feature_set(data):
+    """``Layout.design``, whose codes are computed a block of feature sets at a time: each row
+    has a 1 at its configuration of every family's feature set, none where one of the set's
+    features is missing, whatever the block."""
+    m, n = data.draw(st.integers(1, 40)), data.draw(st.integers(1, 5))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    cards = {"c": 2, **{f"x{i}": int(rng.integers(1, 4)) for i in range(n)}}
+    names = [f"x{i}" for i in range(n)]
+    axes = {"c": ("c",)}
+    for node in names:  # families over up to three features, some sharing a set in another order
+        others = data.draw(st.lists(st.sampled_from(names), max_size=2, unique=True))
+        axes[node] = (node, "c", *(o for o in others if o != node))
+    X = np.column_stack([rng.integers(-1, cards[f], m) for f in names]).astype(np.int32)
+    view = EncodedData(
+        [*(Variable(f, [str(s) for s in range(cards[f])]) for f in names), Variable(CLASS, ["a", "b"])],
+        X,
+        np.zeros(m, dtype=np.int64),
+        n,
+        "d",
+    )
+    layout = Layout(CLASS, {k: tuple(CLASS if v == "c" else v for v in a) for k, a in axes.items()}, view)
+    block = data.draw(st.sampled_from([1, 7, 1 << 20]))
+    with patch.object(discriminative, "DESIGN_BLOCK", block):
+        got = layout.design({f: X[:, j] for j, f in enumerate(names)}).shared
+    rows, cols = [], []
+    for key, offset in layout.groups.items():
+        for r in range(m):
+            values = [int(X[r, names.index(v)]) for v in key]
+            if all(v >= 0 for v in values):
+                rows.append(r)
+                cols.append(offset + (int(np.ravel_multi_index(values, [cards[v] for v in key])) if key else 0))
+    want = scipy.sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=got.shape)
+    for part in ("data", "indices", "indptr"):
+        assert np.array_equal(getattr(got, part), getattr(want, part)), part
 
 
 def test_perfect_joins_a_nodes_feature_parents_along_the_order():

@@ -21,7 +21,7 @@ import numpy as np
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import Network
 from bnserve.trainer.data import TrainingView
-from bnserve.trainer.learners.discriminative import Layout, rows_of, with_cpts
+from bnserve.trainer.learners.discriminative import Layout, networks_with_cpts, rows_of
 from bnserve.trainer.learners.sizing import TooLarge
 from bnserve.trainer.learners.structure import Structure
 
@@ -49,10 +49,8 @@ def pooled_networks(
         phi = {key: prior * table for key, table in log_theta.items()}
     else:
         phi = _fitted(members, networks, keys, log_theta, alr_strength, prior)
-    return [
-        with_cpts(net, {node.name: phi[key] for key, node in zip(ks, net.nodes)}, cls)
-        for net, ks in zip(networks, keys)
-    ]
+    phis = [{node.name: phi[key] for key, node in zip(ks, net.nodes)} for net, ks in zip(networks, keys)]
+    return networks_with_cpts(networks, phis, cls)
 
 
 def _fitted(
