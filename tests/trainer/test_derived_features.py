@@ -72,6 +72,23 @@ def test_a_discriminant_is_fishers_on_two_gaussian_classes():
     assert abs(np.dot(got, expected)) / (np.linalg.norm(got) * np.linalg.norm(expected)) > 0.999
 
 
+def test_one_column_has_no_discriminant_and_auto_does_not_try_one(tmp_path):
+    """A discriminant of one column is the column again (a feature counted twice): none is
+    made of a single numeric column of many values, and auto's stage 0 does not score the
+    option; two such columns make one."""
+    rng = np.random.default_rng(5)
+    y = rng.integers(0, 2, 400)
+    a, b = rng.normal(size=400) + y, rng.normal(size=400) - y
+    assert discriminants(("a",), a[:, None], y, 2, None) == []
+    assert len(discriminants(("a", "b"), np.column_stack([a, b]), y, 2, None)) == 1
+    kinds = ["".join("xyz"[int(v)] for v in rng.integers(0, 3, 2)) for _ in range(400)]
+    lines = ["a,k,class"] + [f"{x:.5f},{k},{'pq'[c]}" for x, k, c in zip(a.tolist(), kinds, y.tolist())]
+    (tmp_path / "one.csv").write_text("\n".join(lines) + "\n")
+    model = train(TrainingSpec("auto", candidates=("nb",), estimator="laplace"), str(tmp_path / "one.csv"))
+    methods = [c["method"] for c in model.metadata["selection"]["discretization"]["candidates"]]
+    assert methods and not any(m.endswith("+lda") for m in methods)
+
+
 def _codes_through_the_trainer(train_path, test_path, model):
     data = load(str(train_path), preprocessing=Preprocessing(projections="lda"))
     test = load(str(test_path), preprocessing=Preprocessing(projections="lda"))

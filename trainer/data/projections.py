@@ -25,19 +25,22 @@ NONE = "none"
 PROJECTIONS = (NONE, LDA)
 MAX_DIRECTIONS = 8  # a class of many states gets its strongest directions only
 RANK_TOLERANCE = 1e-9  # an eigenvalue under this share of the largest is no direction
+MIN_INPUTS = 2  # columns of more than two values a direction needs
 
 
 def discriminants(
     names: tuple[str, ...], numbers: np.ndarray, y: np.ndarray, n_classes: int, weights: np.ndarray | None
 ) -> list[Projection]:
     """The linear discriminants of the columns ``numbers`` (rows, len(names); NaN missing)
-    for the class codes ``y``, strongest first; none when no column has more than two values."""
+    for the class codes ``y``, strongest first; none unless two columns have more than two
+    values (``MIN_INPUTS``: a discriminant of one column is that column again, a duplicate
+    feature that naive Bayes would count twice)."""
     import numpy as np
 
     from bnserve.store.model.projection import Projection
 
     keep = [j for j in range(len(names)) if np.unique(numbers[:, j][~np.isnan(numbers[:, j])]).size > 2]
-    if not keep or n_classes < 2:
+    if len(keep) < MIN_INPUTS or n_classes < 2:
         return []
     w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
     X = numbers[:, keep]
