@@ -38,7 +38,7 @@ LAYERS = {
         ["predictor", "db"],
     ],
     "bnserve.trainer": [
-        ["progress"],
+        ["progress", "blas"],
         ["io", "stats"],
         ["data"],
         ["learners"],
