@@ -8,6 +8,9 @@ after a stage 0 where the data have numeric columns:
    naive Bayes and AODE, each fold cut on its training rows, and whether the numeric
    columns' linear discriminants are added as derived features (``projections``); the best
    one's folds are the folds of the stages below, and the winner is fitted on the data cut by it;
+   the other options' proxies, scored already on the same rows, are candidates too (``CUT``:
+   a cut suits most structures or one, on glass AODE's with ``equal-frequency:10``), never
+   blended, and one chosen is fitted on its own cut;
 1. structures: naive Bayes first, then every candidate learner (one per k for those that
    take k; selective learners choose their own), each with Laplace estimates;
 2. estimators: the best ``REFINED`` structures again with each other estimator (HDP,
@@ -45,14 +48,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from bnserve.store.errors import InvalidInput
 from bnserve.store.model import MEAN_POSTERIOR, SINGLE, Model
-from bnserve.trainer.binning import Binning, choosable, choose_binning, derivable, work_of_choice
+from bnserve.trainer.binning import Alternative, Binning, choosable, choose_binning, derivable, work_of_choice
 from bnserve.trainer.blas import one_blas_thread
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import (
@@ -93,6 +96,7 @@ REFINED = 2
 HDP_QUADRATIC = ("aode", "a2de")
 HDP_QUADRATIC_PAST_ROWS = 1000
 MAX_BLEND = 3
+CUT = "cut"  # the param naming the other discretisation of stage 0 a candidate was scored on
 BLEND = "blend"  # the algorithm name of a blended model
 AUTO_FOLDS = 5
 # From this many rows on, 3 folds: each row is still scored once, on models of two thirds
@@ -171,6 +175,12 @@ class Search:
     refused: tuple[str, ...] = ()  # candidates past the training limits, each "candidate: why"
     dropped: tuple[str, ...] = ()  # candidates clearly behind after the first folds, left unfinished
     binning: Binning | None = None  # stage 0's choice of discretisation; None when not made
+    # per candidate tried: None for the search's cut (``binning``), or the other option of stage 0 it was scored on
+    cuts: tuple[Binning | None, ...] = ()
+
+    def binning_of(self, i: int) -> Binning | None:
+        """The discretisation candidate ``i`` was scored on, to fit it again with."""
+        return self.cuts[i] if i < len(self.cuts) and self.cuts[i] is not None else self.binning
 
 
 def work(candidate: Candidate, data: EncodedData, folds: int) -> int:
@@ -239,7 +249,7 @@ def _search(
     scores: list[Evaluation] = []
     tried: list[Candidate] = []
     skipped: list[str] = []
-    binning, splits, spent = _binning(
+    binning, splits, spent, alternatives = _binning(
         data, discretizations, folds, charged_folds, seed, estimators[0], budget, limits, jobs
     )
     if binning is None and len(discretizations) > 1 and choosable(data):
@@ -308,8 +318,21 @@ def _search(
         if algo in ALR_ONLY
     ]
     run("estimators", refined, against=ranked[0])  # against the best structure
+    cuts: list[Binning | None] = [None] * len(tried)
+    for alternative in alternatives:  # stage 0's other options: scored already, on these rows
+        for (algo, params), result in alternative.proxies:
+            if algo not in (BASELINE, *candidates):
+                continue
+            if result.evaluation is not None and result.posteriors is not None:
+                candidate = (algo, {**params, CUT: alternative.binning.label})
+                tried.append(candidate)
+                scores.append(replace(result.evaluation, params=candidate[1]))
+                posteriors.append(result.posteriors)
+                cuts.append(alternative.binning)
     blend = _blend(scores, posteriors, data.y, tried)
-    return Search(tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused), tuple(dropped), binning)
+    return Search(
+        tuple(tried), tuple(scores), tuple(skipped), blend, tuple(refused), tuple(dropped), binning, tuple(cuts)
+    )
 
 
 def _binning(
@@ -322,26 +345,27 @@ def _binning(
     budget: int | None,
     limits: TrainingLimits,
     jobs: int,
-) -> tuple[Binning | None, list[Split], int]:
+) -> tuple[Binning | None, list[Split], int, list[Alternative]]:
     """Stage 0 (``binning``): the discretisation chosen from ``menu`` and whether the numeric
     columns' discriminants are added (``derivable``: with a menu of one method, or none, only
     that), the folds prepared so and the work it was charged (as on ``charged_folds``);
     (None, the data's own folds, 0) when there is nothing to choose, or when the choice and
-    naive Bayes after it would take the search past ``budget``."""
+    naive Bayes after it would take the search past ``budget``; and the options not chosen,
+    with their proxies' scores (``Alternative``)."""
     derive = derivable(data) and data.n_rows < LARGE_ROWS  # see PROJECTION_Z
     if len(menu) < 2 or not choosable(data):
         if not derive:
-            return None, fold_splits(data, folds, seed), 0
+            return None, fold_splits(data, folds, seed), 0, []
         assert data.preprocessing is not None
         menu = [str(data.preprocessing.discretize)]  # the spec's method: only the discriminants to choose
     proxy_work = lambda proxy: work((proxy, {"estimator": estimator}), data, charged_folds)  # noqa: E731
     charge = work_of_choice(menu, proxy_work, derive)
     first = work((BASELINE, {"estimator": estimator}), data, charged_folds)
     if budget is not None and charge + first > budget:
-        return None, fold_splits(data, folds, seed), 0
+        return None, fold_splits(data, folds, seed), 0, []
     cost = lambda candidate: work(candidate, data, folds)  # noqa: E731
-    binning, splits = choose_binning(data, menu, folds, seed, estimator, limits, jobs, cost, derive)
-    return binning, splits, work_of_choice([s.method for s in binning.scores], proxy_work)
+    binning, splits, alternatives = choose_binning(data, menu, folds, seed, estimator, limits, jobs, cost, derive)
+    return binning, splits, work_of_choice([s.method for s in binning.scores], proxy_work), alternatives
 
 
 def _hits(posteriors: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -377,7 +401,7 @@ def _blend(
         algo, params = tried[i]
         return algo, {k: v for k, v in params.items() if k != "estimator"}
 
-    pool = [i for i, e in enumerate(scores) if e.combinations == (SINGLE,)]
+    pool = [i for i, e in enumerate(scores) if e.combinations == (SINGLE,) and CUT not in tried[i][1]]
     if len(pool) < 2:
         return ()
     overall = min(quality(p)[0] for p in posteriors)
@@ -416,7 +440,14 @@ def pick(found: Search, rule: str = MOST_ACCURATE) -> Choice:
         chosen = next(i for i, e in enumerate(scores) if e.accuracy >= top.accuracy - noise)
     algo, params = found.tried[chosen]
     return Choice(
-        algo, params, scores, noise, found.skipped, refused=found.refused, dropped=found.dropped, binning=found.binning
+        algo,
+        params,
+        scores,
+        noise,
+        found.skipped,
+        refused=found.refused,
+        dropped=found.dropped,
+        binning=found.binning_of(chosen),
     )
 
 
@@ -503,7 +534,8 @@ def fit_choice(data: EncodedData, choice: Choice, how: str, limits: TrainingLimi
         if choice.members:
             model = _fit_blend(data, choice.members, limits)
         else:
-            model = fit(choice.algorithm, data, limits=limits, **choice.params)
+            params = {key: value for key, value in choice.params.items() if key != CUT}
+            model = fit(choice.algorithm, data, limits=limits, **params)
     selection = {
         "method": f"{len(choice.scores[0].fold_accuracies)}-fold stratified CV accuracy, {how}",
         "chosen": choice.label,

@@ -10,7 +10,8 @@ dropped behind (the proxies are not the structures auto ends with: on dermatolog
 ``equal-frequency:10`` gains naive Bayes one row of 366 and costs TAN 8 points; on an ecoli
 fold a lead of z 2.6 lost the final model 4 test rows of 67; on letter the leads are z 4 to
 11 and every structure gains); of those that do, the most accurate, ties to the lower
-log-loss, then to the method listed first. Each fold's cut points are learned on its
+log-loss, then to the method listed first (the other options' proxies stay candidates of
+the search: ``Alternative``). Each fold's cut points are learned on its
 training rows alone (``EncodedData.split``): the choice never cuts on all the rows, nor on a
 row it scores. Its work is charged to auto's budget like any candidate's. Skipped when no
 numeric column takes the data's method (none, or every one has a ``--discretize COL=…`` of
@@ -42,7 +43,7 @@ from bnserve.trainer.data.encoded import prepare
 from bnserve.trainer.data.projections import LDA, MIN_INPUTS, NONE
 from bnserve.trainer.evaluation.cross_validation import Split, fold_splits
 from bnserve.trainer.evaluation.metrics import log_losses
-from bnserve.trainer.evaluation.parallel import Candidate, score_each
+from bnserve.trainer.evaluation.parallel import Candidate, Scored, score_each
 from bnserve.trainer.learners.sizing import DEFAULT_LIMITS, TrainingLimits
 from bnserve.trainer.progress import stage
 
@@ -74,6 +75,11 @@ class Binning:
     scores: tuple[MethodScore, ...]
     projections: str = NONE
 
+    @property
+    def label(self) -> str:
+        """The option's name: ``mdl:16``, or ``mdl:16+lda``."""
+        return _label(self.chosen, self.projections)
+
     def apply(self, data: EncodedData) -> EncodedData:
         """``data`` prepared again, its numeric columns cut by the chosen method (those with a
         method of their own keep it), with the discriminants if chosen."""
@@ -82,11 +88,21 @@ class Binning:
     def to_dict(self) -> dict[str, Any]:
         return {
             "method": f"proxies {', '.join(PROXIES)}: out-of-fold accuracy, {MARGIN_Z:g} SE ahead of the first; "
-            f"discriminants added {PROJECTION_Z:g} SE ahead",
+            f"discriminants added {PROJECTION_Z:g} SE ahead; another option where a proxy on it is the choice",
             "chosen": self.chosen,
             "projections": self.projections,
             "candidates": [s.to_dict() for s in self.scores],
         }
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """An option of stage 0 not chosen for the search, and its proxies' out-of-fold scores on
+    the search's rows: models in their own right, which auto weighs beside its candidates
+    (a cut is chosen for what most structures need, and one proxy may need another)."""
+
+    binning: Binning  # the option, as the winner's would be applied
+    proxies: list[tuple[Candidate, Scored]]
 
 
 def choosable(data: EncodedData) -> bool:
@@ -135,18 +151,20 @@ def choose_binning(
     jobs: int = 1,
     cost: Callable[[Candidate], float] | None = None,
     derive: bool = False,
-) -> tuple[Binning, list[Split]]:
+) -> tuple[Binning, list[Split], list[Alternative]]:
     """The method of ``menu`` the proxies score best on ``folds`` stratified folds (``seed``),
-    and those folds prepared with it, for the search to go on with. The proxies of every method
-    share ``jobs`` processes (``score_each``; ``cost``: a proxy's work, as ``score_all`` takes it).
+    and those folds prepared with it, for the search to go on with; and every other option
+    with its proxies' scores (``Alternative``). The proxies of every method share ``jobs``
+    processes (``score_each``; ``cost``: a proxy's work, as ``score_all`` takes it).
 
     With ``derive``, the first method with the discriminants is scored beside the menu; they
     are added when its proxies are ``PROJECTION_Z`` ahead of the first method's, and the
     other methods of the menu are then scored with them too, the choice among them as without."""
     proxies = [(proxy, {"estimator": estimator}) for proxy in PROXIES]
 
-    def scored(options: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, float, list[Split]]]:
-        """Per (method, projections): the proxies' hits end to end, log-loss and the folds."""
+    def scored(options: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, float, list[Split], list[Scored]]]:
+        """Per (method, projections): the proxies' hits end to end, log-loss, the folds and
+        each proxy's own scores."""
         out = []
         with stage("auto: discretisations", len(options), "method") as bar:
             tables = [recut(data, Method.parse(text), projections=p) for text, p in options]
@@ -156,7 +174,7 @@ def choose_binning(
                 pooled = [r.posteriors if r.posteriors is not None else np.zeros((data.n_rows, 0)) for r in result]
                 hits = np.concatenate([_hits(q, data.y) for q in pooled])
                 loss = float(np.mean([log_losses(q, data.y).mean() if q.size else np.inf for q in pooled]))
-                out.append((hits, loss, splits))
+                out.append((hits, loss, splits, result))
                 bar.note(_label(text, p))
                 bar.update()
         return out
@@ -173,13 +191,18 @@ def choose_binning(
         options += more
     scores = [
         MethodScore(_label(text, p), float(h.mean()), loss, lead_z(h, first))
-        for (text, p), (h, loss, _) in zip(options, results)
+        for (text, p), (h, loss, _, _) in zip(options, results)
     ]
     within = [i for i, (_, p) in enumerate(options) if p == projections]
     reference = results[within[0]][0]
     ahead = [i for i in within if i == within[0] or lead_z(results[i][0], reference) > MARGIN_Z]
     best = min(ahead, key=lambda i: (-round(scores[i].accuracy, 12), round(scores[i].log_loss, 12), i))
-    return Binning(options[best][0], tuple(scores), projections), results[best][2]
+    alternatives = [
+        Alternative(Binning(text, tuple(scores), p), [(proxy, r) for proxy, r in zip(proxies, results[i][3])])
+        for i, (text, p) in enumerate(options)
+        if i != best and p == projections
+    ]
+    return Binning(options[best][0], tuple(scores), projections), results[best][2], alternatives
 
 
 def _label(method: str, projections: str) -> str:

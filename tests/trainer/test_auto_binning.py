@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bnserve.trainer.auto import cross_validate_auto
+from bnserve.store.model import SINGLE
+from bnserve.trainer.auto import CUT, _blend, cross_validate_auto, fit_choice, pick, search
 from bnserve.trainer.binning import choose_binning
 from bnserve.trainer.cli.learning import training_spec
 from bnserve.trainer.cli.parser import build_parser
 from bnserve.trainer.data import Preprocessing, load
 from bnserve.trainer.data.discretize import Method
-from bnserve.trainer.evaluation.cross_validation import cross_validate_many
+from bnserve.trainer.evaluation.cross_validation import Evaluation, cross_validate_many, describe
+from bnserve.trainer.fit import fit
 from bnserve.trainer.plan import TrainingSpec, command, spec_of, train, with_auto_discretization
 
 MENU = ("mdl:16", "equal-frequency:5")
@@ -45,7 +48,7 @@ def ramps(tmp_path_factory) -> Path:
 
 def test_equal_frequency_is_chosen_where_its_folds_score_clearly_better(ramps):
     data = with_auto_discretization(load(str(ramps)))
-    binning, splits = choose_binning(data, MENU, folds=5, seed=0)
+    binning, splits, _ = choose_binning(data, MENU, folds=5, seed=0)
     first, other = binning.scores
     assert other.accuracy > first.accuracy + 0.05 and other.lead_z > 3
     assert binning.chosen == "equal-frequency:5"
@@ -54,7 +57,7 @@ def test_equal_frequency_is_chosen_where_its_folds_score_clearly_better(ramps):
 
 def test_a_lead_within_the_noise_keeps_the_first_method(ramps):
     data = with_auto_discretization(load(str(ramps)))
-    binning, _ = choose_binning(data, ("mdl:16", "mdl:16"), folds=5, seed=0)  # the same scores: no lead
+    binning, _, _ = choose_binning(data, ("mdl:16", "mdl:16"), folds=5, seed=0)  # the same scores: no lead
     assert binning.chosen == "mdl:16" and binning.scores[1].lead_z == 0.0
 
 
@@ -159,3 +162,49 @@ def test_auto_tries_the_discriminants_below_large_rows_only(tmp_path, rows, trie
     methods = {c["method"] for c in model.metadata["selection"]["discretization"]["candidates"]}
     assert ("mdl:16+lda" in methods) is tried
     assert any(v.projection is not None for v in model.features) is tried
+
+
+def test_the_other_cuts_proxies_are_candidates_fitted_on_their_own_cut(ramps):
+    """Stage 0's options not chosen come back as candidates, each proxy with the option it was
+    scored on (``cut``), at no fit more, a proxy only where its learner is a candidate; they are
+    never blended (their variables are cut otherwise); one chosen is fitted on its own cut, as
+    the learner alone on that cut."""
+    data = with_auto_discretization(load(str(ramps), preprocessing=Preprocessing(projections="none")))
+    only_nb = search(data, candidates=("nb",), estimators=("laplace",), discretizations=MENU)
+    assert [algo for algo, params in only_nb.tried if CUT in params] == ["nb"]
+    found = search(data, candidates=("nb", "aode"), estimators=("laplace",), discretizations=MENU)
+    assert found.binning is not None and found.binning.chosen == "equal-frequency:5"
+    others = [i for i, (_, params) in enumerate(found.tried) if CUT in params]
+    assert sorted(found.tried[i][0] for i in others) == ["aode", "nb"]
+    assert all(found.tried[i][1][CUT] == "mdl:16" and found.binning_of(i).chosen == "mdl:16" for i in others)
+    assert all(found.binning_of(i) is found.binning for i in range(len(found.tried)) if i not in others)
+    assert not set(found.blend) & set(others)
+    i = others[0]
+    algo, params = found.tried[i]
+    choice = replace(pick(found), algorithm=algo, params=params, members=(), binning=found.binning_of(i))
+    model = fit_choice(data, choice, "a test")
+    alone = fit(algo, found.binning_of(i).apply(data), estimator="laplace")
+    assert model.metadata["preprocessing"]["discretization"] == alone.metadata["preprocessing"]["discretization"]
+    assert set(model.metadata["preprocessing"]["discretization"].values()) == {"mdl:16"}
+    assert CUT not in model.params and model.metadata["selection"]["chosen"] == describe(algo, params)
+    for ours, theirs in zip(model.networks, alone.networks):
+        assert all(np.array_equal(a.cpt, b.cpt) for a, b in zip(ours.nodes, theirs.nodes))
+
+
+def test_a_candidate_on_another_cut_is_never_blended():
+    """A blend is one model over one set of variables: a candidate scored on another cut of
+    the numeric columns stays out of it, even where averaging it in gets more rows right."""
+    y = np.array([0, 0, 1, 1])
+    first = np.array([[0.9, 0.1], [0.6, 0.4], [0.4, 0.6], [0.6, 0.4]])  # rows 0-2 right
+    other = np.array([[0.45, 0.55], [0.9, 0.1], [0.1, 0.9], [0.1, 0.9]])  # rows 1-3 right; with first, all four
+
+    def scored(params):
+        return Evaluation(
+            "nb", params, "d", 4, 0.75, 0.0, 0.5, float("nan"), 0, 0, float("nan"), (0.75,), combinations=(SINGLE,)
+        )
+
+    tried = [("nb", {"estimator": "laplace"}), ("aode", {"estimator": "laplace"})]
+    scores = [scored(p) for _, p in tried]
+    assert sorted(_blend(scores, [first, other], y, tried)) == [0, 1]
+    tried[1] = ("aode", {"estimator": "laplace", CUT: "mdl:16"})
+    assert _blend(scores, [first, other], y, tried) == ()

@@ -14,6 +14,8 @@ import pytest
 
 from bnserve.store.db import ModelStore
 from bnserve.store.errors import InvalidInput
+from bnserve.trainer.data import Preprocessing, load
+from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.plan import TRAINING_SPEC, TrainingSpec, data_path, spec_of, train
 from tests.trainer.conftest import run
 
@@ -167,16 +169,16 @@ def test_auto_without_a_time_limit_chooses_the_same_model_every_run(csv_file):
     assert first.metadata[TRAINING_SPEC]["work_budget"] is None
 
 
-def test_under_auto_the_summary_shows_the_cuts_the_model_has(capsys, csv_file, tmp_path, monkeypatch):
-    """The column summary reads the data as the chosen training does: auto's mdl:16 cuts the
+def test_under_auto_the_summary_shows_the_cuts_auto_reads_with(capsys, csv_file, tmp_path, monkeypatch):
+    """The column summary reads the data as auto does before its choice: its mdl:16 cuts the
     noise column MDL leaves whole, and the summary says so (not ``numeric, not cut``)."""
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     store = f"sqlite:///{tmp_path / 'models.db'}"
     argv = ["fit", "--algo", "auto", "--candidates", "nb", "--work-budget", "none", "--data", str(csv_file)]
     code, _, err = run(capsys, *argv, "--name", "m", "--store", store)
     assert code == 0
-    with ModelStore(store) as opened:
-        noise = next(v for v in opened.load("m").model.variables if v.name == "noise")
+    read = load(str(csv_file), preprocessing=Preprocessing(discretize=Method.parse("mdl:16")))
+    noise = next(v for v in read.variables if v.name == "noise")
     assert len(noise.cuts) > 1
     (line,) = [line for line in err.splitlines() if line.lstrip().startswith("noise")]
     assert "not cut" not in line and f"numeric, {len(noise.cuts)} cuts" in line
