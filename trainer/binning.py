@@ -40,7 +40,7 @@ from bnserve.store.model import NUMERIC
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.data.discretize import Method
 from bnserve.trainer.data.encoded import prepare
-from bnserve.trainer.data.projections import LDA, MIN_INPUTS, NONE
+from bnserve.trainer.data.projections import LDA, MIN_INPUTS, NONE, projectable
 from bnserve.trainer.evaluation.cross_validation import Split, fold_splits
 from bnserve.trainer.evaluation.metrics import log_losses
 from bnserve.trainer.evaluation.parallel import Candidate, Scored, score_each
@@ -121,7 +121,7 @@ def derivable(data: EncodedData) -> bool:
     columns = data.columns
     if columns is None or data.preprocessing is None or data.preprocessing.projections is not None:
         return False
-    return sum(np.unique(v[~np.isnan(v)]).size > 2 for v in columns.numbers.T) >= MIN_INPUTS
+    return len(projectable(columns.numbers)) >= MIN_INPUTS
 
 
 def recut(data: EncodedData, method: Method, learn: bool = False, projections: str = NONE) -> EncodedData:

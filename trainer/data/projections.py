@@ -28,6 +28,14 @@ RANK_TOLERANCE = 1e-9  # an eigenvalue under this share of the largest is no dir
 MIN_INPUTS = 2  # columns of more than two values a direction needs
 
 
+def projectable(numbers: np.ndarray) -> list[int]:
+    """The columns of ``numbers`` (rows, columns; NaN missing) a direction may read: those of
+    more than two values (a two-valued column is a flag, cut as it is)."""
+    import numpy as np
+
+    return [j for j in range(numbers.shape[1]) if np.unique(numbers[:, j][~np.isnan(numbers[:, j])]).size > 2]
+
+
 def discriminants(
     names: tuple[str, ...], numbers: np.ndarray, y: np.ndarray, n_classes: int, weights: np.ndarray | None
 ) -> list[Projection]:
@@ -39,7 +47,7 @@ def discriminants(
 
     from bnserve.store.model.projection import Projection
 
-    keep = [j for j in range(len(names)) if np.unique(numbers[:, j][~np.isnan(numbers[:, j])]).size > 2]
+    keep = projectable(numbers)
     if len(keep) < MIN_INPUTS or n_classes < 2:
         return []
     w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)

@@ -364,7 +364,7 @@ def networks_to_cpts(networks: Sequence[Weighted], cls: str) -> list[dict[str, n
         for n, node in ready:  # the normalisers moved into it, in the order one at a time adds them
             parents = networks[n][1]
             for child in into[n].get(node, ()):
-                target = [node, *parents[node]] if node != cls else [cls]
+                target = [node, *parents[node]]
                 phis[n][node] = phis[n][node] + _onto(log_z[n, child], list(parents[child]), target)
         for keys in _by_shape(ready, lambda key: phis[key[0]][key[1]]):
             stacked = np.stack([phis[n][node] for n, node in keys])
