@@ -38,7 +38,7 @@ LAYERS = {
         ["predictor", "db"],
     ],
     "bnserve.trainer": [
-        ["progress", "blas"],
+        ["progress", "blas", "cores"],
         ["io", "stats"],
         ["data"],
         ["learners"],

@@ -20,6 +20,7 @@ from bnserve.trainer.cli.flags import (
 )
 from bnserve.trainer.cli.learning import learning_flags, training_spec, usage
 from bnserve.trainer.cli.publishing import _check_publish_flags, _publish, check_store_meanwhile
+from bnserve.trainer.cores import available, limited
 from bnserve.trainer.data.budget import DEFAULT_MEMORY_BUDGET, parse_size
 from bnserve.trainer.learners.registry import DEFAULT_CANDIDATES, DEFAULT_WORK_BUDGET, STREAMABLE
 from bnserve.trainer.progress import note
@@ -63,10 +64,11 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--jobs",
         type=whole_number(1),
-        default=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+        default=available(),
         metavar="N",
-        help="processes that read and count the parts of data trained in chunks (the files of a glob; a local "
-        "CSV or TSV of at least 8 MiB a part, with no quote character; not with --dask), and that score "
+        help="the cores the fit may use: the threads that parse a local CSV or TSV; the processes that read "
+        "and count the parts of data trained in chunks (the files of a glob; a local CSV or TSV of at least "
+        "8 MiB a part, with no quote character; not with --dask), each on one core; and those that score "
         "--algo auto's candidates at once (the same model as one process); default: the cores this process "
         "may run on",
     )
@@ -120,7 +122,8 @@ def _fit(args: argparse.Namespace) -> int:
     if args.chunk_rows and args.jobs > 1 and not args.dask:  # forked now, before any thread starts
         start_pool(args.jobs, fork=True)
     try:
-        return _fit_and_publish(args)
+        with limited(args.jobs):  # --jobs 1: one core, the parse's threads too
+            return _fit_and_publish(args)
     finally:
         settle()  # a fit refused before its first pass: the processes started, then told to end
 

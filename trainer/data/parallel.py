@@ -34,6 +34,7 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from bnserve.store.errors import BnServeError, ClusterUnavailable, InvalidInput
+from bnserve.trainer.cores import limited
 from bnserve.trainer.progress import SILENT, Bar, stage
 
 T = TypeVar("T")
@@ -97,9 +98,15 @@ def _in_processes(jobs: int, work: Callable[..., T], calls: list[tuple[Any, ...]
 
 
 def _alone(work: Callable[..., T], *call: Any) -> T:
-    """``work(*call)`` in a context of its own: a process forked from the trainer reports no
-    progress and no notes of its own, as a fork server's does not (``progress``)."""
-    return contextvars.Context().run(work, *call)
+    """``work(*call)`` in a context of its own, on one core: a process forked from the trainer
+    reports no progress and no notes of its own, as a fork server's does not (``progress``),
+    and is one of the ``--jobs`` cores (``cores``: its parse on one thread)."""
+    return contextvars.Context().run(_on_one_core, work, *call)
+
+
+def _on_one_core(work: Callable[..., T], *call: Any) -> T:
+    with limited(1):
+        return work(*call)
 
 
 @dataclass(eq=False)

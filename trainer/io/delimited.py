@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
+from bnserve.trainer.cores import cores
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
 from bnserve.trainer.io.table import (
@@ -282,10 +283,9 @@ PARSE_THREADS = 4  # at most: past a few, this thread's adding the pieces to the
 
 
 def _parse_workers() -> int:
-    """A thread per core this process may run on, at most ``PARSE_THREADS`` (two pieces each
-    in flight: a few MiB, on a machine of many cores too)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(cores, PARSE_THREADS)
+    """A thread per core this work may use (``cores``: ``trainer fit --jobs 1``, one), at
+    most ``PARSE_THREADS`` (two pieces each in flight: a few MiB, on a machine of many cores too)."""
+    return min(cores(), PARSE_THREADS)
 
 
 @contextmanager

@@ -1,0 +1,68 @@
+"""``--jobs N`` is the cores a fit may use: the parse's threads follow it, and each process
+that counts a part runs on one core of its own."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from bnserve.trainer import cores
+from bnserve.trainer.cli.parser import main
+from bnserve.trainer.data import parallel
+from bnserve.trainer.io import delimited
+
+
+@pytest.fixture
+def many_cores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+
+
+def test_outside_a_limit_every_available_core_and_inside_at_most_the_limit(many_cores):
+    assert cores.cores() == cores.available() == 8
+    with cores.limited(1):
+        assert cores.cores() == 1
+        with cores.limited(3):
+            assert cores.cores() == 3
+        assert cores.cores() == 1
+    with cores.limited(64):  # never more than the process may run on
+        assert cores.cores() == 8
+    assert cores.cores() == 8
+
+
+def test_the_parse_threads_follow_the_limit(many_cores):
+    assert delimited._parse_workers() == delimited.PARSE_THREADS
+    with cores.limited(2):
+        assert delimited._parse_workers() == 2
+    with cores.limited(1):
+        assert delimited._parse_workers() == 1
+
+
+def test_a_process_counting_a_part_runs_on_one_core(many_cores):
+    """What ``--jobs N``'s processes run (``_alone``) sees one core, whatever its caller's limit."""
+    assert parallel._alone(cores.cores) == 1
+    with cores.limited(4):
+        assert parallel._alone(cores.cores) == 1
+
+
+def test_fit_jobs_1_parses_on_one_thread_and_the_default_on_every_core(tmp_path, monkeypatch, many_cores):
+    """The CLI runs the fit under ``--jobs``: a file parsed in pieces (over 1 MiB, no quote)
+    is parsed by one thread with --jobs 1, and by a thread per core by default."""
+    monkeypatch.setattr(delimited, "PIECE_BYTES", 1 << 12)
+    path = tmp_path / "rows.csv"
+    path.write_text("a,b,class\n" + "".join(f"{i % 3},{i % 5},{'xy'[i % 2]}\n" for i in range(20_000)))
+    seen: list[set[str]] = []
+    real = delimited.pa_csv.read_csv
+
+    def read_csv(*args, **kwargs):
+        seen[-1].add(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(delimited.pa_csv, "read_csv", read_csv)
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    for jobs in (["--jobs", "1"], []):
+        seen.append(set())
+        assert main(["fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store, *jobs]) == 0
+    one, default = seen
+    assert len(one) == 1 and len(default) > 1
