@@ -12,6 +12,7 @@ from bnserve.trainer import cores
 from bnserve.trainer.cli.parser import main
 from bnserve.trainer.data import parallel
 from bnserve.trainer.io import delimited
+from tests.data_helpers import make
 
 
 @pytest.fixture
@@ -66,3 +67,48 @@ def test_fit_jobs_1_parses_on_one_thread_and_the_default_on_every_core(tmp_path,
         assert main(["fit", "--algo", "nb", "--data", str(path), "--name", "m", "--store", store, *jobs]) == 0
     one, default = seen
     assert len(one) == 1 and len(default) > 1
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_ordered_map_gives_the_results_in_order_at_most_two_a_thread_ahead(threads):
+    """The order is the items', whichever call ends first; what runs or waits at once is at
+    most two calls a thread ahead of the one taken; one thread: the calls run here."""
+    import time
+
+    taken, started, callers = [], [], set()
+
+    def work(i: int) -> int:
+        started.append(i)
+        callers.add(threading.current_thread().name)
+        time.sleep(0.001 * (i % 3))  # later items may end first
+        return i * i
+
+    with cores.ordered_map(threads, "testing") as mapped:
+        for i, result in enumerate(mapped(work, range(20))):
+            assert result == i * i
+            assert max(started) <= i + 2 * threads
+            taken.append(result)
+    assert taken == [i * i for i in range(20)]
+    assert (callers == {threading.current_thread().name}) == (threads == 1)
+
+
+def test_family_counts_on_threads_are_each_familys_own_in_order(monkeypatch):
+    """From ``THREADED_ROWS`` rows the families are counted on the fit's cores: each table the
+    one counted alone, in the order asked."""
+    import numpy as np
+
+    from bnserve.trainer.data import encoded
+    from bnserve.trainer.stats import joint_counts
+
+    rng = np.random.default_rng(0)
+    data = make(list(rng.integers(-1, 3, (4, 500))), [3] * 4, rng.integers(0, 2, 500), 2)  # -1: missing
+    families = [[0, 1, -1], [2, -1], [3, 0, 2, -1], [1, 3, 2, 0, -1]]
+    alone = data.family_counts(families)
+    monkeypatch.setattr(encoded, "THREADED_ROWS", 0)
+    with cores.limited(2):
+        threaded = data.family_counts(families)
+    for family, got, want in zip(families, threaded, alone):
+        direct = joint_counts(
+            [data.y if j < 0 else data.X[:, j] for j in family], [2 if j < 0 else data.cards[j] for j in family]
+        )
+        assert np.array_equal(got, want) and np.array_equal(got, direct)

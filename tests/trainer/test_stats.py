@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bnserve.trainer import stats
+from bnserve.trainer.cores import limited
 from bnserve.trainer.learners.parameters import laplace_cpt
 from bnserve.trainer.stats import pairs
 
@@ -172,7 +173,8 @@ def test_pair_counts_by_blocks_of_rows_equal_one_count_of_all_rows(data):
     and of several columns), every pair's table, missing states included, is one count over
     all the rows; so is N(xi, c), summed out of the pairs. A block dropped or counted twice
     changes them. Whole-number weights: the same sums. Without weights, few rows are counted
-    as products of one-hot matrices (``PRODUCT_ROWS``): the same integers, of the same type."""
+    as products of one-hot matrices (``PRODUCT_ROWS``): the same integers, of the same type.
+    Counted on threads (``cores``), each table is its own, in its place."""
     m = data.draw(st.integers(2, 1500))
     products = data.draw(st.sampled_from([0, 4096]), label="PRODUCT_ROWS")
     n = data.draw(st.integers(2, 8))
@@ -183,7 +185,8 @@ def test_pair_counts_by_blocks_of_rows_equal_one_count_of_all_rows(data):
     X = np.asfortranarray(np.column_stack([rng.integers(-1, c, m) for c in cards]).astype(np.int8))
     y = rng.integers(0, n_classes, m)
     weights = data.draw(st.sampled_from([None, rng.integers(0, 4, m).astype(np.float64)]))
-    with patch.object(pairs, "PRODUCT_ROWS", products):
+    threads = data.draw(st.sampled_from([1, 3]), label="cores")  # 3: a group's tables on threads
+    with patch.object(pairs, "PRODUCT_ROWS", products), patch.object(pairs, "THREADED_ROWS", 0), limited(threads):
         got = {(i, j): t for i, j, t in stats.pairwise_class_counts(X, y, cards, n_classes, weights, block_rows)}
         counted = stats.PairStatistics.of(X, y, cards, n_classes, weights)
     for j in range(n):

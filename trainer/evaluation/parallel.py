@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from bnserve.trainer.cores import limited
 from bnserve.trainer.data import EncodedData
 from bnserve.trainer.evaluation.cross_validation import Evaluation, FoldScore, OnSplits, Split, evaluate_on_splits
 from bnserve.trainer.learners.parameters import ALR, HDP, Estimator
@@ -248,15 +249,17 @@ def _tasks(folds: range, cheap: bool) -> list[tuple[int, ...]]:
 
 def _folds_in_worker(candidate: Candidate, work: int, task: tuple[int, ...]) -> list[FoldScore | str]:
     """The folds of ``task`` on the data and folds of ``work`` learnt and scored in order, up to
-    the first past the limits, for which why (``TooLarge.detail``)."""
+    the first past the limits, for which why (``TooLarge.detail``). On one core: the process
+    is one of ``jobs`` (``cores``)."""
     assert _work is not None
     works, limits = _work
     folds = OnSplits(candidate[0], candidate[1], *works[work], limits)
     scored: list[FoldScore | str] = []
-    for f in task:
-        try:
-            scored.append(folds.score(f))
-        except TooLarge as exc:
-            scored.append(exc.detail)
-            break
+    with limited(1):
+        for f in task:
+            try:
+                scored.append(folds.score(f))
+            except TooLarge as exc:
+                scored.append(exc.detail)
+                break
     return scored

@@ -21,7 +21,6 @@ import io
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
 from typing import IO, Any
@@ -31,7 +30,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from bnserve.store.errors import InvalidInput
-from bnserve.trainer.cores import cores
+from bnserve.trainer.cores import cores, ordered_map
 from bnserve.trainer.io.limits import DEFAULT_READ_LIMITS, ReadLimits
 from bnserve.trainer.io.sources import BUILTIN_PREFIX, ByteCounter, is_url, open_binary, open_text
 from bnserve.trainer.io.table import (
@@ -298,14 +297,13 @@ def _parsed_pieces(
 ) -> Iterator[Iterator[tuple[list[str], list[tuple[list[str], np.ndarray]]]]]:
     """The file's ``pieces``, in order, each parsed by pyarrow in a thread of a pool of one per
     core (``_parse_workers``; the parse releases the GIL, so it runs on every core while this
-    thread adds each piece to its columns), as the names pyarrow read in its header line (the
+    thread adds each piece to its columns; with one core, here, in turn), as the names pyarrow read in its header line (the
     first piece's; the others are given them) and a ``text_piece`` per column, encoded in the
     thread too. At most two pieces a thread are in flight, so what is held beside the columns
     stays a few MiB. ``counted``: told each piece's bytes. A piece that holds a quote
     character is an ``OSError``: there a line end may not end a row, so the pieces are not
     cut right (the callers scan a file for quotes first, or read a part of one, whose quotes
     only its own reading sees)."""
-    workers = _parse_workers()
     Piece = tuple[list[str], list[tuple[list[str], np.ndarray]]]
 
     def parse(i: int) -> Piece:
@@ -327,20 +325,14 @@ def _parsed_pieces(
         # UTF-8 is checked on each column's distinct texts: ArrowInvalid where not, and csv names the error
         return table.schema.names, [text_piece(column.chunk(0), check_utf8=True) for column in table.columns]
 
-    def tables(pool: ThreadPoolExecutor) -> Iterator[Piece]:
-        ahead: list[Future[Piece]] = []
-        for i in range(len(pieces)):
-            while len(ahead) < 2 * workers and i + len(ahead) < len(pieces):
-                ahead.append(pool.submit(parse, i + len(ahead)))
-            yield ahead.pop(0).result()
+    def tables(parsed: Iterator[Piece]) -> Iterator[Piece]:
+        for (start, end), piece in zip(pieces, parsed):
+            yield piece
             if counted is not None:
-                counted(pieces[i][1] - pieces[i][0])
+                counted(end - start)
 
-    with ThreadPoolExecutor(workers, thread_name_prefix="parsing") as pool:
-        try:
-            yield tables(pool)
-        finally:
-            pool.shutdown(cancel_futures=True)
+    with ordered_map(_parse_workers(), "parsing") as mapped:  # one: parsed here, in turn
+        yield tables(mapped(parse, range(len(pieces))))
 
 
 def byte_parts(source: str, n: int, min_bytes: int) -> list[tuple[int, int]] | None:
