@@ -55,20 +55,17 @@ def _versus_size(rows: int) -> str:
 
 BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
     f"fkdb k=2 --chunk-rows fit seconds, {SUITE_ROWS:,} rows: --jobs 2 vs --jobs 1 (speed-up)": (
-        "Amdahl, one process that already uses both cores, and the machine's other sessions. --jobs 1 "
-        "parses the file in pieces on a thread per core (trainer/io/delimited.py), so on two cores most of "
-        "its pass 1 runs on both already; --jobs 2 adds the second core to passes 2 and 3 and to pass 1's "
-        "tallying and keeping. Since pass 1 keeps each part's chunks (trainer/data/kept.py) the file is "
-        "parsed once, not three times. Measured on 2026-11-28 (/usr/bin/time, 3 rounds alternated, load "
-        "about 1): --jobs 1 took 2.2-2.5 s of wall for 2.8-3.2 CPU s (1.2-1.3 cores busy), --jobs 2 1.7-1.9 s "
-        "for 3.0-3.3 CPU s (about 1.75 cores): the split fit is within about 10 % of its CPU over two "
-        "cores, and what is left is serial (starting Python and importing, about 0.35 s before pass 1; "
-        "typing between passes 1 and 2; the structure between passes 2 and 3; publishing). 1.6x would need "
-        "--jobs 1 on one core. The same day cut the CPU both share: the kept chunks read back with one "
-        "header a chunk, not a .npy header per column array (numpy parsed 3,080 with ast), pass 1's tallies "
-        "counted by comparisons on the positions as read, the pair tables summed out once per column. "
-        "--jobs 1 went from 3.3-3.4 s to 2.2-2.5 s and --jobs 2 from 2.3-2.7 s to 1.7-1.9 s, so the ratio "
-        "moved little (1.26-1.46x before, 1.29-1.35x after)."
+        "Amdahl on two cores that the trainer's own threads share with its two processes. Since 2026-11-29 "
+        "--jobs 1 keeps to one core (trainer/cores.py: it parsed on a thread per core, so the ratio set two "
+        "cores against about 1.3, 1.21-1.27x) and each of --jobs 2's processes parses on one thread (it ran "
+        "two, four threads on two cores). Timed by pass in one process (load about 1, 2026-11-29): --jobs 1 "
+        "pass 1 (parse, tally, keep) 1.89 s, pass 2 (the pair counts, from the kept chunks) 1.29 s, pass 3 "
+        "(the CPT counts) 0.37 s; --jobs 2 1.39, 0.83 and 0.21 s. Passes 2 and 3 divide by 1.55-1.76; pass 1 "
+        "by 1.36 only, since the trainer's store check imports SQLAlchemy (about 0.45 CPU-s) and merges the "
+        "parts' tallies while both processes parse, where with --jobs 1 they take the idle core. What does "
+        "not divide: starting Python and importing (0.2-0.3 s), typing the columns between passes 1 and 2, "
+        "the structure between passes 2 and 3, publishing (about 0.05 s). On a machine of more cores than "
+        "--jobs the store check leaves the processes their cores."
     ),
     _versus_read(SUITE_ROWS): (
         "Of the fit's CPU time (about 3.7-3.9 CPU-s, was 4.1-4.3, same run, load 7 on the shared 2-core "
