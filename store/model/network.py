@@ -156,8 +156,11 @@ def _validate(model: Model) -> None:
                 f"variable {v.name!r}: a missing state belongs to a feature, as its last state {MISSING_LABEL!r}"
             )
         _validate_cuts(v)
-    for v in model.variables:
-        _validate_projection(v, {u.name: u for u in model.variables})
+    derived = [v for v in model.variables if v.projection is not None]
+    if derived:  # the lookup once, for the few that need it (it was made per variable: n^2 a load)
+        by_name = {u.name: u for u in model.variables}
+        for v in derived:
+            _validate_projection(v, by_name)
     classes = [v for v in model.variables if v.role == CLASS]
     if len(classes) != 1:
         raise InvalidModel(f"the model needs exactly one class variable, found {len(classes)}")

@@ -12,7 +12,6 @@ from bnserve.trainer import cores
 from bnserve.trainer.cli.parser import main
 from bnserve.trainer.data import parallel
 from bnserve.trainer.io import delimited
-from tests.data_helpers import make
 
 
 @pytest.fixture
@@ -90,25 +89,3 @@ def test_ordered_map_gives_the_results_in_order_at_most_two_a_thread_ahead(threa
             taken.append(result)
     assert taken == [i * i for i in range(20)]
     assert (callers == {threading.current_thread().name}) == (threads == 1)
-
-
-def test_family_counts_on_threads_are_each_familys_own_in_order(monkeypatch):
-    """From ``THREADED_ROWS`` rows the families are counted on the fit's cores: each table the
-    one counted alone, in the order asked."""
-    import numpy as np
-
-    from bnserve.trainer.data import encoded
-    from bnserve.trainer.stats import joint_counts
-
-    rng = np.random.default_rng(0)
-    data = make(list(rng.integers(-1, 3, (4, 500))), [3] * 4, rng.integers(0, 2, 500), 2)  # -1: missing
-    families = [[0, 1, -1], [2, -1], [3, 0, 2, -1], [1, 3, 2, 0, -1]]
-    alone = data.family_counts(families)
-    monkeypatch.setattr(encoded, "THREADED_ROWS", 0)
-    with cores.limited(2):
-        threaded = data.family_counts(families)
-    for family, got, want in zip(families, threaded, alone):
-        direct = joint_counts(
-            [data.y if j < 0 else data.X[:, j] for j in family], [2 if j < 0 else data.cards[j] for j in family]
-        )
-        assert np.array_equal(got, want) and np.array_equal(got, direct)
