@@ -309,3 +309,42 @@ def test_value_counts_are_bincounts_of_the_codes_present(size, values, dtype):
     counted = stats.value_counts(codes, size)
     assert counted.dtype == np.int64
     np.testing.assert_array_equal(counted, expected)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_pair_statistics_pickle_as_one_array_and_add_up_after(n, weighted):
+    """A part's counts travel (``--jobs`` processes, Dask workers) as one array of every
+    table, unpickled as views of it: the same tables, of the same type, that add up as the
+    counts they were; an empty one too."""
+    import pickle
+
+    rng = np.random.default_rng(n)
+    cards = list(rng.integers(1, 4, n))
+    X = np.column_stack([rng.integers(-1, c, 300) for c in cards]).astype(np.int8)
+    y = rng.integers(0, 3, 300)
+    weights = rng.integers(0, 3, 300).astype(np.float64) if weighted else None
+    counted = stats.PairStatistics.of(X, y, cards, 3, weights)
+    back = pickle.loads(pickle.dumps(counted))
+    assert back.cards == counted.cards and back.n_classes == counted.n_classes
+    assert list(back.pairs) == list(counted.pairs)
+    for got, want in zip(
+        [*back.class_feature, *back.pairs.values()], [*counted.class_feature, *counted.pairs.values()]
+    ):
+        assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+    total = stats.PairStatistics.empty(cards, 3, weighted)
+    total = pickle.loads(pickle.dumps(total))
+    total.add(back)
+    total.add(pickle.loads(pickle.dumps(counted)))
+    assert all(np.array_equal(total.pairs[k], 2 * t) for k, t in counted.pairs.items())
+    assert all(np.array_equal(a, 2 * b) for a, b in zip(total.class_feature, counted.class_feature))
+    assert np.array_equal(
+        total.cmi_matrix(),
+        stats.PairStatistics.of(
+            np.vstack([X, X]),
+            np.concatenate([y, y]),
+            cards,
+            3,
+            None if weights is None else np.concatenate([weights, weights]),
+        ).cmi_matrix(),
+    )
