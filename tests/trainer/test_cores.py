@@ -89,3 +89,25 @@ def test_ordered_map_gives_the_results_in_order_at_most_two_a_thread_ahead(threa
             taken.append(result)
     assert taken == [i * i for i in range(20)]
     assert (callers == {threading.current_thread().name}) == (threads == 1)
+
+
+def test_family_counts_on_threads_are_each_familys_own_in_order(monkeypatch):
+    """Over more than ``BLOCK_ROWS`` rows the families are counted on the fit's cores, a block
+    at a time: each table the one counted alone in one pass, in the order asked."""
+    import numpy as np
+
+    from bnserve.trainer.data import encoded
+    from bnserve.trainer.stats import counts, joint_counts
+    from tests.data_helpers import make
+
+    rng = np.random.default_rng(0)
+    data = make(list(rng.integers(-1, 3, (4, 500))), [3] * 4, rng.integers(0, 2, 500), 2)  # -1: missing
+    families = [[0, 1, -1], [2, -1], [3, 0, 2, -1], [1, 3, 2, 0, -1]]
+    alone = [
+        joint_counts([data.y if j < 0 else data.X[:, j] for j in f], [2 if j < 0 else 3 for j in f]) for f in families
+    ]
+    monkeypatch.setattr(encoded, "BLOCK_ROWS", 100)
+    monkeypatch.setattr(counts, "BLOCK_ROWS", 100)
+    with cores.limited(2):
+        threaded = data.family_counts(families)
+    assert all(np.array_equal(got, want) for got, want in zip(threaded, alone, strict=True))

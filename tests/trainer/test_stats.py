@@ -99,6 +99,30 @@ def test_joint_counts_uses_rows_where_all_present():
     assert counts.tolist() == [[0, 1], [0, 1], [1, 0]]
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_joint_counts_by_blocks_of_rows_are_one_count_of_every_row(data):
+    """Over more rows than ``BLOCK_ROWS`` a small table is counted a block at a time: the same
+    integers as one bincount of every row, missing values and ``complete`` alike; a block
+    dropped, or counted twice, changes them."""
+    from bnserve.trainer.stats import counts
+
+    m = data.draw(st.integers(2, 400))
+    k = data.draw(st.integers(1, 3))
+    cards = data.draw(st.lists(st.integers(1, 3), min_size=k, max_size=k))
+    complete = data.draw(st.booleans())
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    cols = [rng.integers(0 if complete else -1, c, m).astype(np.int8) for c in cards]
+    ext = [c if complete else c + 1 for c in cards]
+    flat = np.ravel_multi_index([c if complete else c + 1 for c in cols], ext)
+    want = np.bincount(flat, minlength=math.prod(ext)).reshape(ext)
+    want = want if complete else want[(slice(1, None),) * k]
+    block = data.draw(st.integers(max(1, math.prod(ext)), max(m - 1, math.prod(ext))), label="BLOCK_ROWS")
+    with patch.object(counts, "BLOCK_ROWS", block):
+        got = stats.joint_counts(cols, cards, complete=complete)
+    assert got.dtype == np.int64 and got.flags.c_contiguous and np.array_equal(got, want)
+
+
 def test_entropy():
     assert stats.entropy(np.array([5, 5])) == pytest.approx(math.log(2))
     assert stats.entropy(np.array([[1, 1], [1, 1]])) == pytest.approx(math.log(4))
