@@ -1,8 +1,8 @@
 """The cores a fit may use: ``trainer fit --jobs N`` (``limited``), else every core this
 process may run on (``available``). Read where the trainer sizes a pool of threads (the
-parse's pieces), so that ``--jobs 1`` keeps a fit on one core, and each of the ``--jobs N``
-processes that count a file's parts (``parallel``) on one core of its own, as a user who
-sets ``--jobs`` on a shared machine expects."""
+parse's pieces, the counts of many rows held in memory), so that ``--jobs 1`` keeps a fit on
+one core, and each of the ``--jobs N`` processes that count a file's parts (``parallel``) on
+one core of its own, as a user who sets ``--jobs`` on a shared machine expects."""
 
 from __future__ import annotations
 
