@@ -198,7 +198,7 @@ def choose_binning(
     ahead = [i for i in within if i == within[0] or lead_z(results[i][0], reference) > MARGIN_Z]
     best = min(ahead, key=lambda i: (-round(scores[i].accuracy, 12), round(scores[i].log_loss, 12), i))
     alternatives = [
-        Alternative(Binning(text, tuple(scores), p), [(proxy, r) for proxy, r in zip(proxies, results[i][3])])
+        Alternative(Binning(text, tuple(scores), p), list(zip(proxies, results[i][3])))
         for i, (text, p) in enumerate(options)
         if i != best and p == projections
     ]

@@ -209,8 +209,8 @@ def test_pair_counts_by_blocks_of_rows_equal_one_count_of_all_rows(data):
     X = np.asfortranarray(np.column_stack([rng.integers(-1, c, m) for c in cards]).astype(np.int8))
     y = rng.integers(0, n_classes, m)
     weights = data.draw(st.sampled_from([None, rng.integers(0, 4, m).astype(np.float64)]))
-    threads = data.draw(st.sampled_from([1, 3]), label="cores")  # 3: a group's tables on threads
-    with patch.object(pairs, "PRODUCT_ROWS", products), patch.object(pairs, "THREADED_ROWS", 0), limited(threads):
+    threads = data.draw(st.sampled_from([1, 3]), label="cores")  # 3: a group's tables on threads (rows > block_rows)
+    with patch.object(pairs, "PRODUCT_ROWS", products), limited(threads):
         got = {(i, j): t for i, j, t in stats.pairwise_class_counts(X, y, cards, n_classes, weights, block_rows)}
         counted = stats.PairStatistics.of(X, y, cards, n_classes, weights)
     for j in range(n):

@@ -39,7 +39,6 @@ from bnserve.trainer.stats.information import (
 )
 from bnserve.trainer.stats.pairs import (
     PAIR_TABLE_CELLS,
-    ROW_CHUNK,
     TABLE_ROWS_PER_CELL,
     ColumnGroups,
     PairStatistics,
@@ -56,7 +55,6 @@ __all__ = [
     "GAIN_FLOOR",
     "MIN_EXPECTED_PER_CELL",
     "PAIR_TABLE_CELLS",
-    "ROW_CHUNK",
     "TABLE_ROWS_PER_CELL",
     "TRANSPOSE_ROWS",
     "ColumnGroups",

@@ -13,7 +13,7 @@ import numpy as np
 
 from bnserve.trainer.blas import one_blas_thread
 from bnserve.trainer.cores import cores, ordered_map
-from bnserve.trainer.stats.counts import feature_columns, joint_counts, shifted_codes
+from bnserve.trainer.stats.counts import BLOCK_ROWS, feature_columns, joint_counts, shifted_codes
 from bnserve.trainer.stats.information import (
     conditional_mutual_information_from_counts,
     dependence_derivative_information_from_counts,
@@ -193,15 +193,6 @@ TABLE_ROWS_PER_CELL = 4  # and at most one cell per 4 rows: summing the tables o
 # slower from mushroom's 8,124 (6.0 -> 9.6 ms)
 PRODUCT_ROWS, PRODUCT_CELLS = 4096, 1 << 22
 
-# rows counted per bincount, their int64 codes 1 MiB: on 1M rows (n = 50) the pair counts took
-# 0.63 CPU-s in blocks of 2^15 rows, 0.57 of 2^16, 0.53 of 2^17, 0.51 of 2^18 (2026-11-29, AMD EPYC)
-ROW_CHUNK = 1 << 17
-
-# From this many rows, a group's tables with the later groups are counted on every core the fit
-# may use (``cores``; numpy's passes let go of the GIL): below, a thread's start and hand-over
-# cost more than they share
-THREADED_ROWS = 1 << 17
-
 
 def pairwise_class_counts(
     X: np.ndarray,
@@ -209,7 +200,7 @@ def pairwise_class_counts(
     cards: Sequence[int],
     n_classes: int,
     weights: np.ndarray | None = None,
-    block_rows: int = ROW_CHUNK,
+    block_rows: int = BLOCK_ROWS,
 ) -> Iterator[tuple[int, int, np.ndarray]]:
     """(i, j, N) for every pair of feature columns i < j: N int64 of shape (card_i + 1, card_j + 1,
     n_classes + 1), N[a + 1, b + 1, c + 1] = N(xi = a, xj = b, c); state 0 of each axis counts
@@ -228,9 +219,9 @@ def pairwise_class_counts(
     group, one at a time, and a group's code is dropped once its tables are counted (not an
     int64 code per group and row). Each table is counted ``block_rows`` rows at a time, so
     the int64 codes of one bincount stay in cache. ``weights``: float64 sums of the rows'
-    weights instead of int64 counts (``counts``), block by block. From ``THREADED_ROWS`` rows
-    a group's tables are counted on ``cores()`` threads, each table as one thread would: the
-    same tables, in the same order.
+    weights instead of int64 counts (``counts``), block by block. Over more than one block a
+    group's tables are counted on ``cores()`` threads (numpy's passes let go of the GIL), each
+    table as one thread would: the same tables, in the same order.
     """
     m, n = X.shape
     if n < 2:
@@ -296,7 +287,7 @@ def pairwise_class_counts(
         for g, size in zip(groups[1:], sizes[1:])
     ]
     last = len(groups) - 1
-    with ordered_map(cores() if m >= THREADED_ROWS else 1, "counting") as mapped:
+    with ordered_map(cores() if m > block_rows else 1, "counting") as mapped:
         for a in range(last):
             codes[a] = None  # counted against the later groups only: group a's own code is done with
             lead = with_class(a)
