@@ -88,9 +88,11 @@ class LogGather:
         self._block = np.arange(block_size, dtype=np.intp)
         self._real = self.strides != 0  # (nodes, width): not padding (a real stride is >= 1)
         # every offset and stride is a multiple of the block size: in block units they index
-        # the block-major table's columns
-        self._block_offsets = self.offsets // block_size
-        self._block_strides = self.strides // block_size
+        # the block-major table's columns, in int32 where every column's index fits (the same
+        # integers: a batch's index arithmetic on int32 takes a third of the time on int64)
+        index = np.int32 if table.size // block_size <= np.iinfo(np.int32).max else np.intp
+        self._block_offsets = (self.offsets // block_size).astype(index)
+        self._block_strides = (self.strides // block_size).astype(index)
 
     @property
     def nbytes(self) -> int:
