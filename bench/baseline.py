@@ -11,10 +11,12 @@ runs the old code with today's dependencies. Needs the repository's history (a c
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import io
 import pathlib
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -24,6 +26,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SYNC_SERVER_COMMIT = "865b2a2ba3e41d8cd9526735f2d66bb65b464fbd"
 # The last commit whose server read the whole catalogue and rebuilt every entry on each poll.
 MANY_MODELS_BASE_COMMIT = "e4d1850e691133260d2cbbcfc6e415a00e59f709"
+# The commit docs/performance.md was written on when issue 30 set its goals (its "now" column).
+SPEED_ISSUE_COMMIT = "bf87761ae29bbe5798d770ae1f119e15c9f04578"
 PACKAGES = {"bnserve": "bnserve", "server": "bnserve/server", "store": "bnserve/store", "trainer": "bnserve/trainer"}
 
 
@@ -47,4 +51,29 @@ def baseline_code(commit: str) -> Iterator[pathlib.Path]:
                 top, _, rest = member.name.partition("/")
                 member.name = f"{PACKAGES[top]}/{rest}" if rest else PACKAGES[top]
                 tar.extract(member, folder, filter="data")
+        compileall.compile_dir(folder, quiet=1)  # its commands start as an installed one does (report.compile_bytecode)
+        yield pathlib.Path(folder)
+
+
+SHIM = """#!{python}
+import os, sys
+sys.path.insert(0, {code!r})  # ahead of the editable install, as PYTHONPATH puts it
+os.environ["PYTHONPATH"] = {code!r}  # and in the processes it starts (--jobs)
+if __name__ == "__main__":  # not in the processes multiprocessing spawns, which import this file
+    from bnserve.{package} import cli
+
+    sys.exit((getattr(cli, "run", None) or cli.main)())
+"""
+
+
+@contextlib.contextmanager
+def baseline_commands(code: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A folder holding ``trainer`` and ``server`` commands that run the code in ``code``
+    (``baseline_code``'s folder) on this interpreter: the ``bench.serving.BIN`` of a run of
+    that commit's commands. An entry point is ``cli.run`` where the commit has it, else ``cli.main``."""
+    with tempfile.TemporaryDirectory(prefix="bnserve-baseline-bin-") as folder:
+        for package in ("trainer", "server"):
+            script = pathlib.Path(folder) / package
+            script.write_text(SHIM.format(python=sys.executable, code=str(code), package=package))
+            script.chmod(0o755)
         yield pathlib.Path(folder)

@@ -31,9 +31,9 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.out_of_core import BIN, measure_child, write_csv
+from bench.out_of_core import measure_child, readable, write_csv
 from bench.report import median
-from bench.serving import print_table, result
+from bench.serving import print_table, program, result
 
 ITEM = "8 batch scoring"
 SUITE_ROWS, QUICK_ROWS = 1_000_000, 50_000
@@ -94,14 +94,15 @@ def run(quick: bool = False, rows: int | None = None) -> list[dict]:
         write_csv(data, rows)
         size = os.path.getsize(data)
         store = f"sqlite:///{directory / 'store.db'}"
-        fit = [str(BIN / "trainer"), "fit", "--algo", "kdb", "--k", "2", "--data", str(train), "--name", "kdb"]
+        fit = [program("trainer"), "fit", "--algo", "kdb", "--k", "2", "--data", str(train), "--name", "kdb"]
         measure_child([*fit, "--store", store])
+        readable(store)
         with ModelStore(store) as models:
             model = models.load("kdb").model
         compiled = compile_model(model)
 
         def predict(out: pathlib.Path) -> tuple[float, float]:
-            command = [str(BIN / "trainer"), "predict", "kdb", "--data", str(data), "--out", str(out)]
+            command = [program("trainer"), "predict", "kdb", "--data", str(data), "--out", str(out)]
             return measure_child([*command, "--store", store])
 
         def pandas_read_and_score() -> tuple[float, np.ndarray]:

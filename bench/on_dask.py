@@ -36,13 +36,12 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.out_of_core import BLOCK_ROWS, same_model
-from bench.serving import print_table, result
+from bench.serving import print_table, program, result
 from bench.synthetic import random_network, sample
 
 ITEM = "2 on Dask"
 WORKERS_GOAL = 1.8  # two workers at least 1.8x as fast as one (issue 30)
 SUITE_ROWS = 2_000_000  # bench/run.py; the 10M-row figure: python bench/on_dask.py
-BIN = pathlib.Path(sys.executable).parent
 PRELOAD = "bnserve.trainer.data.streaming"
 
 SPLIT = "the speed-up the split allows: CPU s of the trainer + 1 worker vs the trainer + the busiest of 2"
@@ -107,7 +106,7 @@ def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
 
 def fit_seconds(pattern: str, store: str, flags: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds of ``trainer fit`` in a child process."""
-    argv = [str(BIN / "trainer"), "fit", "--algo", "fkdb", "--k", "2", "--data", pattern]
+    argv = [program("trainer"), "fit", "--algo", "fkdb", "--k", "2", "--data", pattern]
     argv += ["--name", "ooc", "--store", store, *flags]
     t, cpu = time.perf_counter(), cpu_seconds(resource.RUSAGE_CHILDREN)
     done = subprocess.run(argv, capture_output=True, text=True)

@@ -35,11 +35,18 @@ from bnserve.store.db import ModelStore
 from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
 
+# Where our commands (trainer, server) are run from: this environment's, or an earlier commit's
+# environment for bench/before_after.py, which points it there. Read through ``program``.
 BIN = pathlib.Path(sys.executable).parent
 MODEL_NAME = "bench"
 # Channels that must not share a TCP connection (grpc pools subchannels per target and
 # arguments across channels of a process otherwise): one connection per channel.
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+
+
+def program(name: str) -> str:
+    """The path of our command ``name`` (``trainer``, ``server``) in ``BIN``."""
+    return str(BIN / name)
 
 
 # --------------------------------------------------------------------------- model
@@ -117,10 +124,10 @@ class Server:
     def start(self, timeout: float = 120.0) -> Server:
         self.port = free_port()
         self.metrics_port = free_port() if self.metrics else -1
-        program = [str(BIN / "server")] if self.pythonpath is None else [sys.executable, "-m", "bnserve.server.cli"]
+        command = [program("server")] if self.pythonpath is None else [sys.executable, "-m", "bnserve.server.cli"]
         env = None if self.pythonpath is None else {**os.environ, "PYTHONPATH": str(self.pythonpath)}
         command = [
-            *program,
+            *command,
             "serve",
             "--store",
             self.store_url,
@@ -243,12 +250,14 @@ def result(
     }
 
 
-def print_table(results: list[dict], file: IO[str] = sys.stdout) -> None:
-    def number(x: object) -> str:
-        if isinstance(x, float):
-            return f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
-        return str(x)
+def number(x: object) -> str:
+    """A figure as the tables print it: three significant digits, whole numbers from 1,000."""
+    if isinstance(x, float):
+        return f"{x:,.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return str(x)
 
+
+def print_table(results: list[dict], file: IO[str] = sys.stdout) -> None:
     print("| item | measurement | ours | peer | ratio | goal | met |", file=file)
     print("|---|---|---|---|---|---|---|", file=file)
     for r in results:

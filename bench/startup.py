@@ -28,8 +28,8 @@ import time
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.out_of_core import BIN, write_csv
-from bench.serving import print_table, result
+from bench.out_of_core import write_csv
+from bench.serving import print_table, program, result
 
 ITEM = "11 start-up"
 ROWS = 1_000
@@ -40,7 +40,7 @@ FLOOR = "python -c pass"
 def commands(directory: pathlib.Path) -> dict[str, list[str]]:
     """Each measured command line by its label; ``{store}`` is filled in per run."""
     data, store = str(directory / "rows.csv"), str(directory / "{store}")
-    trainer, server = str(BIN / "trainer"), str(BIN / "server")
+    trainer, server = program("trainer"), program("server")
     fit = [trainer, "fit", "--algo", "nb", "--data", data, "--name", "nb", "--store", f"sqlite:///{store}"]
     again = [trainer, "fit", "--algo", "nb", "--data", data, "--name", "again", "--store", ""]
     scored = str(directory / "scores.csv")
@@ -121,10 +121,13 @@ def run(quick: bool = False) -> list[dict]:
     ]
 
 
-def print_imports(top: int = 8) -> None:
+def print_imports(top: int = 8, only: str = "") -> None:
+    """``import_times`` of each command whose label starts with ``only``, a line each."""
     with tempfile.TemporaryDirectory(prefix="bnserve-startup-") as tmp:
         lines = prepare(pathlib.Path(tmp))
         for label, argv in lines.items():
+            if not label.startswith(only) or label == FLOOR:
+                continue
             total, packages, count = import_times(argv)
             heaviest = ", ".join(f"{name} {s:.3f}" for name, s in packages[:top])
             print(f"{label}: {total:.3f} s importing {count} modules; {heaviest}")

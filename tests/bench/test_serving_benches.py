@@ -116,6 +116,32 @@ def test_the_baseline_server_runs_the_code_of_its_commit():
         assert out == [str(path / "bnserve" / "server" / "app.py"), "False"]
 
 
+def test_the_baseline_commands_run_the_code_of_their_commit():
+    """bench/baseline.py's ``trainer`` of SPEED_ISSUE_COMMIT runs that commit's code (its CLI had
+    ``main``, not ``run``); imported as multiprocessing's spawn imports a parent's main file
+    (``--jobs`` workers), it does not run the command line again."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from bench.baseline import SPEED_ISSUE_COMMIT, available, baseline_code, baseline_commands
+
+    if not available(SPEED_ISSUE_COMMIT):
+        pytest.skip("this clone does not hold the baseline commit")
+    with baseline_code(SPEED_ISSUE_COMMIT) as code, baseline_commands(code) as commands:
+        trainer = str(commands / "trainer")
+        assert subprocess.run([trainer, "--version"], capture_output=True, text=True, check=True).stdout.startswith(
+            "trainer "
+        )
+        probe = (
+            f"import runpy; runpy.run_path({trainer!r}, run_name='__mp_main__'); "
+            "import bnserve.trainer.cli as cli; print(cli.__file__)"
+        )
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+        assert out.split() == [str(code / "bnserve" / "trainer" / "cli.py")]
+
+
 def test_many_models_tiny_run_reports_every_figure():
     """bench/many_models.py end to end with 6 models besides the target: real servers (eager,
     lazy, one model), the poll probe on our code and, when the clone holds it, the earlier commit's."""
