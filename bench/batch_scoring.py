@@ -58,17 +58,17 @@ def _versus_size(name: str) -> str:
 SUITE_NAME = _name(50, 3, SUITE_ROWS)  # the shape of ``write_csv``'s network
 BOUNDS = {  # what bounds a missed goal, by measurement (bench/run.py puts it in docs/performance.md)
     _versus_pandas(SUITE_NAME): (
-        "The peer runs in this process, its imports not counted: pandas.read_csv is one C pass (1.3-1.9 CPU-s), "
-        "and its coding (np.unique of each column) most of the rest; on the shared machine it took 5.8-6.1 CPU-s."
-        " trainer predict takes about 4.0 CPU-s there (was 4.6-4.8, same runs), on three threads and the parse's "
-        "pool: starting Python and importing numpy, pyarrow and SQLAlchemy and loading the model about 1 on one "
-        "core, now while the first chunks are parsed; the parse (about 1.1-1.4: pyarrow's plain-string parse "
-        "0.67, in 1 MiB pieces on a thread per core, and the coding of each piece's one-byte texts 0.2 by numpy; "
-        "the dictionary-encoded parse alone took 2.2); coding the chunk (a gather per column into int8, 0.17) and"
-        " predict_proba (0.8-0.9, the peer's arithmetic) on a thread of their own; and the CSV writer (0.35-0.4, "
-        "pyarrow's float formatting) on the main thread. What is left is the sum: at best about 2 s of wall on "
-        "two free cores (4.0 CPU-s / 2, not measured quiet), against the peer's 3.8 in the last quiet run. The wall ratio needs free cores; on the shared machine at load 11-15 it "
-        "was 1.32-1.47 (base 0.97-0.99, same runs), and says little."
+        "The sum of the work on two shared cores. On 2026-11-29 (a fast hour) trainer predict took 1.2-1.3 s "
+        "and about 1.9 CPU-s against the peer's 2.2-2.3 s (1.72-1.8x; bf87761's took 2.8 s, "
+        "bench/before_after.py). Its CPU, a stage at a time in one process: the parse 0.53 (pyarrow's plain "
+        "strings in 1 MiB pieces on a thread per core, numpy coding their one-byte texts), coding the chunk "
+        "0.13 (a gather per column into int8), predict_proba 0.45-0.5 (its index arithmetic in int32 since "
+        "then), the CSV writer 0.23 (pyarrow's float formatting), each on a thread of its own; and before the "
+        "first chunk is scored, starting Python, importing (SQLAlchemy 0.14 s of it) and loading the model, "
+        "about 0.35 s, during which the reader parses the first chunks and then waits, one chunk ahead. "
+        "Reading six chunks ahead took 1.15 s instead of 1.25 with a peak RSS of 191-200 MB instead of 179 "
+        "(2.0x the file, the RSS goal's edge): not taken. 2x needs about 1.1 s: the CPU over two cores is "
+        "0.95 s, so the start-up would have to overlap almost all of the rest."
     ),
     _versus_size(SUITE_NAME): (
         "About 175 MiB against a 97 MiB file (was about 170 with one chunk held), reading 100,000 rows at a time:"
