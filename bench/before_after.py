@@ -63,18 +63,27 @@ def server_starts(code: pathlib.Path, models: int, label: str) -> dict[str, list
 
 
 def table(sides: dict[str, list[dict]]) -> str:
-    """Markdown: each measurement once, with each side's figures and ratio."""
+    """Markdown: each measurement once, with each side's figures and ratio; with more than one
+    round, each round's ratio in turn after the first round's figures."""
     labels = list(sides)
-    keyed = {label: {(r["item"], r["measurement"]): r for r in rows} for label, rows in sides.items()}
+    keyed: dict[str, dict[tuple[str, str], list[dict]]] = {}
+    for label, rows in sides.items():
+        keyed[label] = {}
+        for r in rows:
+            keyed[label].setdefault((r["item"], r["measurement"]), []).append(r)
     lines = [
         "| item | measurement | " + " | ".join(f"{label}: ours / peer = ratio" for label in labels) + " | goal |",
         "|---|---|" + "---|" * len(labels) + "---|",
     ]
-    for key, first in keyed[labels[-1]].items():
+    for key, (first, *_) in keyed[labels[-1]].items():
         cells = []
         for label in labels:
-            r = keyed[label].get(key)
-            cells.append("—" if r is None else f"{number(r['ours'])} / {number(r['peer'])} = {r['ratio']:.2f}×")
+            rounds = keyed[label].get(key)
+            if rounds is None:
+                cells.append("—")
+                continue
+            r, ratios = rounds[0], ", ".join(f"{x['ratio']:.2f}×" for x in rounds)
+            cells.append(f"{number(r['ours'])} / {number(r['peer'])} = {ratios}")
         lines.append(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + f" | {first['goal']} |")
     return "\n".join(lines)
 

@@ -17,3 +17,9 @@ def test_the_table_sets_each_sides_figures_of_a_measurement_in_one_row():
     # a measurement the earlier code lacks is a dash on its side; ours lists the rows
     assert lines[3] == "| 11 | start | — | 0.3 / 0.03 = 10.00× | — |"
     assert len(lines) == 4
+
+
+def test_with_more_rounds_each_rounds_ratio_is_shown_in_turn():
+    ours = [result("2", "fit vs read", 3.0, 1.5, "≤ 2×", False), result("2", "fit vs read", 3.3, 1.5, "≤ 2×", False)]
+    lines = table({"before": [], "ours": ours}).splitlines()
+    assert lines[2] == "| 2 | fit vs read | — | 3 / 1.5 = 2.00×, 2.20× | ≤ 2× |"
