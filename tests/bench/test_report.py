@@ -182,3 +182,18 @@ def test_a_childs_peak_memory_is_its_own_not_the_bench_processs():
     _, peak = measure_child([sys.executable, "-c", child])
     del held
     assert 50 << 20 <= peak < 200 << 20, f"{peak / 2**20:.0f} MiB"
+
+
+def test_every_missed_goal_of_the_committed_report_says_what_bounds_it():
+    """docs/performance.md as bench/run.py last wrote it: a section per missed goal, each
+    saying what bounds it (its module's BOUNDS, keyed by the measurement's exact name), never
+    the placeholder a stale or missing key leaves (issue 30: 'where missed, what bounds it')."""
+    import pathlib
+
+    from bench.run import NO_BOUND
+
+    report = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "performance.md").read_text()
+    missed = report.count("| MISSED |")
+    bounds = report.split("## Missed goals: what bounds them", 1)[1]
+    assert bounds.count("\n### ") == missed
+    assert NO_BOUND not in report
