@@ -96,7 +96,6 @@ def test_family_counts_on_threads_are_each_familys_own_in_order(monkeypatch):
     at a time: each table the one counted alone in one pass, in the order asked."""
     import numpy as np
 
-    from bnserve.trainer.data import encoded
     from bnserve.trainer.stats import counts, joint_counts
     from tests.data_helpers import make
 
@@ -106,8 +105,17 @@ def test_family_counts_on_threads_are_each_familys_own_in_order(monkeypatch):
     alone = [
         joint_counts([data.y if j < 0 else data.X[:, j] for j in f], [2 if j < 0 else 3 for j in f]) for f in families
     ]
-    monkeypatch.setattr(encoded, "BLOCK_ROWS", 100)
     monkeypatch.setattr(counts, "BLOCK_ROWS", 100)
     with cores.limited(2):
         threaded = data.family_counts(families)
     assert all(np.array_equal(got, want) for got, want in zip(threaded, alone, strict=True))
+
+
+def test_counts_go_on_the_fits_cores_over_more_than_one_block_of_rows():
+    """The one rule for counts of rows held in memory (``counting_threads``): one thread up to a
+    block of rows, the cores the fit may use beyond it."""
+    from bnserve.trainer.stats.counts import BLOCK_ROWS, counting_threads
+
+    with cores.limited(2):
+        assert [counting_threads(BLOCK_ROWS), counting_threads(BLOCK_ROWS + 1)] == [1, 2]
+        assert [counting_threads(100, block_rows=100), counting_threads(101, block_rows=100)] == [1, 2]

@@ -26,7 +26,7 @@ from bnserve.store.model import FEATURE, NUMERIC, REFUSE, UNKNOWN, Variable, set
 from bnserve.store.model.discretization import interval_codes, interval_labels
 from bnserve.store.model.markers import COMMON_MARKERS
 from bnserve.store.model.projection import derive_codes, derived_inputs
-from bnserve.trainer.cores import cores, ordered_map
+from bnserve.trainer.cores import ordered_map
 from bnserve.trainer.data.columns import Columns, columns_of
 from bnserve.trainer.data.fingerprint import fingerprint_of
 from bnserve.trainer.data.missing import AVAILABLE_CASE, IMPUTE, STATE
@@ -38,7 +38,7 @@ from bnserve.trainer.data.weights import checked_weights, typing_rules, weight_c
 from bnserve.trainer.io import RawTable, TextColumn, read_table
 from bnserve.trainer.io.table import narrowest
 from bnserve.trainer.stats import PairStatistics, joint_counts
-from bnserve.trainer.stats.counts import BLOCK_ROWS
+from bnserve.trainer.stats.counts import counting_threads
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class EncodedData(TrainingView):
         Once ``statistics`` are counted (unweighted), a family of the class and at most two
         features is read from them, not counted again: the same integers, without a pass over
         the rows (an AODE's families are every pair of features with the class). Over more than
-        ``BLOCK_ROWS`` rows, counted on the cores the fit may use (``cores``), a block at a time."""
+        ``BLOCK_ROWS`` rows, counted on the cores the fit may use (``counting_threads``), a block at a time."""
         counted = self.__dict__.get("statistics") if self.weights is None else None
 
         def column(j: int) -> np.ndarray:
@@ -121,7 +121,7 @@ class EncodedData(TrainingView):
                 table = joint_counts([column(j) for j in family], [card(j) for j in family], weights=self.weights)
             return table
 
-        with ordered_map(cores() if self.n_rows > BLOCK_ROWS else 1, "counting") as mapped:
+        with ordered_map(counting_threads(self.n_rows), "counting") as mapped:
             return list(mapped(counts, families))
 
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:

@@ -297,13 +297,13 @@ def _parsed_pieces(
 ) -> Iterator[Iterator[tuple[list[str], list[tuple[list[str], np.ndarray]]]]]:
     """The file's ``pieces``, in order, each parsed by pyarrow in a thread of a pool of one per
     core (``_parse_workers``; the parse releases the GIL, so it runs on every core while this
-    thread adds each piece to its columns; with one core, here, in turn), as the names
-    pyarrow read in its header line (the first piece's; the others are given them) and a
-    ``text_piece`` per column, encoded in the thread too. At most two pieces a thread are in
-    flight, so what is held beside the columns stays a few MiB. ``counted``: told each piece's bytes. A piece that holds a quote
-    character is an ``OSError``: there a line end may not end a row, so the pieces are not
-    cut right (the callers scan a file for quotes first, or read a part of one, whose quotes
-    only its own reading sees)."""
+    thread adds each piece to its columns; with one core, here, in turn), as the names pyarrow
+    read in its header line (the first piece's; the others are given them) and a ``text_piece``
+    per column, encoded in the thread too. At most two pieces a thread are in flight, so what is
+    held beside the columns stays a few MiB. ``counted``: told each piece's bytes. A piece that
+    holds a quote character is an ``OSError``: there a line end may not end a row, so the pieces
+    are not cut right (the callers scan a file for quotes first, or read a part of one, whose
+    quotes only its own reading sees)."""
     Piece = tuple[list[str], list[tuple[list[str], np.ndarray]]]
 
     def parse(i: int) -> Piece:

@@ -13,14 +13,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from bnserve.trainer.cores import cores
+
 COMPARED_VALUES = 16  # up to this many values are counted by comparisons, not bincount
 # Rows counted per bincount over many rows, so that its int64 copy of the index is 1 MiB, not 8
 # bytes a row (a family's CPT counts over a million rows held 10 MB): ``joint_counts`` of a table
 # of at most this many cells without weights (sums of weights would round in another order), and
 # the pair counts (``pairs``: on 1M rows x 50, 0.63 CPU-s in blocks of 2^15 rows, 0.57 of 2^16,
 # 0.53 of 2^17, 0.51 of 2^18; 2026-11-29, AMD EPYC). Over more than one block, the counts of
-# rows held in memory go on the cores the fit may use (``cores``).
+# rows held in memory go on the cores the fit may use (``counting_threads``).
 BLOCK_ROWS = 1 << 17
+
+
+def counting_threads(rows: int, block_rows: int | None = None) -> int:
+    """Threads to count ``rows`` rows held in memory on, ``block_rows`` (``BLOCK_ROWS``) at a
+    time: the cores the fit may use (``cores``; numpy's passes let go of the GIL) over more than
+    one block, else one (a thread's start and hand-over would cost more than one block shares)."""
+    return cores() if rows > (BLOCK_ROWS if block_rows is None else block_rows) else 1
 
 
 def value_counts(codes: np.ndarray, size: int) -> np.ndarray:
@@ -53,16 +62,15 @@ def joint_counts(
     if not cols:
         raise ValueError("joint_counts needs at least one column")
     ext = shape if complete else tuple(c + 1 for c in shape)
-    rows = cols[0].shape[0]
-    if weights is None and rows > BLOCK_ROWS >= math.prod(ext):  # by blocks: the same integers, a block's index held
-        table = np.zeros(math.prod(ext), dtype=np.int64)
+    size, rows = math.prod(ext), cols[0].shape[0]
+    if weights is None and rows > BLOCK_ROWS >= size:  # by blocks: the same integers, a block's index held
+        table = np.zeros(size, dtype=np.int64)
         for start in range(0, rows, BLOCK_ROWS):
             block = [c[start : start + BLOCK_ROWS] for c in cols]
-            table += np.bincount(_flat_index(block, ext, shifted=not complete), minlength=table.size)
-        return table.reshape(shape) if complete else _sliced(table.reshape(ext))
-    if complete:
-        return np.bincount(_flat_index(cols, shape), weights, minlength=math.prod(shape)).reshape(shape)
-    return _shifted_counts(_flat_index(cols, ext, shifted=True), shape, weights)
+            table += np.bincount(_flat_index(block, ext, shifted=not complete), minlength=size)
+    else:
+        table = np.bincount(_flat_index(cols, ext, shifted=not complete), weights, minlength=size)
+    return table.reshape(shape) if complete else _sliced(table.reshape(ext))
 
 
 def _flat_index(cols: Sequence[np.ndarray], ext: Sequence[int], shifted: bool = False) -> np.ndarray:

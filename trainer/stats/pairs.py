@@ -12,8 +12,14 @@ from typing import Any
 import numpy as np
 
 from bnserve.trainer.blas import one_blas_thread
-from bnserve.trainer.cores import cores, ordered_map
-from bnserve.trainer.stats.counts import BLOCK_ROWS, feature_columns, joint_counts, shifted_codes
+from bnserve.trainer.cores import ordered_map
+from bnserve.trainer.stats.counts import (
+    BLOCK_ROWS,
+    counting_threads,
+    feature_columns,
+    joint_counts,
+    shifted_codes,
+)
 from bnserve.trainer.stats.information import (
     conditional_mutual_information_from_counts,
     dependence_derivative_information_from_counts,
@@ -220,7 +226,7 @@ def pairwise_class_counts(
     int64 code per group and row). Each table is counted ``block_rows`` rows at a time, so
     the int64 codes of one bincount stay in cache. ``weights``: float64 sums of the rows'
     weights instead of int64 counts (``counts``), block by block. Over more than one block a
-    group's tables are counted on ``cores()`` threads (numpy's passes let go of the GIL), each
+    group's tables are counted on ``counting_threads`` (numpy's passes let go of the GIL), each
     table as one thread would: the same tables, in the same order.
     """
     m, n = X.shape
@@ -287,7 +293,7 @@ def pairwise_class_counts(
         for g, size in zip(groups[1:], sizes[1:])
     ]
     last = len(groups) - 1
-    with ordered_map(cores() if m > block_rows else 1, "counting") as mapped:
+    with ordered_map(counting_threads(m, block_rows), "counting") as mapped:
         for a in range(last):
             codes[a] = None  # counted against the later groups only: group a's own code is done with
             lead = with_class(a)
