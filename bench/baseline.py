@@ -1,12 +1,13 @@
 """The server as an earlier commit shipped it, to measure a change against in the same run.
 
-    with baseline_code(SYNC_SERVER_COMMIT) as path:
-        Server(store_url, pythonpath=path).start()
+    with baseline_code(SYNC_SERVER_COMMIT) as code, baseline_commands(code) as commands:
+        Server(store_url, commands=commands).start()
 
 ``git archive`` writes that commit's packages into a temporary folder laid out as the
 installed package is (``bnserve/`` with ``server/``, ``store/`` and ``trainer/`` inside);
-``PYTHONPATH`` puts it ahead of the editable install, so ``python -m bnserve.server.cli``
-runs the old code with today's dependencies. Needs the repository's history (a clone).
+on ``PYTHONPATH`` (or at the head of ``sys.path``, as ``baseline_commands``' scripts put it)
+it comes ahead of the editable install, so the old code runs with today's dependencies.
+Needs the repository's history (a clone).
 """
 
 from __future__ import annotations

@@ -21,10 +21,12 @@ Default ``--before``: ``bench.baseline.SPEED_ISSUE_COMMIT``, where issue 30 meas
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -43,21 +45,29 @@ def items(rows: int) -> list[dict]:
     return [*out_of_core.run(rows=rows), *batch_scoring.run(rows=rows), *startup.run()]
 
 
-def server_starts(code: pathlib.Path, models: int, label: str) -> dict[str, list[dict]]:
-    """Start to SERVING of a server of each side on ``models`` models vs one model, started in turn."""
+@contextlib.contextmanager
+def running(commands: pathlib.Path) -> Iterator[None]:
+    """The bench's items run ``commands``' trainer and server (``serving.BIN``) meanwhile."""
+    ours, serving.BIN = serving.BIN, commands
+    try:
+        yield
+    finally:
+        serving.BIN = ours
+
+
+def server_starts(sides: dict[str, pathlib.Path], models: int) -> dict[str, list[dict]]:
+    """Start to SERVING of each side's server on ``models`` models vs one model, started in turn."""
     with tempfile.TemporaryDirectory(prefix="bnserve-before-after-") as tmp:
         many, one = many_models.build_stores(pathlib.Path(tmp), models)
         servers = {}
-        for side, path in ((label, code), ("ours", None)):
-            servers[side, "one"] = Server(one, pythonpath=path)
-            servers[side, "eager"] = Server(many, pythonpath=path)
-        named = {f"{side} {how}": server for (side, how), server in servers.items()}
-        start = many_models.starts(named, START_REPEATS)
+        for side, commands in sides.items():
+            servers[f"{side} one"] = Server(one, commands=commands)
+            servers[f"{side} eager"] = Server(many, commands=commands)
+        start = many_models.starts(servers, START_REPEATS)
+    goal, measurement = many_models.START_GOAL, many_models.start_measurement(models, "eager")
     out: dict[str, list[dict]] = {}
-    for side in (label, "ours"):
+    for side in sides:
         eager, single = start[f"{side} eager"][0], start[f"{side} one"][0]
-        goal = many_models.START_GOAL
-        measurement = many_models.start_measurement(models, "eager")
         out[side] = [result(many_models.ITEM, measurement, eager, single, f"≤ {goal}", eager / single <= goal)]
     return out
 
@@ -99,24 +109,20 @@ def main() -> int:
         parser.error(f"this clone does not hold {args.before}")
     compile_bytecode()
     t0 = time.monotonic()
-    ours_bin, label = serving.BIN, f"before ({args.before[:7]})"
-    sides: dict[str, list[dict]] = {label: [], "ours": []}
-    with baseline_code(args.before) as code, baseline_commands(code) as before_bin:
-        try:
-            for _ in range(args.rounds):
-                for side, commands in ((label, before_bin), ("ours", ours_bin)):
-                    serving.BIN = commands
+    with baseline_code(args.before) as code, baseline_commands(code) as before:
+        commands = {f"before ({args.before[:7]})": before, "ours": serving.BIN}
+        sides: dict[str, list[dict]] = {side: [] for side in commands}
+        for _ in range(args.rounds):
+            for side, folder in commands.items():
+                with running(folder):
                     sides[side] += items(args.rows)
-        finally:
-            serving.BIN = ours_bin
-        for side, rows in server_starts(code, args.models, label).items():
+        for side, rows in server_starts(commands, args.models).items():
             sides[side] += rows
         for _ in range(IMPORT_ROUNDS):  # what python -X importtime counts of `trainer fit`, each side in turn
-            for side, commands in ((label, before_bin), ("ours", ours_bin)):
-                serving.BIN = commands
+            for side, folder in commands.items():
                 print(f"{side}:", flush=True)
-                startup.print_imports(only="trainer fit --algo")
-        serving.BIN = ours_bin
+                with running(folder):
+                    startup.print_imports(only="trainer fit --algo")
     print(f"before and after, {args.rounds} round(s), {time.monotonic() - t0:.0f} s")
     print(table(sides))
     return 0

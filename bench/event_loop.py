@@ -23,7 +23,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository importable as ``bench``
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from bench.baseline import SYNC_SERVER_COMMIT, available, baseline_code
+from bench.baseline import SYNC_SERVER_COMMIT, available, baseline_code, baseline_commands
 from bench.serving import Server, kdb_on_random_data, main_of, result, temporary_store
 from bench.workers import H2Load
 
@@ -60,8 +60,9 @@ def run(quick: bool = False) -> list[dict]:
         with (
             temporary_store(model) as url,
             baseline_code(SYNC_SERVER_COMMIT) as old_code,
+            baseline_commands(old_code) as old_commands,
             Server(url) as ours,
-            Server(url, pythonpath=old_code) as theirs,
+            Server(url, commands=old_commands) as theirs,
         ):
             servers = {"asyncio": ours, "thread pool": theirs}
             for server in servers.values():

@@ -35,8 +35,9 @@ from bnserve.store.db import ModelStore
 from bnserve.store.model import Model
 from bnserve.trainer.data import EncodedData
 
-# Where our commands (trainer, server) are run from: this environment's, or an earlier commit's
-# environment for bench/before_after.py, which points it there. Read through ``program``.
+# Where our commands (trainer, server) are run from: this environment's, or a folder of an
+# earlier commit's commands (bench.baseline.baseline_commands) that bench/before_after.py points
+# it at. Read through ``program``.
 BIN = pathlib.Path(sys.executable).parent
 MODEL_NAME = "bench"
 # Channels that must not share a TCP connection (grpc pools subchannels per target and
@@ -44,9 +45,9 @@ MODEL_NAME = "bench"
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
 
 
-def program(name: str) -> str:
-    """The path of our command ``name`` (``trainer``, ``server``) in ``BIN``."""
-    return str(BIN / name)
+def program(name: str, commands: pathlib.Path | None = None) -> str:
+    """The path of the command ``name`` (``trainer``, ``server``) in ``commands``, else in ``BIN``."""
+    return str((commands or BIN) / name)
 
 
 # --------------------------------------------------------------------------- model
@@ -111,7 +112,7 @@ class Server:
     threads: int | None = None
     metrics: bool = False
     extra: tuple[str, ...] = ()
-    pythonpath: pathlib.Path | None = None  # another commit's code (bench.baseline) instead of ours
+    commands: pathlib.Path | None = None  # another commit's (bench.baseline.baseline_commands), not BIN
     port: int = 0
     metrics_port: int = -1
     process: subprocess.Popen | None = field(default=None, repr=False)
@@ -124,10 +125,8 @@ class Server:
     def start(self, timeout: float = 120.0) -> Server:
         self.port = free_port()
         self.metrics_port = free_port() if self.metrics else -1
-        command = [program("server")] if self.pythonpath is None else [sys.executable, "-m", "bnserve.server.cli"]
-        env = None if self.pythonpath is None else {**os.environ, "PYTHONPATH": str(self.pythonpath)}
         command = [
-            *command,
+            program("server", self.commands),
             "serve",
             "--store",
             self.store_url,
@@ -145,9 +144,7 @@ class Server:
         if self.threads is not None:
             command += ["--threads", str(self.threads)]
         self._log = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(
-            command + list(self.extra), stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=self.pythonpath
-        )
+        self.process = subprocess.Popen(command + list(self.extra), stdout=self._log, stderr=subprocess.STDOUT)
         try:
             wait_serving(self.target, timeout, self.process)
         except RuntimeError as exc:
